@@ -1,0 +1,204 @@
+// Package model owns Cairn's system model: the objects the MDM keeps in etcd
+// (protection domains, fault sets, SDSs, devices, storage pools, volumes,
+// hosts and mappings, users, placement maps) and their key layout.
+//
+// Every object is stored as JSON under Prefix+"<kind>/<id>". Names are unique
+// per kind through an index key Prefix+"name/<kind>/<name>" -> id, written in
+// the same transaction as the object. Layout version: v1 (the prefix).
+package model
+
+import (
+	"crypto/rand"
+	"encoding/hex"
+	"time"
+)
+
+// Prefix is the root of every key Cairn writes to etcd.
+const Prefix = "/cairn/v1/"
+
+// Sizes fixed by the on-disk and placement formats.
+const (
+	// ChunkSize is the unit of placement and allocation on the SDSs.
+	ChunkSize = 1 << 20
+	// AllocationUnit: volume sizes are multiples of it (ScaleIO used 8 GiB;
+	// 1 GiB keeps small test volumes honest and wastes less).
+	AllocationUnit = 1 << 30
+	// DefaultPGCount placement groups per pool.
+	DefaultPGCount = 256
+)
+
+// Kinds, used in keys and in API paths.
+const (
+	KindPD       = "pd"
+	KindFaultSet = "faultset"
+	KindSDS      = "sds"
+	KindDevice   = "device"
+	KindPool     = "pool"
+	KindVolume   = "volume"
+	KindHost     = "host"
+	KindUser     = "user"
+)
+
+// Roles of gateway users.
+const (
+	RoleAdmin    = "admin"    // everything
+	RoleOperator = "operator" // volumes, mappings, hosts, maintenance
+	RoleMonitor  = "monitor"  // read only
+)
+
+// System is the cluster's identity, written once at bootstrap.
+type System struct {
+	ID      string    `json:"id"` // cluster id, stamped on every device superblock
+	Name    string    `json:"name"`
+	Created time.Time `json:"created"`
+}
+
+type ProtectionDomain struct {
+	ID   string `json:"id"`
+	Name string `json:"name"`
+}
+
+// FaultSet groups SDSs that may fail together (a rack, a power phase): no
+// two copies of a chunk are placed in one fault set.
+type FaultSet struct {
+	ID   string `json:"id"`
+	Name string `json:"name"`
+	PDID string `json:"pd_id"`
+}
+
+// SDS states.
+const (
+	SDSNormal        = "normal"
+	SDSMaintenance   = "maintenance"   // instant maintenance
+	SDSProtectedMain = "protected-maintenance"
+	SDSRemoving      = "removing"
+)
+
+type SDS struct {
+	ID         string `json:"id"`
+	Name       string `json:"name"`
+	PDID       string `json:"pd_id"`
+	FaultSetID string `json:"fault_set_id,omitempty"` // empty: the SDS is its own fault set
+	Address    string `json:"address"`                // data-path host:port
+	State      string `json:"state"`
+}
+
+// Device states.
+const (
+	DeviceNormal   = "normal"
+	DeviceError    = "error"
+	DeviceRemoving = "removing"
+)
+
+type Device struct {
+	ID       string `json:"id"`
+	Name     string `json:"name"`
+	SDSID    string `json:"sds_id"`
+	PoolID   string `json:"pool_id"`
+	Path     string `json:"path"`     // stable path: /dev/disk/by-id/..., by-path, or a file
+	Capacity int64  `json:"capacity"` // bytes usable for chunks
+	State    string `json:"state"`
+	Error    string `json:"error,omitempty"`
+}
+
+type StoragePool struct {
+	ID           string `json:"id"`
+	Name         string `json:"name"`
+	PDID         string `json:"pd_id"`
+	SparePercent int    `json:"spare_percent"`
+	PGCount      int    `json:"pg_count"`
+	// ZeroPadding is always true: unwritten or unmapped blocks read as zeros.
+	ZeroPadding bool `json:"zero_padding"`
+}
+
+// Mapping exposes a volume to a host.
+type Mapping struct {
+	HostID   string `json:"host_id"`
+	ReadOnly bool   `json:"read_only,omitempty"`
+}
+
+type Volume struct {
+	ID       string    `json:"id"` // 16 hex digits; its value is the wire volume id
+	Name     string    `json:"name"`
+	PoolID   string    `json:"pool_id"`
+	Size     int64     `json:"size"` // bytes, a multiple of AllocationUnit
+	Thin     bool      `json:"thin"`
+	WWN      string    `json:"wwn"`    // 32 hex digits, NAA type 6
+	Serial   string    `json:"serial"` // VPD 0x80
+	Mappings []Mapping `json:"mappings,omitempty"`
+	Created  time.Time `json:"created"`
+}
+
+// Host types.
+const (
+	HostISCSI = "iscsi"
+	HostNBD   = "nbd"
+)
+
+type Host struct {
+	ID   string `json:"id"`
+	Name string `json:"name"`
+	Type string `json:"type"`
+	IQN  string `json:"iqn,omitempty"` // iSCSI initiator name
+	// CHAP credentials for iSCSI (optional); secrets never leave the gateway
+	// in API responses.
+	CHAPUser   string `json:"chap_user,omitempty"`
+	CHAPSecret string `json:"chap_secret,omitempty"`
+}
+
+type User struct {
+	Name         string `json:"name"`
+	Role         string `json:"role"`
+	PasswordHash string `json:"password_hash"`
+}
+
+// CopyRef names one copy of a placement group: a device on an SDS.
+type CopyRef struct {
+	SDSID    string `json:"sds"`
+	DeviceID string `json:"dev"`
+}
+
+// PlacementMap gives each placement group of a pool its ordered copy set
+// ([0] is the primary). Epoch grows with every change; every data-path
+// request carries the epoch it was routed with.
+type PlacementMap struct {
+	PoolID  string      `json:"pool_id"`
+	Epoch   uint64      `json:"epoch"`
+	PGCount int         `json:"pg_count"`
+	PGs     [][]CopyRef `json:"pgs"`
+}
+
+// SDSLive is written by a running SDS under a lease (Prefix+"live/sds/<id>").
+type SDSLive struct {
+	Address string    `json:"address"`
+	PID     int       `json:"pid"`
+	Since   time.Time `json:"since"`
+}
+
+// Key returns the key of an object.
+func Key(kind, id string) string { return Prefix + kind + "/" + id }
+
+// KindPrefix returns the prefix under which all objects of a kind live.
+func KindPrefix(kind string) string { return Prefix + kind + "/" }
+
+// NameKey returns the uniqueness index key of a name.
+func NameKey(kind, name string) string { return Prefix + "name/" + kind + "/" + name }
+
+// MapKey returns the placement map key of a pool.
+func MapKey(poolID string) string { return Prefix + "map/" + poolID }
+
+// LiveKey returns the liveness key of an SDS.
+func LiveKey(sdsID string) string { return Prefix + "live/sds/" + sdsID }
+
+// SystemKey holds the System object.
+const SystemKey = Prefix + "system"
+
+// NewID returns a fresh random 16-hex-digit id.
+func NewID() string {
+	var b [8]byte
+	if _, err := rand.Read(b[:]); err != nil {
+		panic(err)
+	}
+	b[0] &= 0x7f // keep ids positive when read as int64 by other tools
+	return hex.EncodeToString(b[:])
+}
