@@ -202,3 +202,34 @@ func NewID() string {
 	b[0] &= 0x7f // keep ids positive when read as int64 by other tools
 	return hex.EncodeToString(b[:])
 }
+
+// IOCounters are cumulative data-path counters (since the SDS started).
+type IOCounters struct {
+	ReadOps        uint64 `json:"read_ops"`
+	WriteOps       uint64 `json:"write_ops"`
+	ReadBytes      uint64 `json:"read_bytes"`
+	WriteBytes     uint64 `json:"write_bytes"`
+	ReadLatencyNs  uint64 `json:"read_latency_ns"`  // sum over ReadOps
+	WriteLatencyNs uint64 `json:"write_latency_ns"` // sum over WriteOps
+}
+
+// DeviceUsage is a device's capacity as its SDS sees it.
+type DeviceUsage struct {
+	Capacity int64  `json:"capacity"` // bytes for chunks
+	Used     int64  `json:"used"`     // bytes in allocated chunks
+	State    string `json:"state"`
+	Error    string `json:"error,omitempty"`
+}
+
+// SDSStats is published by each running SDS every few seconds under a lease
+// (StatsKey). Volumes holds the I/O this SDS served as primary, by volume id.
+type SDSStats struct {
+	SDSID   string                 `json:"sds_id"`
+	Time    time.Time              `json:"time"`
+	Total   IOCounters             `json:"total"`
+	Volumes map[string]IOCounters  `json:"volumes"`
+	Devices map[string]DeviceUsage `json:"devices"`
+}
+
+// StatsKey returns the key of an SDS's published statistics.
+func StatsKey(sdsID string) string { return Prefix + "stats/sds/" + sdsID }
