@@ -1,0 +1,431 @@
+// Package client is Cairn's data client (the SDC): it maps volume ranges to
+// chunks, chunks to placement groups, groups to their primary SDS, sends
+// the requests, and retries across placement changes. Every frontend (NBD,
+// SCSI) and the SDSs themselves (server-side copy) use it.
+package client
+
+import (
+	"context"
+	"encoding/binary"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"log/slog"
+	"sync"
+	"time"
+
+	"github.com/cairn-storage/cairn/appliance/internal/blockdev"
+	"github.com/cairn-storage/cairn/appliance/internal/catalog"
+	"github.com/cairn-storage/cairn/appliance/internal/model"
+	"github.com/cairn-storage/cairn/appliance/internal/placement"
+	"github.com/cairn-storage/cairn/appliance/internal/wire"
+)
+
+// Cluster is a connection to a Cairn cluster's data path.
+type Cluster struct {
+	Cat *catalog.Catalog
+	log *slog.Logger
+	// RetryFor bounds how long one chunk request keeps retrying through
+	// map changes and unreachable SDSs before failing with ErrUnavailable.
+	RetryFor time.Duration
+	// AttemptTimeout bounds one attempt (a partitioned SDS never answers).
+	AttemptTimeout time.Duration
+	// ConnsPerSDS is the number of TCP connections to each SDS.
+	ConnsPerSDS int
+
+	mu    sync.Mutex
+	peers map[string]*wire.Client
+}
+
+// New returns a data client over a catalog.
+func New(cat *catalog.Catalog, log *slog.Logger) *Cluster {
+	return &Cluster{Cat: cat, log: log, RetryFor: 60 * time.Second, AttemptTimeout: 5 * time.Second, ConnsPerSDS: 2, peers: map[string]*wire.Client{}}
+}
+
+// Close closes every connection.
+func (c *Cluster) Close() {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	for _, p := range c.peers {
+		p.Close()
+	}
+	c.peers = map[string]*wire.Client{}
+}
+
+// Peer returns the (shared) wire client for an address.
+func (c *Cluster) Peer(addr string) *wire.Client {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	p := c.peers[addr]
+	if p == nil {
+		p = wire.NewClient(addr, c.ConnsPerSDS)
+		c.peers[addr] = p
+	}
+	return p
+}
+
+// ErrNoVolume: no such volume.
+var ErrNoVolume = errors.New("no such volume")
+
+// Open returns a volume by name or id.
+func (c *Cluster) Open(ctx context.Context, name string) (*Volume, error) {
+	id, v, ok := c.Cat.VolumeByName(name)
+	if !ok {
+		if err := c.Cat.Refresh(ctx); err != nil {
+			return nil, err
+		}
+		if id, v, ok = c.Cat.VolumeByName(name); !ok {
+			return nil, fmt.Errorf("volume %q: %w", name, ErrNoVolume)
+		}
+	}
+	return c.volume(id, v)
+}
+
+// OpenID returns a volume by wire id.
+func (c *Cluster) OpenID(id uint64) (*Volume, error) {
+	v, ok := c.Cat.Volume(id)
+	if !ok {
+		return nil, fmt.Errorf("volume %016x: %w", id, ErrNoVolume)
+	}
+	return c.volume(id, v)
+}
+
+func (c *Cluster) volume(id uint64, v model.Volume) (*Volume, error) {
+	vol := &Volume{c: c, id: id, name: v.Name, size: v.Size, thin: v.Thin, serial: v.Serial}
+	if w, err := hex.DecodeString(v.WWN); err == nil && len(w) == 16 {
+		copy(vol.wwn[:], w)
+	}
+	return vol, nil
+}
+
+// Do sends one chunk-level request to the current primary of the chunk
+// holding req.Offset, retrying across epoch changes and unreachable SDSs.
+// build may be called several times (once per attempt).
+func (c *Cluster) Do(ctx context.Context, req *wire.Request, dst []byte) (*wire.Response, error) {
+	chunk := req.Offset / model.ChunkSize
+	deadline := time.Now().Add(c.RetryFor)
+	backoff := 20 * time.Millisecond
+	var lastErr error
+	for attempt := 0; ; attempt++ {
+		if ctx.Err() != nil {
+			return nil, ctx.Err()
+		}
+		if attempt > 0 {
+			if time.Now().After(deadline) {
+				return nil, fmt.Errorf("volume %016x chunk %d: %w (last error: %v)", req.Volume, chunk, blockdev.ErrUnavailable, lastErr)
+			}
+			// Wait for a map/liveness change or a short backoff.
+			select {
+			case <-ctx.Done():
+				return nil, ctx.Err()
+			case <-c.Cat.Changed():
+			case <-time.After(backoff):
+			}
+			backoff = min(backoff*2, 500*time.Millisecond)
+		}
+		route, ok := c.Cat.ChunkRoute(req.Volume, chunk, pgOf)
+		if !ok || len(route.Copies) == 0 {
+			if _, known := c.Cat.Volume(req.Volume); !known {
+				return nil, fmt.Errorf("volume %016x: %w", req.Volume, ErrNoVolume)
+			}
+			lastErr = errors.New("no placement map for the volume's pool yet")
+			continue
+		}
+		addr, live := c.Cat.SDSAddress(route.Copies[0].SDSID)
+		if !live {
+			lastErr = fmt.Errorf("primary SDS %s is not live", route.Copies[0].SDSID)
+			continue
+		}
+		req.Epoch = route.Epoch
+		actx, cancel := context.WithTimeout(ctx, c.AttemptTimeout)
+		resp, err := c.Peer(addr).Do(actx, req, dst)
+		cancel()
+		if err == nil {
+			return resp, nil
+		}
+		var se *wire.StatusError
+		if errors.As(err, &se) {
+			switch se.Status {
+			case wire.StatusStaleEpoch:
+				wctx, wcancel := context.WithTimeout(ctx, 2*time.Second)
+				_ = c.Cat.WaitEpoch(wctx, se.Epoch)
+				wcancel()
+				lastErr = err
+				continue
+			case wire.StatusNotPrimary, wire.StatusUnavailable:
+				lastErr = err
+				continue
+			}
+			return resp, err
+		}
+		if ctx.Err() != nil {
+			return nil, ctx.Err()
+		}
+		lastErr = err // connection refused/reset, attempt timeout: retry
+	}
+}
+
+func pgOf(vol, chunk uint64, n int) int { return placement.PG(vol, chunk, n) }
+
+// Volume is an open Cairn volume; it implements blockdev.Volume.
+type Volume struct {
+	c      *Cluster
+	id     uint64
+	name   string
+	size   int64
+	thin   bool
+	wwn    [16]byte
+	serial string
+}
+
+var _ blockdev.Volume = (*Volume)(nil)
+
+func (v *Volume) Name() string       { return v.name }
+func (v *Volume) ID() uint64         { return v.id }
+func (v *Volume) Size() int64        { return v.size }
+func (v *Volume) WWN() [16]byte      { return v.wwn }
+func (v *Volume) Serial() string     { return v.serial }
+func (v *Volume) Thin() bool         { return v.thin }
+func (v *Volume) Cluster() *Cluster  { return v.c }
+
+// pieces splits [off, off+n) at chunk boundaries and runs fn on each, in
+// parallel when there are several. fn gets the piece's volume offset and
+// its position relative to off.
+func pieces(ctx context.Context, off, n int64, fn func(ctx context.Context, off, rel, n int64) error) error {
+	first := off / model.ChunkSize
+	last := (off + n - 1) / model.ChunkSize
+	if n <= 0 {
+		return nil
+	}
+	if first == last {
+		return fn(ctx, off, 0, n)
+	}
+	var wg sync.WaitGroup
+	errs := make([]error, last-first+1)
+	for ch := first; ch <= last; ch++ {
+		ps := max(off, ch*model.ChunkSize)
+		pe := min(off+n, (ch+1)*model.ChunkSize)
+		wg.Add(1)
+		go func(i int64) {
+			defer wg.Done()
+			errs[i] = fn(ctx, ps, ps-off, pe-ps)
+		}(ch - first)
+	}
+	wg.Wait()
+	return errors.Join(errs...)
+}
+
+func mapErr(err error) error {
+	var se *wire.StatusError
+	if errors.As(err, &se) {
+		switch se.Status {
+		case wire.StatusInvalid:
+			return fmt.Errorf("%w: %s", blockdev.ErrOutOfRange, se.Message)
+		case wire.StatusIOError, wire.StatusChecksum, wire.StatusNoSpace:
+			return fmt.Errorf("%w: %s", blockdev.ErrIO, se.Error())
+		}
+		return fmt.Errorf("%w: %s", blockdev.ErrIO, se.Error())
+	}
+	return err
+}
+
+func (v *Volume) check(off, n int64) error { return blockdev.Check(v.size, off, n) }
+
+func (v *Volume) ReadAt(ctx context.Context, p []byte, off int64) error {
+	if err := v.check(off, int64(len(p))); err != nil {
+		return err
+	}
+	return pieces(ctx, off, int64(len(p)), func(ctx context.Context, o, rel, n int64) error {
+		dst := p[rel : rel+n]
+		resp, err := v.c.Do(ctx, &wire.Request{Op: wire.OpRead, Volume: v.id, Offset: uint64(o), Length: uint32(n)}, dst)
+		if err != nil {
+			return mapErr(err)
+		}
+		if len(resp.Payload) != int(n) {
+			return fmt.Errorf("%w: short read from SDS (%d of %d bytes)", blockdev.ErrIO, len(resp.Payload), n)
+		}
+		if &resp.Payload[0] != &dst[0] {
+			copy(dst, resp.Payload)
+		}
+		return nil
+	})
+}
+
+func wflags(f blockdev.WriteFlags) uint8 {
+	if f&blockdev.FUA != 0 {
+		return wire.FlagFUA
+	}
+	return 0
+}
+
+func (v *Volume) WriteAt(ctx context.Context, p []byte, off int64, flags blockdev.WriteFlags) error {
+	if err := v.check(off, int64(len(p))); err != nil {
+		return err
+	}
+	return pieces(ctx, off, int64(len(p)), func(ctx context.Context, o, rel, n int64) error {
+		_, err := v.c.Do(ctx, &wire.Request{Op: wire.OpWrite, Flags: wflags(flags), Volume: v.id, Offset: uint64(o), Length: uint32(n), Payload: p[rel : rel+n]}, nil)
+		return mapErr(err)
+	})
+}
+
+// Flush asks every live SDS to make its completed writes durable: the
+// primaries forwarded every write to their secondaries before acknowledging,
+// so flushing all SDSs covers both copies of everything written.
+func (v *Volume) Flush(ctx context.Context) error { return v.c.FlushAll(ctx) }
+
+// FlushAll flushes every live SDS.
+func (c *Cluster) FlushAll(ctx context.Context) error {
+	live := c.Cat.LiveSDSs()
+	var wg sync.WaitGroup
+	var mu sync.Mutex
+	var errs []error
+	for id, addr := range live {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			actx, cancel := context.WithTimeout(ctx, c.AttemptTimeout*2)
+			defer cancel()
+			_, err := c.Peer(addr).Do(actx, &wire.Request{Op: wire.OpFlush, Epoch: c.Cat.Epoch()}, nil)
+			if err != nil && !wire.IsStatus(err, wire.StatusStaleEpoch) {
+				mu.Lock()
+				errs = append(errs, fmt.Errorf("flush SDS %s: %w", id, err))
+				mu.Unlock()
+			}
+		}()
+	}
+	wg.Wait()
+	if len(errs) > 0 {
+		return fmt.Errorf("%w: %v", blockdev.ErrIO, errors.Join(errs...))
+	}
+	return nil
+}
+
+func (v *Volume) CompareAndWrite(ctx context.Context, cmp, data []byte, off int64, flags blockdev.WriteFlags) error {
+	if len(cmp) != len(data) {
+		return fmt.Errorf("compare-and-write: %d compare bytes but %d write bytes: %w", len(cmp), len(data), blockdev.ErrUnaligned)
+	}
+	if err := v.check(off, int64(len(cmp))); err != nil {
+		return err
+	}
+	if off/model.ChunkSize != (off+int64(len(cmp))-1)/model.ChunkSize {
+		// Atomicity lives at one primary: a range across two chunks would
+		// need two. SCSI limits ATS to a few blocks (we advertise 1 MiB
+		// alignment-friendly limits), so this is refused, not emulated.
+		return fmt.Errorf("compare-and-write across a 1 MiB chunk boundary is not atomic: %w", blockdev.ErrOutOfRange)
+	}
+	payload := make([]byte, 2*len(cmp))
+	copy(payload, cmp)
+	copy(payload[len(cmp):], data)
+	_, err := v.c.Do(ctx, &wire.Request{Op: wire.OpCompareWrite, Flags: wflags(flags), Volume: v.id, Offset: uint64(off), Length: uint32(len(cmp)), Payload: payload}, nil)
+	var se *wire.StatusError
+	if errors.As(err, &se) && se.Status == wire.StatusMiscompare {
+		return &blockdev.MiscompareError{Offset: int64(se.Aux)}
+	}
+	return mapErr(err)
+}
+
+func (v *Volume) WriteZeroes(ctx context.Context, off, length int64, unmap bool) error {
+	if err := v.check(off, length); err != nil {
+		return err
+	}
+	var f uint8
+	if unmap || v.thin {
+		f = wire.FlagUnmap
+	}
+	return pieces(ctx, off, length, func(ctx context.Context, o, _, n int64) error {
+		_, err := v.c.Do(ctx, &wire.Request{Op: wire.OpWriteZeroes, Flags: f, Volume: v.id, Offset: uint64(o), Length: uint32(n)}, nil)
+		return mapErr(err)
+	})
+}
+
+func (v *Volume) WriteSame(ctx context.Context, pattern []byte, off, length int64) error {
+	if len(pattern) == 0 || len(pattern)%blockdev.SectorSize != 0 || length%int64(len(pattern)) != 0 {
+		return fmt.Errorf("write same: pattern of %d bytes over %d bytes: %w", len(pattern), length, blockdev.ErrUnaligned)
+	}
+	if err := v.check(off, length); err != nil {
+		return err
+	}
+	if allZero(pattern) {
+		return v.WriteZeroes(ctx, off, length, false)
+	}
+	return pieces(ctx, off, length, func(ctx context.Context, o, rel, n int64) error {
+		// Each piece starts at a multiple of the pattern length from off,
+		// so the pattern phase is preserved.
+		phase := rel % int64(len(pattern))
+		pat := append(append([]byte(nil), pattern[phase:]...), pattern[:phase]...)
+		_, err := v.c.Do(ctx, &wire.Request{Op: wire.OpWriteSame, Volume: v.id, Offset: uint64(o), Length: uint32(n), Payload: pat}, nil)
+		return mapErr(err)
+	})
+}
+
+func allZero(b []byte) bool {
+	for _, x := range b {
+		if x != 0 {
+			return false
+		}
+	}
+	return true
+}
+
+func (v *Volume) Unmap(ctx context.Context, off, length int64) error {
+	if err := v.check(off, length); err != nil {
+		return err
+	}
+	return pieces(ctx, off, length, func(ctx context.Context, o, _, n int64) error {
+		_, err := v.c.Do(ctx, &wire.Request{Op: wire.OpUnmap, Flags: wire.FlagUnmap, Volume: v.id, Offset: uint64(o), Length: uint32(n)}, nil)
+		return mapErr(err)
+	})
+}
+
+// CopyFrom copies server side: each destination chunk's primary reads the
+// source range from the source's SDSs and writes it as a mirrored write.
+func (v *Volume) CopyFrom(ctx context.Context, src blockdev.Volume, srcOff, dstOff, length int64) error {
+	if err := v.check(dstOff, length); err != nil {
+		return err
+	}
+	if err := blockdev.Check(src.Size(), srcOff, length); err != nil {
+		return err
+	}
+	if _, ok := src.(*Volume); !ok {
+		return fmt.Errorf("server-side copy needs a Cairn volume as source: %w", blockdev.ErrIO)
+	}
+	return pieces(ctx, dstOff, length, func(ctx context.Context, o, rel, n int64) error {
+		var payload [8]byte
+		binary.BigEndian.PutUint64(payload[:], src.ID())
+		_, err := v.c.Do(ctx, &wire.Request{Op: wire.OpCopyFrom, Volume: v.id, Offset: uint64(o), Length: uint32(n), Aux: uint64(srcOff + rel), Payload: payload[:]}, nil)
+		return mapErr(err)
+	})
+}
+
+// Extents reports allocation per chunk (the allocation granularity).
+func (v *Volume) Extents(ctx context.Context, off, length int64) ([]blockdev.Extent, error) {
+	if err := v.check(off, length); err != nil {
+		return nil, err
+	}
+	first := off / model.ChunkSize
+	last := (off + length - 1) / model.ChunkSize
+	mapped := make([]bool, last-first+1)
+	err := pieces(ctx, off, length, func(ctx context.Context, o, _, n int64) error {
+		resp, err := v.c.Do(ctx, &wire.Request{Op: wire.OpExtents, Volume: v.id, Offset: uint64(o), Length: uint32(n)}, nil)
+		if err != nil {
+			return mapErr(err)
+		}
+		mapped[o/model.ChunkSize-first] = len(resp.Payload) == 1 && resp.Payload[0] == 1
+		return nil
+	})
+	if err != nil {
+		return nil, err
+	}
+	var out []blockdev.Extent
+	for ch := first; ch <= last; ch++ {
+		ps := max(off, ch*model.ChunkSize)
+		pe := min(off+length, (ch+1)*model.ChunkSize)
+		m := mapped[ch-first]
+		if k := len(out); k > 0 && out[k-1].Mapped == m {
+			out[k-1].Length += pe - ps
+		} else {
+			out = append(out, blockdev.Extent{Offset: ps, Length: pe - ps, Mapped: m})
+		}
+	}
+	return out, nil
+}

@@ -1,0 +1,168 @@
+// Package mdm is Cairn's metadata manager: an embedded etcd member that
+// holds the system model, and, on the elected leader, the control loop that
+// computes placement maps (and, with self-healing, detects failures and
+// drives rebuilds). A tie-breaker member votes in etcd but never leads.
+package mdm
+
+import (
+	"context"
+	"fmt"
+	"log/slog"
+	"net/url"
+	"os"
+	"strings"
+	"time"
+
+	clientv3 "go.etcd.io/etcd/client/v3"
+	"go.etcd.io/etcd/client/v3/concurrency"
+	"go.etcd.io/etcd/server/v3/embed"
+)
+
+// Config configures one MDM member.
+type Config struct {
+	Name           string
+	DataDir        string
+	PeerURL        string // listen and advertise, e.g. http://127.0.0.1:2380
+	ClientURL      string // listen and advertise, e.g. http://127.0.0.1:2379
+	InitialCluster string // name=peerURL,... of every member
+	TieBreaker     bool
+	Logger         *slog.Logger
+	// ElectionTTL in seconds for the leader's session (default 3).
+	ElectionTTL int
+}
+
+// ElectionPrefix is where members campaign for leadership.
+const ElectionPrefix = "/cairn/v1/election/"
+
+// Run starts the member and serves until ctx ends.
+func Run(ctx context.Context, cfg Config) error {
+	log := cfg.Logger
+	if log == nil {
+		log = slog.Default()
+	}
+	log = log.With("mdm", cfg.Name)
+	if cfg.ElectionTTL == 0 {
+		cfg.ElectionTTL = 3
+	}
+	e, err := Start(cfg)
+	if err != nil {
+		return err
+	}
+	defer e.Close()
+	select {
+	case <-e.Server.ReadyNotify():
+	case <-ctx.Done():
+		return nil
+	case err := <-e.Err():
+		return fmt.Errorf("mdm %s: etcd: %w", cfg.Name, err)
+	}
+	log.Info("MDM member ready", "client_url", cfg.ClientURL, "tie_breaker", cfg.TieBreaker)
+	if cfg.TieBreaker {
+		select {
+		case <-ctx.Done():
+			return nil
+		case err := <-e.Err():
+			return fmt.Errorf("mdm %s: etcd: %w", cfg.Name, err)
+		}
+	}
+	cli, err := clientv3.New(clientv3.Config{Endpoints: []string{cfg.ClientURL}, DialTimeout: 5 * time.Second, Logger: quietZap()})
+	if err != nil {
+		return fmt.Errorf("mdm %s: client: %w", cfg.Name, err)
+	}
+	defer cli.Close()
+	errc := make(chan error, 1)
+	go func() { errc <- campaign(ctx, cli, cfg, log) }()
+	select {
+	case <-ctx.Done():
+		<-errc
+		return nil
+	case err := <-e.Err():
+		return fmt.Errorf("mdm %s: etcd: %w", cfg.Name, err)
+	}
+}
+
+// Start launches the embedded etcd member.
+func Start(cfg Config) (*embed.Etcd, error) {
+	pu, err := url.Parse(cfg.PeerURL)
+	if err != nil {
+		return nil, fmt.Errorf("mdm %s: peer url: %w", cfg.Name, err)
+	}
+	cu, err := url.Parse(cfg.ClientURL)
+	if err != nil {
+		return nil, fmt.Errorf("mdm %s: client url: %w", cfg.Name, err)
+	}
+	if err := os.MkdirAll(cfg.DataDir, 0o700); err != nil {
+		return nil, fmt.Errorf("mdm %s: data dir: %w", cfg.Name, err)
+	}
+	ec := embed.NewConfig()
+	ec.Name = cfg.Name
+	ec.Dir = cfg.DataDir
+	ec.LogLevel = "error"
+	ec.ListenPeerUrls, ec.AdvertisePeerUrls = []url.URL{*pu}, []url.URL{*pu}
+	ec.ListenClientUrls, ec.AdvertiseClientUrls = []url.URL{*cu}, []url.URL{*cu}
+	ec.InitialCluster = cfg.InitialCluster
+	if ec.InitialCluster == "" {
+		ec.InitialCluster = cfg.Name + "=" + cfg.PeerURL
+	}
+	ec.InitialClusterToken = "cairn"
+	// Restarted members rejoin from their data directory; InitialCluster
+	// only matters for the first start.
+	ec.ClusterState = embed.ClusterStateFlagNew
+	// Failure detection within seconds: a 100 ms heartbeat and a 1 s
+	// election timeout, as etcd recommends for a LAN.
+	ec.TickMs, ec.ElectionMs = 100, 1000
+	ec.AutoCompactionMode = "periodic"
+	ec.AutoCompactionRetention = "1h"
+	if !strings.Contains(ec.InitialCluster, cfg.Name+"=") {
+		return nil, fmt.Errorf("mdm %s: --initial-cluster does not name this member", cfg.Name)
+	}
+	e, err := embed.StartEtcd(ec)
+	if err != nil {
+		return nil, fmt.Errorf("mdm %s: start etcd: %w", cfg.Name, err)
+	}
+	return e, nil
+}
+
+// campaign competes for leadership and runs the control loop while leader.
+func campaign(ctx context.Context, cli *clientv3.Client, cfg Config, log *slog.Logger) error {
+	for ctx.Err() == nil {
+		sess, err := concurrency.NewSession(cli, concurrency.WithTTL(cfg.ElectionTTL), concurrency.WithContext(ctx))
+		if err != nil {
+			log.Debug("election session", "err", err)
+			sleep(ctx, 500*time.Millisecond)
+			continue
+		}
+		el := concurrency.NewElection(sess, ElectionPrefix)
+		if err := el.Campaign(ctx, cfg.Name); err != nil {
+			sess.Close()
+			sleep(ctx, 200*time.Millisecond)
+			continue
+		}
+		log.Info("MDM leader elected", "leader", cfg.Name)
+		lctx, cancel := context.WithCancel(ctx)
+		go func() {
+			select {
+			case <-sess.Done():
+			case <-lctx.Done():
+			}
+			cancel()
+		}()
+		(&Controller{Etcd: cli, Log: log}).Run(lctx)
+		cancel()
+		rctx, rcancel := context.WithTimeout(context.Background(), time.Second)
+		_ = el.Resign(rctx)
+		rcancel()
+		sess.Close()
+		if ctx.Err() == nil {
+			log.Warn("MDM leadership lost; campaigning again")
+		}
+	}
+	return nil
+}
+
+func sleep(ctx context.Context, d time.Duration) {
+	select {
+	case <-ctx.Done():
+	case <-time.After(d):
+	}
+}
