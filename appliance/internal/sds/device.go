@@ -7,7 +7,6 @@ import (
 	"fmt"
 	"hash/crc32"
 	"os"
-	"regexp"
 	"strings"
 	"sync/atomic"
 	"time"
@@ -98,20 +97,10 @@ func decodeSuperblock(b []byte) (*superblock, error) {
 	}, nil
 }
 
-// unstableName matches kernel names that change across reboots.
-var unstableName = regexp.MustCompile(`^/dev/(sd[a-z]+|vd[a-z]+|xvd[a-z]+|hd[a-z]+|nvme\d+n\d+)(p?\d+)?$`)
-
 // CheckStablePath refuses device names that move between boots (the
 // ScaleIO lesson: /dev/sdX names changed and forced hours of rebalance).
-func CheckStablePath(path string, force bool) error {
-	if !strings.HasPrefix(path, "/") {
-		return fmt.Errorf("device path %q is not absolute: give the full path", path)
-	}
-	if unstableName.MatchString(path) && !force {
-		return fmt.Errorf("device path %s can change across reboots: use /dev/disk/by-id/... or /dev/disk/by-path/... (or force if you know better)", path)
-	}
-	return nil
-}
+// The SDS checks again what the gateway checked: it may be asked directly.
+func CheckStablePath(path string, force bool) error { return model.CheckDevicePath(path, force) }
 
 // device is one open data device.
 type device struct {

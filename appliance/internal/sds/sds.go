@@ -58,6 +58,8 @@ type Server struct {
 	devices  map[string]*device // attached, by device id
 	prepared map[string]*device // prepared, not yet in the model, by id
 
+	gcSeen map[uint64]bool // volumes missing at the previous collection
+
 	statsMu sync.Mutex
 	vols    map[uint64]*volCounters
 	total   volCounters
@@ -215,13 +217,54 @@ func (s *Server) closeDevices() {
 }
 
 func (s *Server) followDevices(ctx context.Context) {
+	gc := time.NewTicker(5 * time.Second)
+	defer gc.Stop()
 	for {
 		select {
 		case <-ctx.Done():
 			return
 		case <-s.cat.Changed():
 			s.attachDevices()
+		case <-gc.C:
+			s.collectDeletedVolumes()
 		}
+	}
+}
+
+// collectDeletedVolumes frees the chunks of volumes that no longer exist.
+// A chunk of a volume this SDS has never seen cannot exist: every data
+// request is checked against the catalog first.
+func (s *Server) collectDeletedVolumes() {
+	if s.cat.Epoch() == 0 {
+		return // no map yet: the snapshot may be empty
+	}
+	// Data is only freed when its volume was absent at two passes in a
+	// row, so a momentarily incomplete snapshot can never destroy data.
+	missing := map[uint64]bool{}
+	freed := 0
+	for _, k := range s.idx.chunks() {
+		if _, ok := s.cat.Volume(k.vol); ok {
+			continue
+		}
+		missing[k.vol] = true
+		if !s.gcSeen[k.vol] {
+			continue
+		}
+		unlock := s.locks.lock(k, 0, model.ChunkSize)
+		if _, ok := s.cat.Volume(k.vol); !ok {
+			if loc, ok := s.idx.lookup(k); ok {
+				if err := loc.dev.zero(loc.dev.slotOffset(loc.slot), model.ChunkSize); err == nil {
+					if s.idx.free(k) == nil {
+						freed++
+					}
+				}
+			}
+		}
+		unlock()
+	}
+	s.gcSeen = missing
+	if freed > 0 {
+		s.log.Info("freed chunks of deleted volumes", "chunks", freed)
 	}
 }
 

@@ -1,0 +1,41 @@
+# Cairn — the front door. Each target is a thin call into a component.
+SHELL := /bin/bash
+export GOFLAGS := -buildvcs=false
+DEMO_STATE ?= $(CURDIR)/demo-state
+GO_TEST_FLAGS ?= -race -count=1 -timeout 20m
+
+.PHONY: all build demo demo-stop test test-go test-integration test-chaos test-lio test-e2e \
+	test-appliance test-plugin bench bench-smoke appliance clean
+
+all: build
+
+build:
+	cd appliance && go build -o bin/ ./cmd/...
+
+## demo: install what is missing, build, start a local 3-node cluster, use it over NBD
+demo:
+	@scripts/deps.sh demo
+	@$(MAKE) --no-print-directory build
+	@CAIRN_DEMO_STATE=$(DEMO_STATE) scripts/demo.sh
+
+demo-stop:
+	@tests/lib/cluster.sh stop $(DEMO_STATE)
+
+## test: the whole default suite (what CI runs); each suite prints its time
+test:
+	@scripts/run-suites.sh test-go test-integration
+
+test-go:
+	cd appliance && go vet ./... && go test $(GO_TEST_FLAGS) ./...
+
+test-integration: build
+	tests/integration/nbd-fio.sh
+
+bench-smoke: build
+	tests/bench/run.sh smoke
+
+bench: build
+	tests/bench/run.sh full
+
+clean:
+	rm -rf appliance/bin

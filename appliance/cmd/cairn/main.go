@@ -1,0 +1,115 @@
+// Command cairn runs Cairn's daemons: one binary, one subcommand per role.
+// Only flag parsing and wiring live here; the logic is in internal/.
+package main
+
+import (
+	"context"
+	"errors"
+	"flag"
+	"fmt"
+	"log/slog"
+	"os"
+	"os/signal"
+	"sort"
+	"strings"
+	"syscall"
+	"time"
+
+	clientv3 "go.etcd.io/etcd/client/v3"
+	"go.uber.org/zap"
+)
+
+// command is one subcommand.
+type command struct {
+	summary string
+	run     func(ctx context.Context, args []string) error
+}
+
+var commands = map[string]command{}
+
+func register(name, summary string, run func(ctx context.Context, args []string) error) {
+	commands[name] = command{summary, run}
+}
+
+func usage() {
+	fmt.Fprintf(os.Stderr, "usage: cairn <command> [flags]\n\ncommands:\n")
+	names := make([]string, 0, len(commands))
+	for n := range commands {
+		names = append(names, n)
+	}
+	sort.Strings(names)
+	for _, n := range names {
+		fmt.Fprintf(os.Stderr, "  %-10s %s\n", n, commands[n].summary)
+	}
+	fmt.Fprintf(os.Stderr, "\nRun 'cairn <command> -h' for its flags.\n")
+}
+
+func main() {
+	if len(os.Args) < 2 || os.Args[1] == "-h" || os.Args[1] == "--help" || os.Args[1] == "help" {
+		usage()
+		os.Exit(2)
+	}
+	cmd, ok := commands[os.Args[1]]
+	if !ok {
+		fmt.Fprintf(os.Stderr, "cairn: unknown command %q\n\n", os.Args[1])
+		usage()
+		os.Exit(2)
+	}
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	defer stop()
+	if err := cmd.run(ctx, os.Args[2:]); err != nil {
+		if errors.Is(err, flag.ErrHelp) {
+			os.Exit(2)
+		}
+		fmt.Fprintf(os.Stderr, "cairn %s: %v\n", os.Args[1], err)
+		os.Exit(1)
+	}
+}
+
+// common flags of the daemons.
+type common struct {
+	mdm      string
+	logLevel string
+}
+
+func (c *common) add(fs *flag.FlagSet) {
+	fs.StringVar(&c.mdm, "mdm", envOr("CAIRN_MDM", "http://127.0.0.1:2379"), "comma-separated MDM (etcd) client URLs ($CAIRN_MDM)")
+	fs.StringVar(&c.logLevel, "log-level", envOr("CAIRN_LOG_LEVEL", "info"), "debug, info, warn or error")
+}
+
+func envOr(k, def string) string {
+	if v := os.Getenv(k); v != "" {
+		return v
+	}
+	return def
+}
+
+func (c *common) logger(role string) *slog.Logger {
+	var lvl slog.Level
+	if err := lvl.UnmarshalText([]byte(c.logLevel)); err != nil {
+		lvl = slog.LevelInfo
+	}
+	return slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: lvl})).With("role", role)
+}
+
+// etcd connects to the MDM members.
+func (c *common) etcd(ctx context.Context) (*clientv3.Client, error) {
+	eps := strings.Split(c.mdm, ",")
+	cli, err := clientv3.New(clientv3.Config{Endpoints: eps, DialTimeout: 5 * time.Second, Logger: zap.NewNop(), Context: ctx,
+		DialKeepAliveTime: 2 * time.Second, DialKeepAliveTimeout: 2 * time.Second})
+	if err != nil {
+		return nil, fmt.Errorf("connect to MDM %s: %w", c.mdm, err)
+	}
+	return cli, nil
+}
+
+func parse(fs *flag.FlagSet, args []string) error {
+	fs.SetOutput(os.Stderr)
+	if err := fs.Parse(args); err != nil {
+		return err
+	}
+	if fs.NArg() > 0 {
+		return fmt.Errorf("unexpected argument %q (flags only)", fs.Arg(0))
+	}
+	return nil
+}

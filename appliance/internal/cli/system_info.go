@@ -1,0 +1,77 @@
+package cli
+
+import (
+	"context"
+	"encoding/json"
+	"flag"
+	"fmt"
+	"net/http"
+	"strings"
+)
+
+func init() {
+	register(&command{object: "system", verb: "info", args: "", help: "show the system, its health and capacity",
+		setup: func(fs *flag.FlagSet) func(context.Context, *session, []string) error {
+			return func(ctx context.Context, s *session, args []string) error {
+				if err := needArgs(args, 0, "no arguments"); err != nil {
+					return err
+				}
+				if err := s.setup(); err != nil {
+					return err
+				}
+				var raw json.RawMessage
+				if err := s.api.call(ctx, http.MethodGet, "/system", nil, &raw); err != nil {
+					return err
+				}
+				if s.opts.json {
+					return printJSON(s.out, raw)
+				}
+				var r struct {
+					System *struct{ ID, Name string }
+					Health struct {
+						Status   string
+						SDSs     int      `json:"sdss"`
+						SDSsUp   int      `json:"sdss_up"`
+						SDSsDown []string `json:"sdss_down"`
+						Messages []string
+					}
+					Capacity struct {
+						Raw, Usable, Used float64
+						ThickReserved     float64 `json:"thick_reserved"`
+					}
+					Counts map[string]int
+				}
+				if err := json.Unmarshal(raw, &r); err != nil {
+					return fmt.Errorf("gateway answer for /system: %w", err)
+				}
+				name := "(not bootstrapped: run `cairnctl system bootstrap --name NAME`)"
+				if r.System != nil {
+					name = fmt.Sprintf("%s (id %s)", r.System.Name, r.System.ID)
+				}
+				fmt.Fprintf(s.out, "system:    %s\n", name)
+				fmt.Fprintf(s.out, "health:    %s\n", r.Health.Status)
+				down := ""
+				if len(r.Health.SDSsDown) > 0 {
+					down = "; down: " + strings.Join(r.Health.SDSsDown, ", ")
+				}
+				fmt.Fprintf(s.out, "SDSs:      %d of %d up%s\n", r.Health.SDSsUp, r.Health.SDSs, down)
+				fmt.Fprintf(s.out, "capacity:  raw %s, usable %s (after spare, 2 copies), used %s, thick reserved %s\n",
+					formatBytes(r.Capacity.Raw), formatBytes(r.Capacity.Usable), formatBytes(r.Capacity.Used), formatBytes(r.Capacity.ThickReserved))
+				c := r.Counts
+				fmt.Fprintf(s.out, "objects:   %s, %s, %s, %s, %s, %s, %s\n",
+					count(c["pds"], "protection domain"), count(c["fault_sets"], "fault set"), count(c["sdss"], "SDS"),
+					count(c["devices"], "device"), count(c["pools"], "pool"), count(c["volumes"], "volume"), count(c["hosts"], "host"))
+				for _, m := range r.Health.Messages {
+					fmt.Fprintf(s.out, "  ! %s\n", m)
+				}
+				return nil
+			}
+		}})
+}
+
+func count(n int, noun string) string {
+	if n == 1 {
+		return "1 " + noun
+	}
+	return fmt.Sprintf("%d %ss", n, noun)
+}

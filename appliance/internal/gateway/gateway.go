@@ -1,0 +1,231 @@
+// Package gateway serves Cairn's REST API (/api/v1, OpenAPI 3.1), its
+// authentication (users, roles, bearer tokens), TLS, the audit log and the
+// Prometheus metrics; every tool (cairnctl, the vCenter plugin, Ansible)
+// goes through it.
+package gateway
+
+import (
+	"context"
+	"crypto/rand"
+	"crypto/tls"
+	"encoding/base64"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net"
+	"net/http"
+	"os"
+	"path/filepath"
+	"time"
+
+	"github.com/cairn-storage/cairn/appliance/internal/model"
+	clientv3 "go.etcd.io/etcd/client/v3"
+)
+
+// DeviceProber prepares a device on its SDS when an admin adds it: the SDS
+// checks that the path is not in use and holds no other cluster's data, and
+// writes its superblock. It returns the capacity usable for chunks. Its
+// error text is shown to the user; wrap model.ErrInUse / model.ErrExists for
+// 409, model.ErrUnavailable (or return a net.Error) for 503; anything else
+// is a 400.
+type DeviceProber interface {
+	PrepareDevice(ctx context.Context, sdsAddress, clusterID, deviceID, path string, force bool) (capacity int64, err error)
+}
+
+// Config of a gateway.
+type Config struct {
+	Etcd *clientv3.Client
+	// Listen address; default DefaultListen. An SVM listens on its
+	// management address (or 0.0.0.0:8443).
+	Listen string
+	// StateDir holds cert.pem, key.pem and, after the first start,
+	// admin-password. Created 0700 if missing.
+	StateDir string
+	// TLS serves HTTPS. `cairn gateway` sets it by default (flag
+	// --tls=true); plain HTTP is only for tests or behind a TLS proxy.
+	TLS     bool
+	Devices DeviceProber
+	Logger  *slog.Logger
+	// TokenTTL is the lifetime of a login token; default DefaultTokenTTL.
+	TokenTTL time.Duration
+}
+
+// Defaults.
+const (
+	DefaultListen   = "127.0.0.1:8443"
+	DefaultTokenTTL = 8 * time.Hour
+	// maxBody bounds every request body.
+	maxBody = 1 << 20
+)
+
+// Server is a configured gateway; Handler serves the API.
+type Server struct {
+	cfg     Config
+	store   *model.Store
+	log     *slog.Logger
+	routes  []route
+	handler http.Handler
+	certs   *certSource // nil without TLS
+}
+
+// New checks the configuration, prepares StateDir (TLS certificate, first
+// admin user) and builds the handler.
+func New(ctx context.Context, cfg Config) (*Server, error) {
+	if cfg.Etcd == nil {
+		return nil, errors.New("gateway: no etcd client configured")
+	}
+	if cfg.StateDir == "" {
+		return nil, errors.New("gateway: no state directory configured (it holds the TLS key and the first admin password)")
+	}
+	if cfg.Logger == nil {
+		cfg.Logger = slog.Default()
+	}
+	if cfg.Listen == "" {
+		cfg.Listen = DefaultListen
+	}
+	if cfg.TokenTTL <= 0 {
+		cfg.TokenTTL = DefaultTokenTTL
+	}
+	if err := os.MkdirAll(cfg.StateDir, 0o700); err != nil {
+		return nil, fmt.Errorf("gateway: create state directory: %w", err)
+	}
+	s := &Server{cfg: cfg, store: model.NewStore(cfg.Etcd), log: cfg.Logger}
+	if cfg.TLS {
+		c, err := loadOrCreateCert(cfg.StateDir, cfg.Listen)
+		if err != nil {
+			return nil, fmt.Errorf("gateway: %w", err)
+		}
+		s.certs = c
+		s.log.Info("gateway TLS certificate", "cert", c.certFile, "sha256_fingerprint", c.fingerprint(),
+			"note", "replace cert.pem and key.pem in the state directory with your own to use another certificate; it is reloaded on change")
+	} else {
+		s.log.Warn("gateway TLS disabled: serving plain HTTP; use only for tests or behind a TLS proxy")
+	}
+	if err := s.ensureAdmin(ctx); err != nil {
+		return nil, fmt.Errorf("gateway: %w", err)
+	}
+	s.routes = s.apiRoutes()
+	s.handler = s.buildHandler()
+	return s, nil
+}
+
+// Handler serves /api/v1/... and /metrics.
+func (s *Server) Handler() http.Handler { return s.handler }
+
+// Run listens on cfg.Listen and serves until ctx ends.
+func Run(ctx context.Context, cfg Config) error {
+	if cfg.Listen == "" {
+		cfg.Listen = DefaultListen
+	}
+	ln, err := net.Listen("tcp", cfg.Listen)
+	if err != nil {
+		return fmt.Errorf("gateway: listen on %s: %w (is another gateway running? set another address with --listen)", cfg.Listen, err)
+	}
+	return Serve(ctx, cfg, ln)
+}
+
+// Serve serves on ln until ctx ends, then shuts down gracefully; ln is closed.
+func Serve(ctx context.Context, cfg Config, ln net.Listener) error {
+	if cfg.Listen == "" {
+		cfg.Listen = ln.Addr().String()
+	}
+	s, err := New(ctx, cfg)
+	if err != nil {
+		ln.Close()
+		return err
+	}
+	hs := &http.Server{
+		Handler:           s.handler,
+		ReadHeaderTimeout: 10 * time.Second,
+		ReadTimeout:       60 * time.Second,
+		WriteTimeout:      60 * time.Second,
+		IdleTimeout:       2 * time.Minute,
+		MaxHeaderBytes:    64 << 10,
+		ErrorLog:          slog.NewLogLogger(s.log.Handler(), slog.LevelWarn),
+	}
+	scheme := "http"
+	if s.certs != nil {
+		hs.TLSConfig = &tls.Config{MinVersion: tls.VersionTLS12, GetCertificate: s.certs.get}
+		ln = tls.NewListener(ln, hs.TLSConfig)
+		scheme = "https"
+	}
+	s.log.Info("gateway listening", "url", scheme+"://"+ln.Addr().String()+"/api/v1")
+	errc := make(chan error, 1)
+	go func() { errc <- hs.Serve(ln) }()
+	select {
+	case err := <-errc:
+		return fmt.Errorf("gateway: serve: %w", err)
+	case <-ctx.Done():
+	}
+	sctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	err = hs.Shutdown(sctx)
+	<-errc // Serve returned ErrServerClosed
+	return err
+}
+
+// AdminPasswordFile is where the first start writes the generated password
+// of user "admin" (mode 0600).
+const AdminPasswordFile = "admin-password"
+
+// ensureAdmin creates user "admin" with a random password when there are no
+// users at all. There is never a default password.
+func (s *Server) ensureAdmin(ctx context.Context) error {
+	r, err := s.cfg.Etcd.Get(ctx, model.KindPrefix(model.KindUser), clientv3.WithPrefix(), clientv3.WithCountOnly())
+	if err != nil {
+		return fmt.Errorf("read users from etcd: %w", err)
+	}
+	if r.Count > 0 {
+		return nil
+	}
+	var b [18]byte
+	if _, err := rand.Read(b[:]); err != nil {
+		return err
+	}
+	pw := base64.RawURLEncoding.EncodeToString(b[:])
+	file := filepath.Join(s.cfg.StateDir, AdminPasswordFile)
+	// Write the file first: an admin whose password was never written
+	// anywhere would lock everybody out.
+	if err := writeFileAtomic(file, []byte(pw+"\n"), 0o600); err != nil {
+		return fmt.Errorf("write first admin password: %w", err)
+	}
+	_, err = s.store.CreateUser(ctx, model.UserSpec{Name: "admin", Role: model.RoleAdmin, Password: pw})
+	if errors.Is(err, model.ErrExists) {
+		// Another gateway of the cluster was first; its SVM has the file.
+		os.Remove(file)
+		return nil
+	}
+	if err != nil {
+		os.Remove(file)
+		return fmt.Errorf("create first admin user: %w", err)
+	}
+	s.log.Warn("created the first user \"admin\" with a random password; log in with it and change it (cairnctl user update admin --password-file FILE), then delete the file",
+		"password_file", file)
+	return nil
+}
+
+// writeFileAtomic writes data to a temporary file in the same directory and
+// renames it over path, so a crash never leaves a half-written file.
+func writeFileAtomic(path string, data []byte, perm os.FileMode) error {
+	tmp, err := os.CreateTemp(filepath.Dir(path), "."+filepath.Base(path)+".*")
+	if err != nil {
+		return err
+	}
+	defer os.Remove(tmp.Name())
+	if err := tmp.Chmod(perm); err != nil {
+		tmp.Close()
+		return err
+	}
+	if _, err := tmp.Write(data); err != nil {
+		tmp.Close()
+		return err
+	}
+	if err := tmp.Sync(); err != nil {
+		tmp.Close()
+		return err
+	}
+	if err := tmp.Close(); err != nil {
+		return err
+	}
+	return os.Rename(tmp.Name(), path)
+}

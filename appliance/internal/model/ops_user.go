@@ -1,0 +1,184 @@
+package model
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"sync"
+	"unicode/utf8"
+
+	clientv3 "go.etcd.io/etcd/client/v3"
+	"golang.org/x/crypto/bcrypt"
+)
+
+// BcryptCost is the work factor of stored password hashes. Tests lower it.
+var BcryptCost = bcrypt.DefaultCost
+
+// Password limits: bcrypt uses only the first 72 bytes, so longer passwords
+// are refused rather than silently truncated.
+const (
+	MinPasswordLen = 8
+	MaxPasswordLen = 72
+)
+
+// ErrBadCredentials: unknown user or wrong password (deliberately the same).
+var ErrBadCredentials = errors.New("wrong user name or password")
+
+// UserSpec is the request to create a user.
+type UserSpec struct {
+	Name     string `json:"name"`
+	Role     string `json:"role"` // admin, operator or monitor
+	Password string `json:"password"`
+}
+
+// UserUpdate changes a user's role and/or password (empty fields are kept).
+type UserUpdate struct {
+	Role     string `json:"role,omitempty"`
+	Password string `json:"password,omitempty"`
+}
+
+// ValidRole reports whether r is one of the three roles.
+func ValidRole(r string) bool { return r == RoleAdmin || r == RoleOperator || r == RoleMonitor }
+
+func checkPassword(user, pw string) error {
+	if n := utf8.RuneCountInString(pw); n < MinPasswordLen || len(pw) > MaxPasswordLen {
+		return invalidf("user %q: the password must be %d to %d bytes long", user, MinPasswordLen, MaxPasswordLen)
+	}
+	return nil
+}
+
+func checkRole(user, role string) error {
+	if !ValidRole(role) {
+		return invalidf("user %q: role %q is unknown; use %s (everything), %s (volumes, hosts, mappings) or %s (read only)", user, role, RoleAdmin, RoleOperator, RoleMonitor)
+	}
+	return nil
+}
+
+// CreateUser stores a user with a bcrypt hash of the password.
+func (s *Store) CreateUser(ctx context.Context, spec UserSpec) (User, error) {
+	if err := ValidateName(KindUser, spec.Name); err != nil {
+		return User{}, err
+	}
+	if err := checkRole(spec.Name, spec.Role); err != nil {
+		return User{}, err
+	}
+	if err := checkPassword(spec.Name, spec.Password); err != nil {
+		return User{}, err
+	}
+	hash, err := bcrypt.GenerateFromPassword([]byte(spec.Password), BcryptCost)
+	if err != nil {
+		return User{}, fmt.Errorf("hash password: %w", err)
+	}
+	u := User{Name: spec.Name, Role: spec.Role, PasswordHash: string(hash)}
+	return u, s.create(ctx, KindUser, u.Name, u.Name, u, nil)
+}
+
+func (s *Store) GetUser(ctx context.Context, name string) (User, error) {
+	u, _, err := fetch[User](ctx, s, KindUser, name)
+	return u, err
+}
+
+// UpdateUser changes role and/or password; the last admin keeps its role.
+func (s *Store) UpdateUser(ctx context.Context, name string, up UserUpdate) (User, error) {
+	u, rev, err := fetch[User](ctx, s, KindUser, name)
+	if err != nil {
+		return u, err
+	}
+	if up.Role == "" && up.Password == "" {
+		return u, invalidf("user %q: give a new role or password", name)
+	}
+	var cmps []clientv3.Cmp
+	if up.Role != "" && up.Role != u.Role {
+		if err := checkRole(name, up.Role); err != nil {
+			return u, err
+		}
+		if u.Role == RoleAdmin {
+			r, err := s.lastAdmin(ctx, u.Name, "change the role of")
+			if err != nil {
+				return u, err
+			}
+			cmps = append(cmps, unchangedSince(KindUser, r))
+		}
+		u.Role = up.Role
+	}
+	if up.Password != "" {
+		if err := checkPassword(name, up.Password); err != nil {
+			return u, err
+		}
+		hash, err := bcrypt.GenerateFromPassword([]byte(up.Password), BcryptCost)
+		if err != nil {
+			return u, fmt.Errorf("hash password: %w", err)
+		}
+		u.PasswordHash = string(hash)
+	}
+	b, err := json.Marshal(u)
+	if err != nil {
+		return u, err
+	}
+	key := Key(KindUser, u.Name)
+	cmps = append(cmps, clientv3.Compare(clientv3.ModRevision(key), "=", rev))
+	return u, s.txn(ctx, fmt.Sprintf("user %q", u.Name), cmps, clientv3.OpPut(key, string(b)))
+}
+
+// lastAdmin refuses when name is the only admin; it returns the revision of
+// the user list it checked.
+func (s *Store) lastAdmin(ctx context.Context, name, verb string) (int64, error) {
+	users, r, err := listAt[User](ctx, s, KindUser)
+	if err != nil {
+		return 0, err
+	}
+	admins := 0
+	for _, o := range users {
+		if o.Role == RoleAdmin && o.Name != name {
+			admins++
+		}
+	}
+	if admins == 0 {
+		return 0, inUsef("cannot %s %q: it is the last admin; create another admin first", verb, name)
+	}
+	return r, nil
+}
+
+// DeleteUser removes a user, never the last admin.
+func (s *Store) DeleteUser(ctx context.Context, name string) error {
+	u, rev, err := fetch[User](ctx, s, KindUser, name)
+	if err != nil {
+		return err
+	}
+	var cmps []clientv3.Cmp
+	if u.Role == RoleAdmin {
+		r, err := s.lastAdmin(ctx, u.Name, "delete")
+		if err != nil {
+			return err
+		}
+		cmps = append(cmps, unchangedSince(KindUser, r))
+	}
+	return s.deleteObj(ctx, KindUser, u.Name, u.Name, rev, cmps)
+}
+
+// dummyHash keeps the time of a login with an unknown user name equal to
+// one with a wrong password.
+// Computed on first use: hashing costs tens of milliseconds.
+var dummyHash = sync.OnceValue(func() []byte {
+	h, _ := bcrypt.GenerateFromPassword([]byte("cairn-timing-equaliser"), BcryptCost)
+	return h
+})
+
+// Authenticate checks a password; it returns ErrBadCredentials for an
+// unknown user or a wrong password alike.
+func (s *Store) Authenticate(ctx context.Context, name, password string) (User, error) {
+	var u User
+	_, err := s.Get(ctx, Key(KindUser, name), &u)
+	if err != nil && !errors.Is(err, ErrNotFound) {
+		return User{}, unavailable(err)
+	}
+	if err != nil || name == "" {
+		_ = bcrypt.CompareHashAndPassword(dummyHash(), []byte(password))
+		return User{}, ErrBadCredentials
+	}
+	if bcrypt.CompareHashAndPassword([]byte(u.PasswordHash), []byte(password)) != nil {
+		return User{}, ErrBadCredentials
+	}
+	return u, nil
+}

@@ -1,0 +1,175 @@
+#!/usr/bin/env bash
+# A local Cairn cluster on loopback, from the built binaries: 3 MDM members
+# (embedded etcd), N SDSs with file-backed devices, a gateway, an NBD server
+# for the host "local", one volume mapped to it. Used by `make demo`, the
+# integration tests and the benchmarks.
+#
+#   cluster.sh start STATEDIR [--sds N] [--devices-per-sds M] [--device-size SIZE]
+#                             [--volume-size SIZE] [--volume NAME]
+#   cluster.sh stop STATEDIR      stop every daemon it started (by pid)
+#   cluster.sh status STATEDIR
+#
+# start prints the NBD export's URI on a line of its own starting with
+# nbd://. Run again on an existing STATEDIR it resumes the cluster (same
+# ports, same data). Everything lives in STATEDIR: logs/, pids/, data,
+# cairnctl.json (export CAIRNCTL_CONFIG=STATEDIR/cairnctl.json to use it).
+set -euo pipefail
+
+ROOT=$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)
+BIN=${CAIRN_BIN:-$ROOT/appliance/bin}
+CAIRN=$BIN/cairn
+CTL=$BIN/cairnctl
+
+die() { echo "cluster.sh: $*" >&2; exit 1; }
+say() { echo "[$(date +%H:%M:%S)] $*"; }
+
+free_port() {
+	python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])'
+}
+
+wait_port() { # host port seconds what
+	local i
+	for ((i = 0; i < $3 * 10; i++)); do
+		if (exec 3<>"/dev/tcp/$1/$2") 2>/dev/null; then return 0; fi
+		sleep 0.1
+	done
+	die "$4 did not listen on $1:$2 within $3 s (see $STATE/logs/)"
+}
+
+alive() { [ -f "$1" ] && kill -0 "$(cat "$1")" 2>/dev/null; }
+
+spawn() { # name command...
+	local name=$1; shift
+	if alive "$STATE/pids/$name.pid"; then return 0; fi
+	setsid "$@" >>"$STATE/logs/$name.log" 2>&1 < /dev/null &
+	echo $! >"$STATE/pids/$name.pid"
+}
+
+ctl() { CAIRNCTL_CONFIG=$STATE/cairnctl.json "$CTL" "$@"; }
+
+cmd=${1:-}; STATE=${2:-}
+[ -n "$cmd" ] && [ -n "$STATE" ] || die "usage: cluster.sh start|stop|status STATEDIR [options]"
+shift 2
+mkdir -p "$STATE"
+STATE=$(cd "$STATE" && pwd)
+
+stop_all() {
+	local f pid n
+	for f in "$STATE"/pids/*.pid; do
+		[ -e "$f" ] || continue
+		pid=$(cat "$f")
+		kill -TERM "$pid" 2>/dev/null || true
+	done
+	for f in "$STATE"/pids/*.pid; do
+		[ -e "$f" ] || continue
+		pid=$(cat "$f")
+		for ((n = 0; n < 100; n++)); do kill -0 "$pid" 2>/dev/null || break; sleep 0.1; done
+		kill -KILL "$pid" 2>/dev/null || true
+		rm -f "$f"
+	done
+}
+
+case $cmd in
+stop)
+	stop_all
+	say "cluster in $STATE stopped"
+	exit 0
+	;;
+status)
+	for f in "$STATE"/pids/*.pid; do
+		[ -e "$f" ] || continue
+		n=$(basename "$f" .pid)
+		if alive "$f"; then echo "$n: running (pid $(cat "$f"))"; else echo "$n: stopped"; fi
+	done
+	exit 0
+	;;
+start) ;;
+*) die "unknown command $cmd (start, stop, status)" ;;
+esac
+
+SDS_COUNT=3 DEVS=2 DEV_SIZE=16G VOL_SIZE=8GiB VOL=vol1
+while [ $# -gt 0 ]; do
+	case $1 in
+	--sds) SDS_COUNT=$2; shift 2 ;;
+	--devices-per-sds) DEVS=$2; shift 2 ;;
+	--device-size) DEV_SIZE=$2; shift 2 ;;
+	--volume-size) VOL_SIZE=$2; shift 2 ;;
+	--volume) VOL=$2; shift 2 ;;
+	*) die "unknown option $1" ;;
+	esac
+done
+[ -x "$CAIRN" ] && [ -x "$CTL" ] || die "binaries missing in $BIN: run 'make build' first"
+mkdir -p "$STATE/logs" "$STATE/pids" "$STATE/devices"
+
+# Ports: chosen once, kept for resumes.
+if [ ! -f "$STATE/ports.env" ]; then
+	{
+		for i in 1 2 3; do echo "MDM${i}_CLIENT=$(free_port)"; echo "MDM${i}_PEER=$(free_port)"; done
+		for ((i = 1; i <= SDS_COUNT; i++)); do echo "SDS${i}_PORT=$(free_port)"; done
+		echo "GW_PORT=$(free_port)"
+		echo "NBD_PORT=$(free_port)"
+		echo "SDS_COUNT=$SDS_COUNT"
+		echo "DEVS=$DEVS"
+	} >"$STATE/ports.env"
+fi
+# shellcheck disable=SC1091
+source "$STATE/ports.env"
+MDM=http://127.0.0.1:$MDM1_CLIENT,http://127.0.0.1:$MDM2_CLIENT,http://127.0.0.1:$MDM3_CLIENT
+export CAIRN_MDM=$MDM
+INITIAL=mdm1=http://127.0.0.1:$MDM1_PEER,mdm2=http://127.0.0.1:$MDM2_PEER,mdm3=http://127.0.0.1:$MDM3_PEER
+
+t0=$(date +%s)
+say "starting 3 MDM members (embedded etcd)"
+for i in 1 2 3; do
+	c=MDM${i}_CLIENT p=MDM${i}_PEER
+	spawn mdm$i "$CAIRN" mdm --name mdm$i --data-dir "$STATE/mdm$i" \
+		--client-url "http://127.0.0.1:${!c}" --peer-url "http://127.0.0.1:${!p}" --initial-cluster "$INITIAL"
+done
+for i in 1 2 3; do c=MDM${i}_CLIENT; wait_port 127.0.0.1 "${!c}" 30 mdm$i; done
+
+say "starting the gateway"
+spawn gateway "$CAIRN" gateway --listen "127.0.0.1:$GW_PORT" --state-dir "$STATE/gateway"
+wait_port 127.0.0.1 "$GW_PORT" 30 gateway
+
+if [ ! -f "$STATE/cairnctl.json" ]; then
+	for ((i = 0; i < 100; i++)); do [ -s "$STATE/gateway/admin-password" ] && break; sleep 0.1; done
+	[ -s "$STATE/gateway/admin-password" ] || die "the gateway wrote no admin password (see $STATE/logs/gateway.log)"
+	ctl login --url "https://127.0.0.1:$GW_PORT" --ca-file "$STATE/gateway/cert.pem" --user admin \
+		--password-file "$STATE/gateway/admin-password" >/dev/null
+fi
+
+for ((i = 1; i <= SDS_COUNT; i++)); do
+	p=SDS${i}_PORT
+	spawn sds$i "$CAIRN" sds --name "sds$i" --listen "127.0.0.1:${!p}" --state-dir "$STATE/sds$i"
+done
+
+if [ ! -f "$STATE/.configured" ]; then
+	say "configuring: protection domain, pool, $SDS_COUNT SDSs x $DEVS devices, volume $VOL"
+	ctl system bootstrap --name cairn-local >/dev/null 2>&1 || true # refused once done
+	ctl pd info pd1 >/dev/null 2>&1 || ctl pd create pd1 >/dev/null
+	ctl pool info pool1 >/dev/null 2>&1 || ctl pool create pool1 --pd pd1 >/dev/null
+	for ((i = 1; i <= SDS_COUNT; i++)); do
+		p=SDS${i}_PORT
+		ctl sds info "sds$i" >/dev/null 2>&1 || ctl sds create "sds$i" --pd pd1 --address "127.0.0.1:${!p}" >/dev/null
+	done
+	for ((i = 1; i <= SDS_COUNT; i++)); do p=SDS${i}_PORT; wait_port 127.0.0.1 "${!p}" 30 "sds$i"; done
+	for ((i = 1; i <= SDS_COUNT; i++)); do
+		for ((d = 1; d <= DEVS; d++)); do
+			f=$STATE/devices/sds$i-dev$d.img
+			[ -f "$f" ] || truncate -s "$DEV_SIZE" "$f"
+			ctl device info "sds$i-dev$d" >/dev/null 2>&1 ||
+				ctl device create "sds$i-dev$d" --sds "sds$i" --pool pool1 --path "$f" >/dev/null
+		done
+	done
+	ctl host info local >/dev/null 2>&1 || ctl host create local --type nbd >/dev/null
+	ctl volume info "$VOL" >/dev/null 2>&1 || ctl volume create "$VOL" --pool pool1 --size "$VOL_SIZE" >/dev/null
+	ctl volume map "$VOL" --host local >/dev/null 2>&1 || true
+	touch "$STATE/.configured"
+else
+	for ((i = 1; i <= SDS_COUNT; i++)); do p=SDS${i}_PORT; wait_port 127.0.0.1 "${!p}" 30 "sds$i"; done
+fi
+
+spawn nbd "$CAIRN" nbd --host local --listen "127.0.0.1:$NBD_PORT"
+wait_port 127.0.0.1 "$NBD_PORT" 30 nbd
+say "cluster up in $(($(date +%s) - t0)) s"
+echo "nbd://127.0.0.1:$NBD_PORT/$VOL"
