@@ -406,3 +406,14 @@ func (c *Catalog) System() model.System {
 	defer c.mu.RUnlock()
 	return c.system
 }
+
+// Maps returns every placement map.
+func (c *Catalog) Maps() []*model.PlacementMap {
+	c.mu.RLock()
+	defer c.mu.RUnlock()
+	out := make([]*model.PlacementMap, 0, len(c.maps))
+	for _, m := range c.maps {
+		out = append(out, m)
+	}
+	return out
+}

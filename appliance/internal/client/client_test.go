@@ -69,10 +69,14 @@ func usedBytes(t *testing.T, c *testcluster.Cluster) int64 {
 		t.Fatal(err)
 	}
 	var used int64
+	live := c.Cat.LiveSDSs()
 	for _, kv := range r.Kvs {
 		var st model.SDSStats
 		if err := json.Unmarshal(kv.Value, &st); err != nil {
 			t.Fatal(err)
+		}
+		if _, ok := live[st.SDSID]; !ok {
+			continue // a stopped SDS's last report
 		}
 		for _, d := range st.Devices {
 			used += d.Used

@@ -5,8 +5,9 @@ import (
 	"encoding/json"
 	"fmt"
 	"log/slog"
-	"reflect"
+	"slices"
 	"strconv"
+	"strings"
 	"time"
 
 	clientv3 "go.etcd.io/etcd/client/v3"
@@ -47,7 +48,7 @@ func (c *Controller) Run(ctx context.Context) {
 				relevant := false
 				for _, ev := range resp.Events {
 					k := string(ev.Kv.Key)
-					if !hasAnyPrefix(k, "stats/", "token/", "map/", "epoch", "election/", "live/") {
+					if !hasAnyPrefix(k, "stats/", "token/", "session/", "map/", "epoch", "election/") {
 						relevant = true
 					}
 				}
@@ -75,11 +76,18 @@ func hasAnyPrefix(k string, ps ...string) bool {
 	return false
 }
 
-// reconcile computes the placement map of every pool that needs one.
-//
-// In this release a pool's map is (re)computed freely while the pool holds
-// no volume; once data may exist, copies move only through rebuild and
-// rebalance, which copy data before the map changes.
+// FilledPrefix holds fill reports: Prefix+"filled/<pool>/<pg>/<device>" =
+// the copy's state epoch, written by the primary when it finished filling
+// that copy (rebuild or resync).
+const FilledPrefix = model.Prefix + "filled/"
+
+// maxMoving bounds how many groups of a pool rebalance at once.
+const maxMoving = 8
+
+// reconcile brings every pool's placement map in line with the model:
+// initial placement while a pool is empty, then healing (see
+// placement.Heal): failed copies dropped and rebuilt, maintenance, resync,
+// rebalance.
 func (c *Controller) reconcile(ctx context.Context, st *model.Store) error {
 	rctx, cancel := context.WithTimeout(ctx, 5*time.Second)
 	defer cancel()
@@ -99,43 +107,151 @@ func (c *Controller) reconcile(ctx context.Context, st *model.Store) error {
 	if err != nil {
 		return err
 	}
+	lr, err := c.Etcd.Get(rctx, model.Prefix+"live/sds/", clientv3.WithPrefix(), clientv3.WithKeysOnly())
+	if err != nil {
+		return err
+	}
+	live := map[string]bool{}
+	for _, kv := range lr.Kvs {
+		live[strings.TrimPrefix(string(kv.Key), model.Prefix+"live/sds/")] = true
+	}
 	inUse := map[string]bool{}
 	for _, v := range volumes {
 		inUse[v.PoolID] = true
 	}
+	view := placement.View{SDS: map[string]placement.SDSView{}, DeviceOK: map[string]bool{}}
+	for _, s := range sdss {
+		fd := s.FaultSetID
+		if fd == "" {
+			fd = "sds:" + s.ID
+		}
+		view.SDS[s.ID] = placement.SDSView{Live: live[s.ID], Mode: modeOf(s.State), FaultDomain: fd}
+	}
+	for _, d := range devices {
+		view.DeviceOK[d.ID] = d.State == model.DeviceNormal || d.State == model.DeviceRemoving
+	}
+	usable := func(s model.SDS) bool { return live[s.ID] && modeOf(s.State) == placement.ModeNormal }
 	for _, p := range pools {
 		var cur model.PlacementMap
 		_, gerr := st.Get(rctx, model.MapKey(p.ID), &cur)
 		exists := gerr == nil
-		if exists && inUse[p.ID] {
-			continue
-		}
-		cands := placement.Candidates(p.ID, devices, sdss, nil)
-		if placement.FaultDomains(cands) < placement.Copies {
-			continue // volume creation refuses such a pool with a clear message
-		}
 		pgs := p.PGCount
 		if pgs <= 0 {
 			pgs = model.DefaultPGCount
 		}
-		m, err := placement.Compute(p.ID, pgs, 0, cands)
-		if err != nil {
-			return err
-		}
-		if exists && reflect.DeepEqual(m.PGs, cur.PGs) {
+		if !exists || !inUse[p.ID] {
+			// Empty pool: place freely.
+			cands := placement.Candidates(p.ID, devices, sdss, usable)
+			if placement.FaultDomains(cands) < placement.Copies {
+				continue // volume creation refuses such a pool with a clear message
+			}
+			m, err := placement.Compute(p.ID, pgs, 0, cands)
+			if err != nil {
+				return err
+			}
+			if exists && samePGs(m.PGs, cur.PGs) {
+				continue
+			}
+			epoch, err := c.bumpAndPut(rctx, m, nil)
+			if err != nil {
+				return fmt.Errorf("pool %s: publish map: %w", p.Name, err)
+			}
+			c.Log.Info("placement map published", "pool", p.Name, "epoch", epoch, "pgs", pgs, "devices", len(cands))
 			continue
 		}
-		epoch, err := c.bumpAndPut(rctx, m)
-		if err != nil {
-			return fmt.Errorf("pool %s: publish map: %w", p.Name, err)
+		if err := c.heal(rctx, p, &cur, view, devices, sdss, usable); err != nil {
+			return err
 		}
-		c.Log.Info("placement map published", "pool", p.Name, "epoch", epoch, "pgs", pgs, "devices", len(cands))
 	}
 	return nil
 }
 
+func (c *Controller) heal(ctx context.Context, p model.StoragePool, cur *model.PlacementMap, view placement.View, devices []model.Device, sdss []model.SDS, usable func(model.SDS) bool) error {
+	fr, err := c.Etcd.Get(ctx, FilledPrefix+p.ID+"/", clientv3.WithPrefix())
+	if err != nil {
+		return err
+	}
+	view.Done = map[string]uint64{}
+	for _, kv := range fr.Kvs {
+		k := strings.TrimPrefix(string(kv.Key), FilledPrefix+p.ID+"/")
+		e, _ := strconv.ParseUint(string(kv.Value), 10, 64)
+		view.Done[k] = e
+	}
+	view.Cands = placement.Candidates(p.ID, devices, sdss, usable)
+	er, err := c.Etcd.Get(ctx, catalog.EpochKey)
+	if err != nil {
+		return err
+	}
+	var epoch uint64
+	if len(er.Kvs) > 0 {
+		epoch, _ = strconv.ParseUint(string(er.Kvs[0].Value), 10, 64)
+	}
+	view.Epoch = epoch + 1
+	healthy, moving := true, 0
+	for _, copies := range cur.PGs {
+		for _, cp := range copies {
+			if cp.State != model.CopyReady || view.SDS[cp.SDSID].Mode == placement.ModeInstant || view.SDS[cp.SDSID].Mode == placement.ModeProtected {
+				healthy = false
+			}
+		}
+		if len(copies) > placement.Copies {
+			moving++
+		}
+	}
+	next := &model.PlacementMap{PoolID: p.ID, PGCount: cur.PGCount, PGs: make([][]model.CopyRef, len(cur.PGs))}
+	changed := 0
+	var consumed []string
+	for pg, copies := range cur.PGs {
+		view.Rebalance = healthy && moving < maxMoving
+		n := placement.Heal(pg, copies, &view)
+		if len(n) > placement.Copies && len(copies) <= placement.Copies {
+			moving++
+		}
+		if !sameCopies(n, copies) {
+			changed++
+			for _, cp := range copies {
+				if (cp.State == model.CopyRebuild || cp.State == model.CopyResync) && !slices.ContainsFunc(n, func(x model.CopyRef) bool { return x.DeviceID == cp.DeviceID && x.State == cp.State }) {
+					consumed = append(consumed, FilledPrefix+p.ID+"/"+placement.FillKey(pg, cp.DeviceID))
+				}
+			}
+		}
+		if len(n) == 0 || n[0].State != model.CopyReady {
+			c.Log.Error("placement group has no complete copy: its data is unavailable until a failed SDS returns", "pool", p.Name, "pg", pg)
+		}
+		next.PGs[pg] = n
+	}
+	if changed == 0 {
+		return nil
+	}
+	e, err := c.bumpAndPut(ctx, next, consumed)
+	if err != nil {
+		return fmt.Errorf("pool %s: publish map: %w", p.Name, err)
+	}
+	c.Log.Info("placement map healed", "pool", p.Name, "epoch", e, "groups_changed", changed)
+	return nil
+}
+
+func modeOf(state string) string {
+	switch state {
+	case model.SDSMaintenance:
+		return placement.ModeInstant
+	case model.SDSProtectedMain:
+		return placement.ModeProtected
+	case model.SDSRemoving:
+		return placement.ModeRemoving
+	}
+	return placement.ModeNormal
+}
+
+func sameCopies(a, b []model.CopyRef) bool { return slices.Equal(a, b) }
+
+func samePGs(a, b [][]model.CopyRef) bool {
+	return slices.EqualFunc(a, b, sameCopies)
+}
+
 // bumpAndPut writes a map with the next epoch, atomically with the epoch key.
-func (c *Controller) bumpAndPut(ctx context.Context, m *model.PlacementMap) (uint64, error) {
+// deletes (consumed fill reports) join the same transaction.
+func (c *Controller) bumpAndPut(ctx context.Context, m *model.PlacementMap, deletes []string) (uint64, error) {
 	for {
 		r, err := c.Etcd.Get(ctx, catalog.EpochKey)
 		if err != nil {
@@ -149,8 +265,11 @@ func (c *Controller) bumpAndPut(ctx context.Context, m *model.PlacementMap) (uin
 		}
 		m.Epoch = cur + 1
 		b, _ := json.Marshal(m)
-		tr, err := c.Etcd.Txn(ctx).If(clientv3.Compare(clientv3.ModRevision(catalog.EpochKey), "=", rev)).
-			Then(clientv3.OpPut(catalog.EpochKey, strconv.FormatUint(m.Epoch, 10)), clientv3.OpPut(model.MapKey(m.PoolID), string(b))).Commit()
+		ops := []clientv3.Op{clientv3.OpPut(catalog.EpochKey, strconv.FormatUint(m.Epoch, 10)), clientv3.OpPut(model.MapKey(m.PoolID), string(b))}
+		for _, k := range deletes {
+			ops = append(ops, clientv3.OpDelete(k))
+		}
+		tr, err := c.Etcd.Txn(ctx).If(clientv3.Compare(clientv3.ModRevision(catalog.EpochKey), "=", rev)).Then(ops...).Commit()
 		if err != nil {
 			return 0, err
 		}

@@ -69,7 +69,7 @@ type FaultSet struct {
 // SDS states.
 const (
 	SDSNormal        = "normal"
-	SDSMaintenance   = "maintenance"   // instant maintenance
+	SDSMaintenance   = "maintenance" // instant maintenance
 	SDSProtectedMain = "protected-maintenance"
 	SDSRemoving      = "removing"
 )
@@ -152,11 +152,32 @@ type User struct {
 	PasswordHash string `json:"password_hash"`
 }
 
+// Copy states in a placement map.
+const (
+	// CopyReady holds every acknowledged write; may be primary.
+	CopyReady = ""
+	// CopyRebuild receives every new write and is being filled by the
+	// primary (a full copy of the group's chunks).
+	CopyRebuild = "rebuild"
+	// CopyAway is on an SDS in maintenance: it receives nothing; the
+	// primary records which chunks change meanwhile.
+	CopyAway = "away"
+	// CopyResync is back from maintenance: it receives new writes and the
+	// primary sends it the chunks that changed while it was away.
+	CopyResync = "resync"
+)
+
 // CopyRef names one copy of a placement group: a device on an SDS.
 type CopyRef struct {
 	SDSID    string `json:"sds"`
 	DeviceID string `json:"dev"`
+	State    string `json:"state,omitempty"`
+	// Since is the epoch at which the copy entered its current state.
+	Since uint64 `json:"since,omitempty"`
 }
+
+// Active reports whether a copy receives writes.
+func (c CopyRef) Active() bool { return c.State != CopyAway }
 
 // PlacementMap gives each placement group of a pool its ordered copy set
 // ([0] is the primary). Epoch grows with every change; every data-path
@@ -229,6 +250,15 @@ type SDSStats struct {
 	Total   IOCounters             `json:"total"`
 	Volumes map[string]IOCounters  `json:"volumes"`
 	Devices map[string]DeviceUsage `json:"devices"`
+	Rebuild RebuildStats           `json:"rebuild"`
+}
+
+// RebuildStats is an SDS's share of rebuild, rebalance and resync work (as
+// the primary that fills copies).
+type RebuildStats struct {
+	PendingBytes int64 `json:"pending_bytes"` // still to copy in running fills
+	DoneBytes    int64 `json:"done_bytes"`    // copied since start
+	ResyncBytes  int64 `json:"resync_bytes"`  // of which delta resync after maintenance
 }
 
 // StatsKey returns the key of an SDS's published statistics.

@@ -111,6 +111,12 @@ type device struct {
 	block bool  // a block device (else a regular file)
 	super *superblock
 	dirty atomic.Bool // written since the last sync
+	// failed is set at the first I/O error: the device takes no more I/O
+	// and its copies are rebuilt elsewhere.
+	failed atomic.Bool
+	// fault injection (tests): I/O fails while <path>.fail exists.
+	injectAt   atomic.Int64
+	injectFail atomic.Bool
 }
 
 // foreignSignature reports a recognisable filesystem or partition table.
@@ -210,8 +216,31 @@ func (d *device) slotOffset(slot uint64) int64 {
 	return int64(d.super.DataOffset) + int64(slot)*model.ChunkSize
 }
 
+// faultInjection enables the test hook: CAIRN_FAULT_INJECTION=1.
+var faultInjection = os.Getenv("CAIRN_FAULT_INJECTION") == "1"
+
+// errInjected is the I/O error of the fault-injection hook.
+var errInjected = fmt.Errorf("injected fault: %w", unix.EIO)
+
+// injected reports whether the fault-injection file exists (checked at
+// most every 200 ms, so the hook costs nothing on the data path).
+func (d *device) injected() bool {
+	if !faultInjection {
+		return false
+	}
+	now := time.Now().UnixNano()
+	if last := d.injectAt.Load(); now-last > int64(200*time.Millisecond) && d.injectAt.CompareAndSwap(last, now) {
+		_, err := os.Stat(d.path + ".fail")
+		d.injectFail.Store(err == nil)
+	}
+	return d.injectFail.Load()
+}
+
 // readAt reads len(p) bytes at device offset off, handling alignment.
 func (d *device) readAt(p []byte, off int64) error {
+	if d.injected() {
+		return errInjected
+	}
 	if d.aligned(p, off) {
 		_, err := d.f.ReadAt(p, off)
 		return err
@@ -230,6 +259,9 @@ func (d *device) readAt(p []byte, off int64) error {
 // writeAt writes p at device offset off; unaligned writes read-modify-write
 // the enclosing aligned range (the caller holds that range's lock).
 func (d *device) writeAt(p []byte, off int64) error {
+	if d.injected() {
+		return errInjected
+	}
 	d.dirty.Store(true)
 	if d.aligned(p, off) {
 		_, err := d.f.WriteAt(p, off)
@@ -256,6 +288,9 @@ func (d *device) aligned(p []byte, off int64) bool {
 // zero makes [off, off+n) read as zeros, releasing the space where the
 // device can (hole punching on files, zeroing discard on block devices).
 func (d *device) zero(off, n int64) error {
+	if d.injected() {
+		return errInjected
+	}
 	d.dirty.Store(true)
 	fd := int(d.f.Fd())
 	if off%d.alignOr512() == 0 && n%d.alignOr512() == 0 {

@@ -15,10 +15,12 @@ import (
 	"net"
 	"os"
 	"path/filepath"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
 
+	"go.etcd.io/etcd/api/v3/v3rpc/rpctypes"
 	clientv3 "go.etcd.io/etcd/client/v3"
 
 	"github.com/cairn-storage/cairn/appliance/internal/bufpool"
@@ -60,6 +62,12 @@ type Server struct {
 
 	gcSeen map[uint64]bool // volumes missing at the previous collection
 
+	heal *healer
+	kick chan struct{} // re-run healing observation now
+	// leaseValidUntil (Unix ns): until then this SDS holds a current
+	// liveness lease and may acknowledge writes that reached only its copy.
+	leaseValidUntil atomic.Int64
+
 	statsMu sync.Mutex
 	vols    map[uint64]*volCounters
 	total   volCounters
@@ -99,7 +107,8 @@ func Run(ctx context.Context, cfg Config) error {
 		return fmt.Errorf("sds %s: %w", cfg.Name, err)
 	}
 	s := &Server{cfg: cfg, log: log, cat: cat, cl: client.New(cat, log), locks: newRangeLocks(),
-		devices: map[string]*device{}, prepared: map[string]*device{}, vols: map[uint64]*volCounters{}}
+		devices: map[string]*device{}, prepared: map[string]*device{}, vols: map[uint64]*volCounters{}, kick: make(chan struct{}, 1)}
+	s.heal = newHealer(s)
 	defer s.cl.Close()
 
 	// Find our own object; the administrator creates it (cairnctl sds create).
@@ -219,14 +228,20 @@ func (s *Server) closeDevices() {
 func (s *Server) followDevices(ctx context.Context) {
 	gc := time.NewTicker(5 * time.Second)
 	defer gc.Stop()
+	s.heal.observe(ctx)
 	for {
 		select {
 		case <-ctx.Done():
 			return
 		case <-s.cat.Changed():
 			s.attachDevices()
+			s.heal.observe(ctx)
+		case <-s.kick:
+			s.heal.observe(ctx)
 		case <-gc.C:
 			s.collectDeletedVolumes()
+			s.heal.collectForeignChunks()
+			s.heal.observe(ctx)
 		}
 	}
 }
@@ -269,45 +284,89 @@ func (s *Server) collectDeletedVolumes() {
 }
 
 // liveness keeps the SDS's lease-bound liveness key; the MDM leader treats
-// its expiry as the SDS's failure.
+// its expiry as the SDS's failure. It renews the lease every second and
+// records until when the lease is certainly current: the server's expiry is
+// at least TTL after the renewal request was sent.
 func (s *Server) liveness(ctx context.Context) {
 	val, _ := json.Marshal(model.SDSLive{Address: s.addr, PID: os.Getpid(), Since: time.Now().UTC()})
+	ttl := time.Duration(s.cfg.LeaseTTL) * time.Second
+	var lease clientv3.LeaseID
 	for ctx.Err() == nil {
-		err := func() error {
-			gctx, cancel := context.WithTimeout(ctx, 3*time.Second)
-			lease, err := s.cfg.Etcd.Grant(gctx, s.cfg.LeaseTTL)
-			cancel()
-			if err != nil {
-				return err
+		sent := time.Now()
+		rctx, cancel := context.WithTimeout(ctx, time.Second)
+		var err error
+		if lease == 0 {
+			var g *clientv3.LeaseGrantResponse
+			if g, err = s.cfg.Etcd.Grant(rctx, s.cfg.LeaseTTL); err == nil {
+				if _, err = s.cfg.Etcd.Put(rctx, model.LiveKey(s.id), string(val), clientv3.WithLease(g.ID)); err == nil {
+					lease = g.ID
+				}
 			}
-			pctx, cancel := context.WithTimeout(ctx, 3*time.Second)
-			_, err = s.cfg.Etcd.Put(pctx, model.LiveKey(s.id), string(val), clientv3.WithLease(lease.ID))
-			cancel()
-			if err != nil {
-				return err
+		} else {
+			var k *clientv3.LeaseKeepAliveResponse
+			if k, err = s.cfg.Etcd.KeepAliveOnce(rctx, lease); err == nil && k.TTL <= 0 {
+				err = errors.New("lease expired")
 			}
-			ka, err := s.cfg.Etcd.KeepAlive(ctx, lease.ID)
-			if err != nil {
-				return err
-			}
-			for range ka {
-			}
-			if ctx.Err() == nil {
-				return errors.New("liveness lease lost")
-			}
-			rctx, cancel := context.WithTimeout(context.Background(), time.Second)
-			_, _ = s.cfg.Etcd.Revoke(rctx, lease.ID)
-			cancel()
-			return nil
-		}()
-		if err != nil && ctx.Err() == nil {
-			s.log.Warn("liveness lease", "err", err)
-			select {
-			case <-ctx.Done():
-			case <-time.After(300 * time.Millisecond):
+			if err != nil && (errors.Is(err, rpctypes.ErrLeaseNotFound) || strings.Contains(err.Error(), "lease expired") || strings.Contains(err.Error(), "requested lease not found")) {
+				lease = 0 // expired: the leader has declared us dead; register again
 			}
 		}
+		cancel()
+		if err == nil && lease != 0 {
+			s.leaseValidUntil.Store(sent.Add(ttl - 300*time.Millisecond).UnixNano())
+		} else if ctx.Err() == nil {
+			s.log.Debug("liveness lease", "err", err)
+		}
+		select {
+		case <-ctx.Done():
+		case <-time.After(time.Second - time.Since(sent)):
+		}
 	}
+	if lease != 0 {
+		rctx, cancel := context.WithTimeout(context.Background(), time.Second)
+		_, _ = s.cfg.Etcd.Revoke(rctx, lease)
+		cancel()
+	}
+}
+
+// leaseValid reports whether the SDS may acknowledge a solo write now.
+func (s *Server) leaseValid() bool { return time.Now().UnixNano() < s.leaseValidUntil.Load() }
+
+// deviceFailed takes a device out after an I/O error: no more I/O on it,
+// and its state in the model becomes error, so the leader rebuilds its
+// copies elsewhere. The SDS itself keeps serving its other devices.
+func (s *Server) deviceFailed(d *device, cause error) {
+	if !d.failed.CompareAndSwap(false, true) {
+		return
+	}
+	s.log.Error("device failed: taken out of service, its data will be rebuilt elsewhere", "device", d.path, "id", d.id, "err", cause)
+	go func() {
+		st := model.NewStore(s.cfg.Etcd)
+		for i := 0; i < 20; i++ {
+			ctx, cancel := context.WithTimeout(context.Background(), 3*time.Second)
+			var dev model.Device
+			rev, err := st.Get(ctx, model.Key(model.KindDevice, d.id), &dev)
+			if err == nil {
+				dev.State, dev.Error = model.DeviceError, cause.Error()
+				err = st.Update(ctx, model.Key(model.KindDevice, d.id), rev, dev)
+			}
+			cancel()
+			if err == nil || errors.Is(err, model.ErrNotFound) {
+				return
+			}
+			time.Sleep(500 * time.Millisecond)
+		}
+	}()
+}
+
+// localError turns a local device error into a retryable answer: the
+// client retries once the map no longer routes to the failed device.
+func (s *Server) localError(d *device, err error) (wire.Response, func()) {
+	if errors.Is(err, errNoSpace) {
+		return errResp(wire.StatusNoSpace, fmt.Errorf("device %s: %w", d.path, err))
+	}
+	s.deviceFailed(d, err)
+	return errResp(wire.StatusUnavailable, fmt.Errorf("device %s failed: %w", d.path, err))
 }
 
 func (s *Server) publishStats(ctx context.Context) {
@@ -329,9 +388,14 @@ func (s *Server) publishStats(ctx context.Context) {
 		s.mu.RLock()
 		for id := range s.devices {
 			used, total := s.idx.usage(id)
-			st.Devices[id] = model.DeviceUsage{Capacity: int64(total) * model.ChunkSize, Used: int64(used) * model.ChunkSize, State: model.DeviceNormal}
+			state := model.DeviceNormal
+			if s.devices[id].failed.Load() {
+				state = model.DeviceError
+			}
+			st.Devices[id] = model.DeviceUsage{Capacity: int64(total) * model.ChunkSize, Used: int64(used) * model.ChunkSize, State: state}
 		}
 		s.mu.RUnlock()
+		st.Rebuild = model.RebuildStats{PendingBytes: s.heal.pendingBytes.Load(), DoneBytes: s.heal.doneBytes.Load(), ResyncBytes: s.heal.resyncBytes.Load()}
 		b, _ := json.Marshal(st)
 		pctx, cancel := context.WithTimeout(ctx, 2*time.Second)
 		if lease == 0 {
@@ -498,7 +562,12 @@ func (s *Server) handle(ctx context.Context, req *wire.Request) (wire.Response, 
 		}
 		b, _ := json.Marshal(PrepareDeviceResponse{Capacity: capacity})
 		return wire.Response{Payload: b}, nil
-	case wire.OpRead, wire.OpWrite, wire.OpCompareWrite, wire.OpWriteZeroes, wire.OpWriteSame, wire.OpUnmap, wire.OpCopyFrom, wire.OpExtents:
+	case wire.OpChunkList:
+		if req.Epoch < s.cat.Epoch() {
+			return wire.Response{Status: wire.StatusStaleEpoch, Epoch: s.cat.Epoch()}, nil
+		}
+		return s.chunkList(req)
+	case wire.OpRead, wire.OpWrite, wire.OpCompareWrite, wire.OpWriteZeroes, wire.OpWriteSame, wire.OpUnmap, wire.OpCopyFrom, wire.OpExtents, wire.OpChunkPut:
 		return s.chunkOp(ctx, req)
 	}
 	return errResp(wire.StatusUnsupported, fmt.Errorf("opcode %d", req.Op))
@@ -528,21 +597,26 @@ func (s *Server) chunkOp(ctx context.Context, req *wire.Request) (wire.Response,
 	if !found || len(route.Copies) == 0 {
 		return errResp(wire.StatusNotFound, fmt.Errorf("volume %016x has no placement here", req.Volume))
 	}
-	replica := req.Flags&wire.FlagReplica != 0
+	replica := req.Flags&wire.FlagReplica != 0 || req.Op == wire.OpChunkPut
 	role := -1
 	for i, c := range route.Copies {
 		if c.SDSID == s.id {
 			role = i
 		}
 	}
-	if (replica && role < 1) || (!replica && role != 0) {
+	switch {
+	case !replica && (role != 0 || route.Copies[0].State != model.CopyReady):
+		return wire.Response{Status: wire.StatusNotPrimary, Epoch: route.Epoch}, nil
+	case replica && (role < 1 || !route.Copies[role].Active()):
+		// Not (or no longer) an active copy at this epoch: refuse, so a
+		// primary that missed a map change cannot count this copy.
 		return wire.Response{Status: wire.StatusNotPrimary, Epoch: route.Epoch}, nil
 	}
 	s.mu.RLock()
 	dev := s.devices[route.Copies[role].DeviceID]
 	s.mu.RUnlock()
-	if dev == nil {
-		return errResp(wire.StatusIOError, fmt.Errorf("device %s of this copy is not attached", route.Copies[role].DeviceID))
+	if dev == nil || dev.failed.Load() {
+		return errResp(wire.StatusUnavailable, fmt.Errorf("device %s of this copy is not in service", route.Copies[role].DeviceID))
 	}
 	op := &chunkRequest{s: s, req: req, key: key, in: inChunk, n: n, dev: dev, route: route, primary: !replica}
 	start := time.Now()
@@ -585,6 +659,8 @@ func (c *chunkRequest) lockRange() func() {
 func (c *chunkRequest) run(ctx context.Context) (wire.Response, func()) {
 	s := c.s
 	switch c.req.Op {
+	case wire.OpChunkPut:
+		return c.chunkPut()
 	case wire.OpRead:
 		buf := bufpool.Get(int(c.n))
 		unlock := c.lockRange()
@@ -592,7 +668,7 @@ func (c *chunkRequest) run(ctx context.Context) (wire.Response, func()) {
 		unlock()
 		if err != nil {
 			bufpool.Put(buf)
-			return errResp(wire.StatusIOError, err)
+			return s.localError(c.dev, err)
 		}
 		return wire.Response{Payload: buf}, func() { bufpool.Put(buf) }
 	case wire.OpExtents:
@@ -650,7 +726,7 @@ func (c *chunkRequest) run(ctx context.Context) (wire.Response, func()) {
 		cur := bufpool.Get(int(c.n))
 		defer bufpool.Put(cur)
 		if err := c.readLocal(cur); err != nil {
-			return errResp(wire.StatusIOError, err)
+			return s.localError(c.dev, err)
 		}
 		for i := range cur {
 			if cur[i] != cmp[i] {
@@ -676,40 +752,59 @@ func (c *chunkRequest) mutate(ctx context.Context, fwd *wire.Request, local func
 }
 
 func (c *chunkRequest) mutateLocked(ctx context.Context, fwd *wire.Request, local func() error) (wire.Response, func()) {
-	var remote chan error
-	if c.primary && len(c.route.Copies) > 1 {
-		remote = make(chan error, 1)
-		go func() { remote <- c.forward(ctx, fwd) }()
+	var targets, away []model.CopyRef
+	if c.primary {
+		for _, cp := range c.route.Copies[1:] {
+			if cp.Active() {
+				targets = append(targets, cp)
+			} else {
+				away = append(away, cp)
+			}
+		}
+		if len(targets) == 0 && !c.s.leaseValid() {
+			// Fencing: a write reaching only this copy is acknowledged
+			// only under a current lease, so a partitioned SDS never
+			// acknowledges what the other side will not see.
+			return errResp(wire.StatusUnavailable, errors.New("single copy and no current MDM lease: write not acknowledged"))
+		}
+		if len(away) > 0 {
+			m, _ := c.s.cat.Map(c.s.volumePool(c.req.Volume))
+			if m != nil {
+				c.s.heal.track(pgRef{m.PoolID, placement.PG(c.key.vol, c.key.chunk, m.PGCount)}, away, c.key)
+			}
+		}
+	}
+	remote := make(chan error, len(targets))
+	for _, t := range targets {
+		go func() { remote <- c.forward(ctx, fwd, t) }()
 	}
 	lerr := local()
 	if lerr == nil && c.req.Flags&wire.FlagFUA != 0 {
 		lerr = c.s.flushDevice(c.dev)
 	}
 	var rerr error
-	if remote != nil {
-		rerr = <-remote
+	for range targets {
+		if err := <-remote; err != nil && rerr == nil {
+			rerr = err
+		}
 	}
 	switch {
-	case lerr != nil && errors.Is(lerr, errNoSpace):
-		return errResp(wire.StatusNoSpace, fmt.Errorf("device %s: %w", c.dev.path, lerr))
 	case lerr != nil:
-		c.s.log.Error("local write failed", "device", c.dev.path, "err", lerr)
-		return errResp(wire.StatusIOError, lerr)
+		return c.s.localError(c.dev, lerr)
 	case rerr != nil:
 		var se *wire.StatusError
 		if errors.As(rerr, &se) && se.Status == wire.StatusStaleEpoch {
 			return wire.Response{Status: wire.StatusStaleEpoch, Epoch: se.Epoch}, nil
 		}
-		return errResp(wire.StatusUnavailable, fmt.Errorf("secondary copy: %w", rerr))
+		return errResp(wire.StatusUnavailable, fmt.Errorf("mirror copy: %w", rerr))
 	}
 	return ok()
 }
 
-func (c *chunkRequest) forward(ctx context.Context, fwd *wire.Request) error {
-	sec := c.route.Copies[1]
-	addr, live := c.s.cat.SDSAddress(sec.SDSID)
+func (c *chunkRequest) forward(ctx context.Context, fwd *wire.Request, to model.CopyRef) error {
+	addr, live := c.s.cat.SDSAddress(to.SDSID)
 	if !live {
-		return fmt.Errorf("secondary SDS %s is not live", sec.SDSID)
+		return fmt.Errorf("SDS %s of a copy is not live", to.SDSID)
 	}
 	r := *fwd
 	r.Flags |= wire.FlagReplica
@@ -718,6 +813,11 @@ func (c *chunkRequest) forward(ctx context.Context, fwd *wire.Request) error {
 	defer cancel()
 	_, err := c.s.cl.Peer(addr).Do(fctx, &r, nil)
 	return err
+}
+
+func (s *Server) volumePool(vol uint64) string {
+	v, _ := s.cat.Volume(vol)
+	return v.PoolID
 }
 
 func (s *Server) flushDevice(d *device) error {

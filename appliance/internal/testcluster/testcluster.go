@@ -82,7 +82,11 @@ func Start(t testing.TB, o Options) *Cluster {
 	if o.PGCount == 0 {
 		o.PGCount = 64
 	}
-	log := slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelWarn}))
+	lvl := slog.LevelWarn
+	if os.Getenv("CAIRN_TEST_LOG") == "info" {
+		lvl = slog.LevelInfo
+	}
+	log := slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: lvl}))
 	cli := etcdtest.Start(t)
 	ctx, cancel := context.WithCancel(context.Background())
 	c := &Cluster{T: t, Etcd: cli, Store: model.NewStore(cli), Dir: t.TempDir(), Log: log, ctx: ctx, cancel: cancel}

@@ -1,0 +1,83 @@
+package client_test
+
+import (
+	"bytes"
+	"context"
+	"math/rand"
+	"testing"
+	"time"
+
+	"github.com/cairn-storage/cairn/appliance/internal/model"
+	"github.com/cairn-storage/cairn/appliance/internal/testcluster"
+)
+
+// waitHealthy waits until every group of the pool has two ready copies,
+// none on the excluded SDS.
+func waitHealthy(t *testing.T, c *testcluster.Cluster, exclude string, within time.Duration) time.Duration {
+	t.Helper()
+	start := time.Now()
+	for time.Since(start) < within {
+		m, ok := c.Cat.Map(c.PoolID)
+		healthy := ok
+		for _, pg := range m.PGs {
+			if len(pg) != 2 {
+				healthy = false
+				break
+			}
+			for _, cp := range pg {
+				if cp.State != model.CopyReady || cp.SDSID == exclude {
+					healthy = false
+				}
+			}
+		}
+		if healthy {
+			return time.Since(start)
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+	m, _ := c.Cat.Map(c.PoolID)
+	for i, pg := range m.PGs {
+		if len(pg) != 2 || pg[0].State != "" || pg[1].State != "" {
+			t.Logf("pg %d: %+v", i, pg)
+		}
+	}
+	t.Fatalf("pool not healthy after %s (epoch %d)", within, m.Epoch)
+	return 0
+}
+
+func TestRebuildAfterSDSLoss(t *testing.T) {
+	c := testcluster.Start(t, testcluster.Options{SDSs: 4, DevicesPerSDS: 1})
+	vol := c.CreateVolume("heal", 48*MiB, true)
+	ctx := context.Background()
+	data := make([]byte, 48*MiB)
+	rand.New(rand.NewSource(3)).Read(data)
+	if err := vol.WriteAt(ctx, data, 0, 0); err != nil {
+		t.Fatal(err)
+	}
+	for round, victim := range []int{1, 2} {
+		c.StopSDS(victim)
+		// Writes keep working during the rebuild and reach the new copies.
+		patch := bytes.Repeat([]byte{byte(round + 1)}, 3*MiB)
+		off := int64(round*7) * MiB
+		if err := vol.WriteAt(ctx, patch, off, 0); err != nil {
+			t.Fatalf("write while SDS %d is down: %v", victim, err)
+		}
+		copy(data[off:], patch)
+		took := waitHealthy(t, c, c.SDSs[victim].ID, 60*time.Second)
+		t.Logf("lost SDS %s: pool healthy again after %s", c.SDSs[victim].Name, took)
+		got := make([]byte, len(data))
+		if err := vol.ReadAt(ctx, got, 0); err != nil {
+			t.Fatal(err)
+		}
+		if !bytes.Equal(got, data) {
+			t.Fatalf("round %d: data differs after rebuild", round)
+		}
+	}
+	// Two SDSs are gone; the two left hold every chunk twice (each holds
+	// one copy), so losing either of them next would still lose nothing
+	// that a rebuild could not... and the data was rebuilt from copies
+	// that themselves were rebuilt in round 1: both rounds verified above.
+	if used := usedBytes(t, c); used != 2*48*MiB {
+		t.Fatalf("used %d bytes after two rebuilds, want exactly two copies (%d)", used, 2*48*MiB)
+	}
+}

@@ -1,0 +1,397 @@
+package sds
+
+import (
+	"context"
+	"encoding/binary"
+	"errors"
+	"fmt"
+	"strconv"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/cairn-storage/cairn/appliance/internal/bufpool"
+	"github.com/cairn-storage/cairn/appliance/internal/model"
+	"github.com/cairn-storage/cairn/appliance/internal/placement"
+	"github.com/cairn-storage/cairn/appliance/internal/wire"
+)
+
+// FilledPrefix mirrors mdm.FilledPrefix (the MDM imports nothing of the SDS).
+const FilledPrefix = model.Prefix + "filled/"
+
+// pgRef names a placement group of a pool.
+type pgRef struct {
+	pool string
+	pg   int
+}
+
+// tracker records the chunks of one group that changed while one of its
+// copies was away (instant maintenance), so its return costs only those.
+type tracker struct {
+	complete bool // tracking began when the copy left: the set is exact
+	chunks   map[chunkKey]struct{}
+}
+
+// healer is the SDS's share of self-healing: change tracking for away
+// copies, and filling copies (rebuild, resync) of groups it is primary of.
+type healer struct {
+	s *Server
+
+	mu       sync.Mutex
+	prev     map[string]*model.PlacementMap // last maps seen, by pool
+	trackers map[pgRef]map[string]*tracker  // by group, then away device
+	running  map[string]context.CancelFunc  // fills in progress, by fillID
+	gcSeen   map[chunkKey]bool
+
+	sem chan struct{} // bounds concurrent fills
+
+	pendingBytes atomic.Int64
+	doneBytes    atomic.Int64
+	resyncBytes  atomic.Int64
+	rateBytes    atomic.Int64 // bytes pushed, for the rate
+}
+
+func newHealer(s *Server) *healer {
+	return &healer{s: s, prev: map[string]*model.PlacementMap{}, trackers: map[pgRef]map[string]*tracker{},
+		running: map[string]context.CancelFunc{}, sem: make(chan struct{}, 4)}
+}
+
+func fillID(r pgRef, dev string, since uint64) string {
+	return r.pool + "/" + strconv.Itoa(r.pg) + "/" + dev + "/" + strconv.FormatUint(since, 10)
+}
+
+// observe reacts to new maps: starts tracking copies that just went away,
+// and starts fills for groups this SDS is primary of.
+func (h *healer) observe(ctx context.Context) {
+	me := h.s.id
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	wanted := map[string]bool{}
+	for _, m := range h.s.cat.Maps() {
+		old := h.prev[m.PoolID]
+		for pg, copies := range m.PGs {
+			if len(copies) == 0 {
+				continue
+			}
+			ref := pgRef{m.PoolID, pg}
+			primary := copies[0].SDSID == me
+			for _, c := range copies[1:] {
+				if c.State == model.CopyAway && primary {
+					if h.trackers[ref] == nil {
+						h.trackers[ref] = map[string]*tracker{}
+					}
+					if h.trackers[ref][c.DeviceID] == nil {
+						// Exact only if this process saw the copy active
+						// in the previous map while holding the group.
+						complete := false
+						if old != nil && pg < len(old.PGs) {
+							wasActive, held := false, false
+							for _, oc := range old.PGs[pg] {
+								if oc.DeviceID == c.DeviceID && oc.State != model.CopyAway {
+									wasActive = true
+								}
+								if oc.SDSID == me && oc.State == model.CopyReady {
+									held = true
+								}
+							}
+							complete = wasActive && held
+						}
+						h.trackers[ref][c.DeviceID] = &tracker{complete: complete, chunks: map[chunkKey]struct{}{}}
+					}
+				}
+				if primary && (c.State == model.CopyRebuild || c.State == model.CopyResync) {
+					id := fillID(ref, c.DeviceID, c.Since)
+					wanted[id] = true
+					if _, ok := h.running[id]; !ok {
+						fctx, cancel := context.WithCancel(ctx)
+						h.running[id] = cancel
+						go h.fill(fctx, id, ref, m.PGCount, c)
+					}
+				}
+			}
+		}
+		h.prev[m.PoolID] = m
+	}
+	for id, cancel := range h.running {
+		if !wanted[id] {
+			cancel() // the map moved on: this fill is no longer wanted
+			delete(h.running, id)
+		}
+	}
+}
+
+// track records a change to a chunk for every away copy of its group.
+func (h *healer) track(ref pgRef, away []model.CopyRef, k chunkKey) {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	for _, c := range away {
+		if h.trackers[ref] == nil {
+			h.trackers[ref] = map[string]*tracker{}
+		}
+		t := h.trackers[ref][c.DeviceID]
+		if t == nil {
+			t = &tracker{chunks: map[chunkKey]struct{}{}}
+			h.trackers[ref][c.DeviceID] = t
+		}
+		t.chunks[k] = struct{}{}
+	}
+}
+
+// chunksOf returns this SDS's allocated chunks of a group.
+func (h *healer) chunksOf(ref pgRef, pgCount int) []chunkKey {
+	var out []chunkKey
+	for _, k := range h.s.idx.chunks() {
+		v, ok := h.s.cat.Volume(k.vol)
+		if ok && v.PoolID == ref.pool && placement.PG(k.vol, k.chunk, pgCount) == ref.pg {
+			out = append(out, k)
+		}
+	}
+	return out
+}
+
+// fill copies a group's chunks to one copy being rebuilt or resynced, then
+// reports it filled. Each chunk is sent under its full-chunk lock, so no
+// write to it is in flight: the copy gets every earlier write in the chunk
+// data, and every later write through normal forwarding.
+func (h *healer) fill(ctx context.Context, id string, ref pgRef, pgCount int, target model.CopyRef) {
+	defer func() {
+		h.mu.Lock()
+		if c, ok := h.running[id]; ok {
+			c()
+		}
+		h.mu.Unlock()
+	}()
+	select {
+	case h.sem <- struct{}{}:
+	case <-ctx.Done():
+		return
+	}
+	defer func() { <-h.sem }()
+	log := h.s.log.With("pool", ref.pool, "pg", ref.pg, "target", target.DeviceID, "mode", target.State)
+	var todo []chunkKey
+	delta := false
+	var drop []chunkKey
+	h.mu.Lock()
+	if t := h.trackers[ref][target.DeviceID]; target.State == model.CopyResync && t != nil && t.complete {
+		delta = true
+		for k := range t.chunks {
+			todo = append(todo, k)
+		}
+	}
+	h.mu.Unlock()
+	if !delta {
+		todo = h.chunksOf(ref, pgCount)
+		// Chunks the target holds that the primary does not: drop them.
+		theirs, err := h.remoteChunks(ctx, ref, target)
+		if err != nil {
+			if ctx.Err() == nil {
+				log.Warn("fill: list target chunks", "err", err)
+				h.retryLater(id)
+			}
+			return
+		}
+		mine := map[chunkKey]bool{}
+		for _, k := range todo {
+			mine[k] = true
+		}
+		for _, k := range theirs {
+			if !mine[k] {
+				drop = append(drop, k)
+			}
+		}
+	}
+	total := int64(len(todo)) * model.ChunkSize
+	h.pendingBytes.Add(total)
+	defer func() { h.pendingBytes.Add(-total) }()
+	start := time.Now()
+	var sent int64
+	for _, k := range append(drop, todo...) {
+		if ctx.Err() != nil {
+			return
+		}
+		n, err := h.push(ctx, k, target)
+		if err != nil {
+			if ctx.Err() == nil {
+				log.Warn("fill: push chunk", "chunk", k.chunk, "err", err)
+				h.retryLater(id)
+			}
+			return
+		}
+		sent += n
+		h.pendingBytes.Add(-n)
+		total -= n
+		h.doneBytes.Add(n)
+		h.rateBytes.Add(n)
+		if delta {
+			h.resyncBytes.Add(n)
+		}
+	}
+	// Report the fill; the leader marks the copy ready in the next map.
+	pctx, cancel := context.WithTimeout(ctx, 5*time.Second)
+	_, err := h.s.cfg.Etcd.Put(pctx, FilledPrefix+ref.pool+"/"+placement.FillKey(ref.pg, target.DeviceID), strconv.FormatUint(target.Since, 10))
+	cancel()
+	if err != nil {
+		if ctx.Err() == nil {
+			log.Warn("fill: report", "err", err)
+			h.retryLater(id)
+		}
+		return
+	}
+	if target.State == model.CopyResync {
+		h.mu.Lock()
+		delete(h.trackers[ref], target.DeviceID)
+		h.mu.Unlock()
+	}
+	log.Info("copy filled", "chunks", len(todo), "dropped", len(drop), "bytes", sent, "delta", delta, "seconds", time.Since(start).Seconds())
+}
+
+// retryLater forgets a failed fill so the next observation restarts it.
+func (h *healer) retryLater(id string) {
+	time.Sleep(500 * time.Millisecond)
+	h.mu.Lock()
+	if c, ok := h.running[id]; ok {
+		c()
+		delete(h.running, id)
+	}
+	h.mu.Unlock()
+	select {
+	case h.s.kick <- struct{}{}:
+	default:
+	}
+}
+
+func (h *healer) peer(target model.CopyRef) (*wire.Client, error) {
+	addr, live := h.s.cat.SDSAddress(target.SDSID)
+	if !live {
+		return nil, fmt.Errorf("SDS %s of the copy is not live", target.SDSID)
+	}
+	return h.s.cl.Peer(addr), nil
+}
+
+func (h *healer) remoteChunks(ctx context.Context, ref pgRef, target model.CopyRef) ([]chunkKey, error) {
+	p, err := h.peer(target)
+	if err != nil {
+		return nil, err
+	}
+	resp, err := p.Do(ctx, &wire.Request{Op: wire.OpChunkList, Epoch: h.s.cat.Epoch(), Offset: uint64(ref.pg), Payload: []byte(ref.pool)}, nil)
+	if err != nil {
+		return nil, err
+	}
+	var out []chunkKey
+	for b := resp.Payload; len(b) >= 16; b = b[16:] {
+		out = append(out, chunkKey{binary.BigEndian.Uint64(b), binary.BigEndian.Uint64(b[8:])})
+	}
+	return out, nil
+}
+
+// push sends one whole chunk (or its absence) to the target copy.
+func (h *healer) push(ctx context.Context, k chunkKey, target model.CopyRef) (int64, error) {
+	p, err := h.peer(target)
+	if err != nil {
+		return 0, err
+	}
+	unlock := h.s.locks.lock(k, 0, model.ChunkSize)
+	defer unlock()
+	req := &wire.Request{Op: wire.OpChunkPut, Epoch: h.s.cat.Epoch(), Volume: k.vol, Offset: k.chunk * model.ChunkSize, Length: model.ChunkSize}
+	var n int64
+	if loc, ok := h.s.idx.lookup(k); ok {
+		buf := bufpool.Get(model.ChunkSize)
+		defer bufpool.Put(buf)
+		if err := loc.dev.readAt(buf, loc.dev.slotOffset(loc.slot)); err != nil {
+			h.s.deviceFailed(loc.dev, err)
+			return 0, err
+		}
+		req.Payload, n = buf, model.ChunkSize
+	} else {
+		req.Flags = wire.FlagZero
+	}
+	pctx, cancel := context.WithTimeout(ctx, 30*time.Second)
+	defer cancel()
+	_, err = p.Do(pctx, req, nil)
+	return n, err
+}
+
+// chunkList answers OpChunkList: this SDS's chunks of one group.
+func (s *Server) chunkList(req *wire.Request) (wire.Response, func()) {
+	m, ok := s.cat.Map(string(req.Payload))
+	if !ok || int(req.Offset) >= m.PGCount {
+		return errResp(wire.StatusNotFound, errors.New("no such pool or group"))
+	}
+	keys := s.heal.chunksOf(pgRef{m.PoolID, int(req.Offset)}, m.PGCount)
+	b := make([]byte, 0, 16*len(keys))
+	for _, k := range keys {
+		b = binary.BigEndian.AppendUint64(b, k.vol)
+		b = binary.BigEndian.AppendUint64(b, k.chunk)
+	}
+	return wire.Response{Payload: b}, nil
+}
+
+// chunkPut answers OpChunkPut: install a whole chunk of a copy being filled.
+func (c *chunkRequest) chunkPut() (wire.Response, func()) {
+	if c.in != 0 || c.n != model.ChunkSize {
+		return errResp(wire.StatusInvalid, errors.New("chunk put must cover one whole chunk"))
+	}
+	unlock := c.s.locks.lock(c.key, 0, model.ChunkSize)
+	defer unlock()
+	if c.req.Flags&wire.FlagZero != 0 {
+		if err := c.zeroLocal(true); err != nil {
+			return c.s.localError(c.dev, err)
+		}
+		return ok()
+	}
+	if len(c.req.Payload) != model.ChunkSize {
+		return errResp(wire.StatusInvalid, errors.New("chunk put: payload must be one chunk"))
+	}
+	if err := c.writeLocal(c.req.Payload); err != nil {
+		return c.s.localError(c.dev, err)
+	}
+	return ok()
+}
+
+// collectForeignChunks frees chunks of groups this SDS no longer holds a
+// copy of (after a failure it was replaced; after a move it was trimmed).
+// Like volume collection, a chunk must be foreign at two passes in a row.
+func (h *healer) collectForeignChunks() {
+	if h.s.cat.Epoch() == 0 {
+		return
+	}
+	me := h.s.id
+	seen := map[chunkKey]bool{}
+	freed := 0
+	for _, k := range h.s.idx.chunks() {
+		v, ok := h.s.cat.Volume(k.vol)
+		if !ok {
+			continue // volume collection handles it
+		}
+		m, ok := h.s.cat.Map(v.PoolID)
+		if !ok || m.PGCount == 0 {
+			continue
+		}
+		held := false
+		for _, c := range m.PGs[placement.PG(k.vol, k.chunk, m.PGCount)] {
+			if c.SDSID == me {
+				held = true
+			}
+		}
+		if held {
+			continue
+		}
+		seen[k] = true
+		if !h.gcSeen[k] {
+			continue
+		}
+		unlock := h.s.locks.lock(k, 0, model.ChunkSize)
+		if loc, ok := h.s.idx.lookup(k); ok {
+			if err := loc.dev.zero(loc.dev.slotOffset(loc.slot), model.ChunkSize); err == nil && h.s.idx.free(k) == nil {
+				freed++
+			}
+		}
+		unlock()
+	}
+	h.mu.Lock()
+	h.gcSeen = seen
+	h.mu.Unlock()
+	if freed > 0 {
+		h.s.log.Info("freed chunks of groups no longer held here", "chunks", freed)
+	}
+}
