@@ -1,0 +1,10 @@
+module github.com/cairn-storage/cairn/vcenter-plugin
+
+go 1.26.8
+
+require github.com/vmware/govmomi v0.56.0
+
+require (
+	github.com/google/uuid v1.6.0 // indirect
+	gopkg.in/yaml.v3 v3.0.1 // indirect
+)

@@ -1,0 +1,117 @@
+package deploy
+
+import (
+	"crypto/rand"
+	"crypto/sha256"
+	"encoding/hex"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+	"time"
+
+	"github.com/cairn-storage/cairn/vcenter-plugin/internal/plan"
+)
+
+// StateVersion is the version of the state file format.
+//
+// The state file (<StateDir>/deploy-<system>.json, mode 0600: it holds the
+// cluster secrets) records what a deployment has done, so a re-run after a
+// failure continues where it stopped and never creates anything twice:
+//
+//	{"version":1, "system":"cairn1", "plan_sha256":"…",
+//	 "secrets":{"cluster_token":"…","admin_password":"…"},
+//	 "gateway_thumbprint":"…",
+//	 "steps":{"svm/esx-01.cairn.test/clone":{"done":true,"time":"…","detail":"vm-42"}, …},
+//	 "completed":false, "last_error":"…"}
+//
+// Steps are also checked against vCenter and the gateway (a VM found by
+// name is not cloned again), so a lost state file costs the secrets only.
+const StateVersion = 1
+
+type State struct {
+	Version           int                  `json:"version"`
+	System            string               `json:"system"`
+	PlanSHA256        string               `json:"plan_sha256"`
+	Secrets           plan.Secrets         `json:"secrets"`
+	GatewayThumbprint string               `json:"gateway_thumbprint,omitempty"`
+	Steps             map[string]StepState `json:"steps"`
+	Completed         bool                 `json:"completed"`
+	LastError         string               `json:"last_error,omitempty"`
+}
+
+type StepState struct {
+	Done   bool      `json:"done"`
+	Time   time.Time `json:"time"`
+	Detail string    `json:"detail,omitempty"`
+}
+
+func planHash(p *plan.Plan) string {
+	b, _ := json.Marshal(p)
+	sum := sha256.Sum256(b)
+	return hex.EncodeToString(sum[:])
+}
+
+func secret() string {
+	b := make([]byte, 18)
+	if _, err := rand.Read(b); err != nil {
+		panic(err) // crypto/rand does not fail on Linux
+	}
+	return hex.EncodeToString(b)
+}
+
+// StatePath is where the state of system's deployment lives.
+func StatePath(dir, system string) string {
+	return filepath.Join(dir, "deploy-"+system+".json")
+}
+
+// LoadState reads the state of system, or starts a new one for p.
+func LoadState(dir string, p *plan.Plan) (*State, error) {
+	path := StatePath(dir, p.System)
+	data, err := os.ReadFile(path)
+	if errors.Is(err, os.ErrNotExist) {
+		return &State{Version: StateVersion, System: p.System, PlanSHA256: planHash(p),
+			Secrets: plan.Secrets{ClusterToken: secret(), AdminPassword: secret()}, Steps: map[string]StepState{}}, nil
+	}
+	if err != nil {
+		return nil, fmt.Errorf("read deploy state: %w", err)
+	}
+	var s State
+	if err := json.Unmarshal(data, &s); err != nil {
+		return nil, fmt.Errorf("deploy state %s is damaged (%v): fix or move it away; without it the cluster secrets are lost", path, err)
+	}
+	if s.Version != StateVersion {
+		return nil, fmt.Errorf("deploy state %s has version %d, this plugin reads %d", path, s.Version, StateVersion)
+	}
+	if s.PlanSHA256 != planHash(p) {
+		if s.Completed {
+			return nil, fmt.Errorf("system %s is deployed with another plan: changing a deployed system (adding hosts or devices) is not supported by the deploy engine yet; use cairnctl", p.System)
+		}
+		return nil, fmt.Errorf("the plan of system %s changed since its deployment started: resume with the original plan, or remove %s and the SVMs to start over", p.System, path)
+	}
+	if s.Steps == nil {
+		s.Steps = map[string]StepState{}
+	}
+	return &s, nil
+}
+
+// Save writes the state atomically (temp file + rename).
+func (s *State) Save(dir string) error {
+	if err := os.MkdirAll(dir, 0o700); err != nil {
+		return fmt.Errorf("deploy state dir: %w", err)
+	}
+	data, err := json.MarshalIndent(s, "", "  ")
+	if err != nil {
+		return err
+	}
+	path := StatePath(dir, s.System)
+	tmp := path + ".tmp"
+	if err := os.WriteFile(tmp, data, 0o600); err != nil {
+		return fmt.Errorf("write deploy state: %w", err)
+	}
+	if err := os.Rename(tmp, path); err != nil {
+		return fmt.Errorf("write deploy state: %w", err)
+	}
+	return nil
+}

@@ -1,0 +1,186 @@
+// Package gateway is the vcenter-plugin's client of the Cairn gateway REST API
+// (/api/v1): the API interface the engines depend on, and its HTTPS
+// implementation with a pinned certificate.
+//
+// The engines only use API, so they can be driven in tests by an in-memory
+// implementation (package gatewayfake) and in production by *HTTPClient.
+package gateway
+
+import (
+	"context"
+	"errors"
+	"time"
+)
+
+// ErrNotFound is returned by the Get methods when the gateway answers 404.
+// Engines branch on it to create what is missing (idempotent re-runs).
+var ErrNotFound = errors.New("not found")
+
+// HealthOK is the System.Health.Status of a whole cluster.
+const HealthOK = "ok"
+
+// SDS states as the gateway reports them (model.SDS.State in the appliance).
+const (
+	SDSNormal               = "normal"
+	SDSMaintenance          = "maintenance"
+	SDSProtectedMaintenance = "protected-maintenance"
+)
+
+// Maintenance modes accepted by EnterSDSMaintenance.
+const (
+	MaintenanceInstant   = "instant"
+	MaintenanceProtected = "protected"
+)
+
+// The resource types mirror the JSON the gateway serves (the appliance's
+// internal/model types); only the fields the plugin reads are declared.
+
+type ProtectionDomain struct {
+	ID   string `json:"id"`
+	Name string `json:"name"`
+}
+
+type FaultSet struct {
+	ID   string `json:"id"`
+	Name string `json:"name"`
+	PDID string `json:"pd_id"`
+}
+
+type SDS struct {
+	ID         string `json:"id"`
+	Name       string `json:"name"`
+	PDID       string `json:"pd_id"`
+	FaultSetID string `json:"fault_set_id,omitempty"`
+	Address    string `json:"address"`
+	State      string `json:"state"`
+	Up         bool   `json:"up"` // holds its liveness lease
+}
+
+type Device struct {
+	ID       string `json:"id"`
+	Name     string `json:"name"`
+	SDSID    string `json:"sds_id"`
+	PoolID   string `json:"pool_id"`
+	Path     string `json:"path"`
+	Capacity int64  `json:"capacity"`
+	State    string `json:"state"`
+}
+
+type Pool struct {
+	ID           string `json:"id"`
+	Name         string `json:"name"`
+	PDID         string `json:"pd_id"`
+	SparePercent int    `json:"spare_percent"`
+}
+
+type Mapping struct {
+	HostID string `json:"host_id"`
+}
+
+type Volume struct {
+	ID       string    `json:"id"`
+	Name     string    `json:"name"`
+	PoolID   string    `json:"pool_id"`
+	Size     int64     `json:"size"`
+	Thin     bool      `json:"thin"`
+	WWN      string    `json:"wwn"` // 32 hex digits, NAA type 6: ESXi names the LUN "naa."+WWN
+	Mappings []Mapping `json:"mappings,omitempty"`
+}
+
+type Host struct {
+	ID   string `json:"id"`
+	Name string `json:"name"`
+	Type string `json:"type"`
+	IQN  string `json:"iqn,omitempty"`
+}
+
+// System is GET /api/v1/system (OpenAPI schema SystemInfo).
+type System struct {
+	Bootstrapped bool `json:"bootstrapped"`
+	System       *struct {
+		ID   string `json:"id"`
+		Name string `json:"name"`
+	} `json:"system"`
+	Health struct {
+		Status   string   `json:"status"` // HealthOK: every SDS up, no device in error, every pool redundant
+		SDSs     int      `json:"sdss"`
+		SDSsUp   int      `json:"sdss_up"`
+		SDSsDown []string `json:"sdss_down"`
+		Messages []string `json:"messages"` // what to look at, for humans
+	} `json:"health"`
+	Capacity struct {
+		Raw    int64 `json:"raw"`
+		Usable int64 `json:"usable"`
+		Used   int64 `json:"used"`
+	} `json:"capacity"`
+}
+
+// Requests (POST bodies).
+
+type SDSSpec struct {
+	Name     string `json:"name"`
+	Address  string `json:"address"`
+	PD       string `json:"pd"`
+	FaultSet string `json:"fault_set,omitempty"`
+}
+
+type DeviceSpec struct {
+	SDS   string `json:"sds"`
+	Path  string `json:"path"`
+	Pool  string `json:"pool"`
+	Name  string `json:"name,omitempty"`
+	Force bool   `json:"force,omitempty"`
+}
+
+type PoolSpec struct {
+	Name         string `json:"name"`
+	PD           string `json:"pd"`
+	SparePercent int    `json:"spare_percent"`
+}
+
+type VolumeSpec struct {
+	Name string `json:"name"`
+	Pool string `json:"pool"`
+	Size int64  `json:"size"`
+	Thin bool   `json:"thin"`
+}
+
+type HostSpec struct {
+	Name string `json:"name"`
+	Type string `json:"type"`
+	IQN  string `json:"iqn,omitempty"`
+}
+
+// API is what the deploy, datastore and maintenance engines need from a
+// Cairn cluster. Get* take an id or a name and return ErrNotFound (wrapped)
+// when the object does not exist. Every call is bounded by ctx.
+type API interface {
+	System(ctx context.Context) (*System, error)
+	// Bootstrap creates the system once; idempotent with the same name.
+	Bootstrap(ctx context.Context, name string) error
+
+	GetPD(ctx context.Context, idOrName string) (*ProtectionDomain, error)
+	CreatePD(ctx context.Context, name string) (*ProtectionDomain, error)
+	GetFaultSet(ctx context.Context, idOrName string) (*FaultSet, error)
+	CreateFaultSet(ctx context.Context, name, pd string) (*FaultSet, error)
+	GetSDS(ctx context.Context, idOrName string) (*SDS, error)
+	ListSDS(ctx context.Context) ([]SDS, error)
+	CreateSDS(ctx context.Context, spec SDSSpec) (*SDS, error)
+	ListDevices(ctx context.Context) ([]Device, error)
+	AddDevice(ctx context.Context, spec DeviceSpec) (*Device, error)
+	GetPool(ctx context.Context, idOrName string) (*Pool, error)
+	CreatePool(ctx context.Context, spec PoolSpec) (*Pool, error)
+	GetVolume(ctx context.Context, idOrName string) (*Volume, error)
+	ListVolumes(ctx context.Context) ([]Volume, error)
+	CreateVolume(ctx context.Context, spec VolumeSpec) (*Volume, error)
+	MapVolume(ctx context.Context, volume, host string) error
+	GetHost(ctx context.Context, idOrName string) (*Host, error)
+	ListHosts(ctx context.Context) ([]Host, error)
+	CreateHost(ctx context.Context, spec HostSpec) (*Host, error)
+
+	EnterSDSMaintenance(ctx context.Context, sds, mode string) error
+	ExitSDSMaintenance(ctx context.Context, sds string) error
+}
+
+// DefaultTimeout bounds one HTTP exchange with the gateway.
+const DefaultTimeout = 30 * time.Second

@@ -1,0 +1,303 @@
+package server_test
+
+import (
+	"bufio"
+	"bytes"
+	"context"
+	"crypto/tls"
+	"encoding/json"
+	"io"
+	"net/http"
+	"net/http/cookiejar"
+	"net/http/httptest"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/vmware/govmomi/property"
+	"github.com/vmware/govmomi/session"
+	"github.com/vmware/govmomi/vim25/mo"
+	"github.com/vmware/govmomi/vim25/types"
+
+	"github.com/cairn-storage/cairn/vcenter-plugin/internal/gateway"
+	"github.com/cairn-storage/cairn/vcenter-plugin/internal/gatewayfake"
+	"github.com/cairn-storage/cairn/vcenter-plugin/internal/inventory"
+	"github.com/cairn-storage/cairn/vcenter-plugin/internal/plan"
+	"github.com/cairn-storage/cairn/vcenter-plugin/internal/progress"
+	"github.com/cairn-storage/cairn/vcenter-plugin/internal/server"
+	"github.com/cairn-storage/cairn/vcenter-plugin/internal/vcsimkit"
+)
+
+type client struct {
+	t    *testing.T
+	base string
+	http *http.Client
+}
+
+func (c *client) do(method, path string, body any, out any) int {
+	c.t.Helper()
+	var r io.Reader
+	if body != nil {
+		b, _ := json.Marshal(body)
+		r = bytes.NewReader(b)
+	}
+	req, _ := http.NewRequest(method, c.base+path, r)
+	resp, err := c.http.Do(req)
+	if err != nil {
+		c.t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	data, _ := io.ReadAll(resp.Body)
+	if out != nil && len(data) > 0 {
+		if err := json.Unmarshal(data, out); err != nil {
+			c.t.Fatalf("%s %s: %v: %s", method, path, err, data)
+		}
+	}
+	return resp.StatusCode
+}
+
+func (c *client) waitJob(name string) server.Job {
+	c.t.Helper()
+	deadline := time.Now().Add(30 * time.Second)
+	for {
+		var jobs []server.Job
+		c.do("GET", "/api/v1/jobs", nil, &jobs)
+		for _, j := range jobs {
+			if j.Name == name && j.State != "running" {
+				return j
+			}
+		}
+		if time.Now().After(deadline) {
+			c.t.Fatalf("job %s still running: %+v", name, jobs)
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+}
+
+func TestServer(t *testing.T) {
+	ctx := context.Background()
+	array := gatewayfake.New()
+	array.ResyncTime = 20 * time.Millisecond
+	kit, vc := vcsimkit.StartTest(t, vcsimkit.Options{LUNs: array, Guest: array.Hooks(nil)})
+	dir := t.TempDir()
+	cert, err := server.EnsureCertificate(dir, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	again, err := server.EnsureCertificate(dir, nil)
+	if err != nil || again.SHA256 != cert.SHA256 {
+		t.Fatal("certificate not reused on restart")
+	}
+	ts := httptest.NewUnstartedServer(nil)
+	ts.TLS = &tls.Config{Certificates: []tls.Certificate{cert.TLS}}
+	ts.StartTLS()
+	defer ts.Close()
+	srv, err := server.New(server.Config{VCenter: kit.URL, VCenterThumbprint: kit.Thumbprint, PublicURL: ts.URL, StateDir: dir,
+		Certificate: cert, Gateway: func(gateway.Config) (gateway.API, error) { return array, nil },
+		ReadyTimeout: 3 * time.Second, PollInterval: 10 * time.Millisecond})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer srv.Close()
+	ts.Config.Handler = srv
+	jar, _ := cookiejar.New(nil)
+	hc := ts.Client()
+	hc.Jar = jar
+	c := &client{t: t, base: ts.URL, http: hc}
+
+	// The API page, manifest and extension descriptor need no session.
+	resp, err := hc.Get(ts.URL + "/")
+	if err != nil {
+		t.Fatal(err)
+	}
+	page, _ := io.ReadAll(resp.Body)
+	resp.Body.Close()
+	if !strings.Contains(string(page), "/api/v1/maintenance/{system}/continue") {
+		t.Fatalf("index page: %s", page)
+	}
+	var manifest map[string]any
+	c.do("GET", "/ui/plugin.json", nil, &manifest)
+	if manifest["manifestVersion"] != "1.1.0" || manifest["objects"].(map[string]any)["HostSystem"] == nil || manifest["global"] == nil {
+		t.Fatalf("manifest %v", manifest)
+	}
+	var ext server.Descriptor
+	c.do("GET", "/api/v1/extension", nil, &ext)
+	if ext.Key != server.ExtensionKey || ext.ServerThumbprint != cert.SHA1 || ext.ClientURL != ts.URL+"/ui/plugin.json" || ext.ClientType != "vsphere-client-remote" || len(ext.TaskTypes) != 3 {
+		t.Fatalf("extension %+v", ext)
+	}
+	if err := server.RegisterExtension(ctx, vc.Client, server.Extension(ts.URL, cert)); err != nil {
+		t.Fatal(err)
+	}
+	if err := server.RegisterExtension(ctx, vc.Client, server.Extension(ts.URL, cert)); err != nil {
+		t.Fatalf("re-register: %v", err)
+	}
+
+	// Sessions: nothing without one; a bad ticket is refused; a clone
+	// ticket from the vSphere Client's session works.
+	var e map[string]string
+	if code := c.do("GET", "/api/v1/inventory", nil, &e); code != 401 || !strings.Contains(e["error"], "POST /api/v1/session") {
+		t.Fatalf("no session: %d %v", code, e)
+	}
+	if code := c.do("POST", "/api/v1/session", map[string]string{"clone_ticket": "forged"}, &e); code != 401 {
+		t.Fatalf("forged ticket: %d %v", code, e)
+	}
+	ticket, err := session.NewManager(vc.Client).AcquireCloneTicket(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var who map[string]string
+	if code := c.do("POST", "/api/v1/session", map[string]string{"clone_ticket": ticket}, &who); code != 200 || who["user"] != kit.Username {
+		t.Fatalf("clone session: %d %v", code, who)
+	}
+
+	var inv inventory.Inventory
+	if code := c.do("GET", "/api/v1/inventory", nil, &inv); code != 200 || len(inv.Datacenters[0].Hosts) != 4 {
+		t.Fatalf("inventory %d %+v", code, inv)
+	}
+	var p plan.Plan
+	if code := c.do("POST", "/api/v1/plan/suggest", map[string]string{"datacenter": "DC0", "system": "cairn1", "template": "cairn-svm", "svm_cidr": "10.20.0.0/24", "iscsi_cidr": "10.30.0.0/24"}, &p); code != 200 {
+		t.Fatalf("suggest %d", code)
+	}
+	var val struct {
+		Valid    bool           `json:"valid"`
+		Problems []plan.Problem `json:"problems"`
+	}
+	c.do("POST", "/api/v1/plan/validate", p, &val)
+	if !val.Valid {
+		t.Fatalf("suggested plan invalid: %+v", val.Problems)
+	}
+	bad := p
+	bad.Hosts = append([]plan.Host(nil), p.Hosts...)
+	bad.Hosts[1].SVMIP = bad.Hosts[0].SVMIP
+	c.do("POST", "/api/v1/plan/validate", bad, &val)
+	if val.Valid || len(val.Problems) == 0 || val.Problems[0].Field != "hosts[1].svm_ip" {
+		t.Fatalf("duplicate address validated: %+v", val)
+	}
+
+	// Deploy while watching the event stream.
+	streamCtx, stopStream := context.WithCancel(ctx)
+	defer stopStream()
+	req, _ := http.NewRequestWithContext(streamCtx, "GET", ts.URL+"/api/v1/events?job=deploy:cairn1", nil)
+	sresp, err := hc.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer sresp.Body.Close()
+	if ct := sresp.Header.Get("Content-Type"); ct != "text/event-stream" {
+		t.Fatalf("events content type %s", ct)
+	}
+	got := make(chan progress.Event, 1000)
+	go func() {
+		sc := bufio.NewScanner(sresp.Body)
+		for sc.Scan() {
+			if data, ok := strings.CutPrefix(sc.Text(), "data: "); ok {
+				var ev progress.Event
+				if json.Unmarshal([]byte(data), &ev) == nil {
+					got <- ev
+				}
+			}
+		}
+		close(got)
+	}()
+	var j server.Job
+	if code := c.do("POST", "/api/v1/deploy", p, &j); code != 202 || j.Name != "deploy:cairn1" {
+		t.Fatalf("deploy %d %+v", code, j)
+	}
+	if j := c.waitJob("deploy:cairn1"); j.State != "succeeded" {
+		t.Fatalf("deploy job %+v", j)
+	}
+	sawDone, lastSeq := false, int64(0)
+	timeout := time.After(10 * time.Second)
+	for !sawDone {
+		select {
+		case ev := <-got:
+			if ev.Job != "deploy:cairn1" || ev.Seq <= lastSeq {
+				t.Fatalf("event out of filter or order: %+v after %d", ev, lastSeq)
+			}
+			lastSeq = ev.Seq
+			sawDone = strings.Contains(ev.Message, "system cairn1 deployed")
+		case <-timeout:
+			t.Fatal("no 'deployed' event on the stream")
+		}
+	}
+	stopStream()
+
+	// The deployment shows as a vCenter task of the plugin's extension.
+	var tm mo.TaskManager
+	if err := property.DefaultCollector(vc.Client).RetrieveOne(ctx, *vc.Client.ServiceContent.TaskManager, []string{"recentTask"}, &tm); err != nil {
+		t.Fatal(err)
+	}
+	var tasks []mo.Task
+	if err := property.DefaultCollector(vc.Client).Retrieve(ctx, tm.RecentTask, []string{"info"}, &tasks); err != nil {
+		t.Fatal(err)
+	}
+	found := false
+	for _, tk := range tasks {
+		found = found || (tk.Info.DescriptionId == progress.TaskDeploy && tk.Info.State == types.TaskInfoStateSuccess)
+	}
+	if !found {
+		t.Fatal("no successful Cairn deploy task in vCenter")
+	}
+
+	// Volume to datastore.
+	if code := c.do("POST", "/api/v1/volumes", map[string]any{"system": "cairn1", "volume": "ds1", "size_gib": 8}, &j); code != 202 {
+		t.Fatalf("volumes %d", code)
+	}
+	if j := c.waitJob("volume:ds1"); j.State != "succeeded" {
+		t.Fatalf("volume job %+v", j)
+	}
+	c.do("GET", "/api/v1/inventory", nil, &inv)
+	for _, h := range inv.Datacenters[0].Hosts {
+		mounted := false
+		for _, ds := range h.Datastores {
+			mounted = mounted || ds.Name == "ds1"
+		}
+		if !mounted {
+			t.Fatalf("host %s lacks datastore ds1", h.Name)
+		}
+	}
+
+	// Rolling maintenance driven by the operator's Continue; hooks cannot
+	// be set through the API.
+	if code := c.do("POST", "/api/v1/maintenance/cairn1", map[string]any{"by": "host", "hook": []string{"rm", "-rf", "/"}}, &e); code != 400 {
+		t.Fatalf("hook through API: %d", code)
+	}
+	if code := c.do("POST", "/api/v1/maintenance/cairn1", map[string]any{"by": "faultset"}, &j); code != 202 {
+		t.Fatalf("maintenance %d", code)
+	}
+	if code := c.do("POST", "/api/v1/maintenance/cairn1", map[string]any{"by": "faultset"}, &e); code != 409 {
+		t.Fatalf("second roll while one runs: %d", code)
+	}
+	continues := 0
+	deadline := time.Now().Add(30 * time.Second)
+	for {
+		var jobs []server.Job
+		c.do("GET", "/api/v1/jobs", nil, &jobs)
+		state := ""
+		for _, jb := range jobs {
+			if jb.Name == "maintenance:cairn1" {
+				state = jb.State + jb.Error
+			}
+		}
+		if state == "succeeded" {
+			break
+		}
+		if state != "running" || time.Now().After(deadline) {
+			t.Fatalf("maintenance job: %s", state)
+		}
+		if c.do("POST", "/api/v1/maintenance/cairn1/continue", nil, nil) == 204 {
+			continues++
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+	if continues != 4 {
+		t.Fatalf("%d operator confirmations for 4 fault sets", continues)
+	}
+
+	// Cross-origin writes are refused.
+	req, _ = http.NewRequest("POST", ts.URL+"/api/v1/plan/validate", strings.NewReader("{}"))
+	req.Header.Set("Origin", "https://evil.example")
+	if r, _ := hc.Do(req); r.StatusCode != 403 {
+		t.Fatalf("cross-origin: %d", r.StatusCode)
+	}
+}
