@@ -5,7 +5,7 @@ DEMO_STATE ?= $(CURDIR)/demo-state
 GO_TEST_FLAGS ?= -race -count=1 -timeout 20m
 
 .PHONY: all build demo demo-stop test test-go test-integration test-chaos test-lio test-e2e \
-	test-appliance test-plugin bench bench-smoke appliance clean
+	test-appliance test-plugin demo-vsphere bench bench-smoke appliance clean
 
 all: build
 
@@ -23,7 +23,13 @@ demo-stop:
 
 ## test: the whole default suite (what CI runs); each suite prints its time
 test:
-	@scripts/run-suites.sh test-go test-integration
+	@scripts/run-suites.sh test-go test-integration test-plugin
+
+demo-vsphere:
+	cd vcenter-plugin && go run ./cmd/cairn-plugin -demo
+
+test-plugin:
+	cd vcenter-plugin && go vet ./... && go test $(GO_TEST_FLAGS) -p 2 ./...
 
 test-go:
 	cd appliance && go vet ./... && go test $(GO_TEST_FLAGS) ./...
