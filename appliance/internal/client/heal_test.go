@@ -81,3 +81,46 @@ func TestRebuildAfterSDSLoss(t *testing.T) {
 		t.Fatalf("used %d bytes after two rebuilds, want exactly two copies (%d)", used, 2*48*MiB)
 	}
 }
+
+func TestGracefulRemovalDrainsFirst(t *testing.T) {
+	c := testcluster.Start(t, testcluster.Options{SDSs: 4, DevicesPerSDS: 1})
+	vol := c.CreateVolume("drain", 32*MiB, true)
+	ctx := context.Background()
+	data := make([]byte, 32*MiB)
+	rand.New(rand.NewSource(4)).Read(data)
+	if err := vol.WriteAt(ctx, data, 0, 0); err != nil {
+		t.Fatal(err)
+	}
+	victim := c.SDSs[3]
+	var s model.SDS
+	rev, err := c.Store.Get(ctx, model.Key(model.KindSDS, victim.ID), &s)
+	if err != nil {
+		t.Fatal(err)
+	}
+	s.State = model.SDSRemoving
+	if err := c.Store.Update(ctx, model.Key(model.KindSDS, victim.ID), rev, s); err != nil {
+		t.Fatal(err)
+	}
+	took := waitHealthy(t, c, victim.ID, 60*time.Second)
+	t.Logf("drained in %s", took)
+	// The SDS stays up while it drains: its data is moved, not rebuilt.
+	// Once drained the leader deletes it.
+	deadline := time.Now().Add(20 * time.Second)
+	for {
+		if _, err := c.Store.Get(ctx, model.Key(model.KindSDS, victim.ID), &s); err != nil {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatal("drained SDS was not removed")
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+	c.StopSDS(3)
+	got := make([]byte, len(data))
+	if err := vol.ReadAt(ctx, got, 0); err != nil {
+		t.Fatal(err)
+	}
+	if !bytes.Equal(got, data) {
+		t.Fatal("data differs after draining an SDS")
+	}
+}

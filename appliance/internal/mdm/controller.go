@@ -127,8 +127,10 @@ func (c *Controller) reconcile(ctx context.Context, st *model.Store) error {
 		}
 		view.SDS[s.ID] = placement.SDSView{Live: live[s.ID], Mode: modeOf(s.State), FaultDomain: fd}
 	}
+	view.DeviceLeaving = map[string]bool{}
 	for _, d := range devices {
 		view.DeviceOK[d.ID] = d.State == model.DeviceNormal || d.State == model.DeviceRemoving
+		view.DeviceLeaving[d.ID] = d.State == model.DeviceRemoving
 	}
 	usable := func(s model.SDS) bool { return live[s.ID] && modeOf(s.State) == placement.ModeNormal }
 	for _, p := range pools {
@@ -161,6 +163,50 @@ func (c *Controller) reconcile(ctx context.Context, st *model.Store) error {
 		}
 		if err := c.heal(rctx, p, &cur, view, devices, sdss, usable); err != nil {
 			return err
+		}
+	}
+	return c.finishRemovals(rctx, st, devices, sdss)
+}
+
+// finishRemovals deletes drained objects: a device in state removing (or on
+// an SDS in state removing) that no map references any more, then an SDS in
+// state removing with no device left.
+func (c *Controller) finishRemovals(ctx context.Context, st *model.Store, devices []model.Device, sdss []model.SDS) error {
+	removing := map[string]bool{}
+	for _, s := range sdss {
+		removing[s.ID] = s.State == model.SDSRemoving
+	}
+	maps, err := model.ListPrefix[model.PlacementMap](ctx, st, model.Prefix+"map/")
+	if err != nil {
+		return err
+	}
+	referenced := map[string]bool{}
+	for _, m := range maps {
+		for _, pg := range m.PGs {
+			for _, cp := range pg {
+				referenced[cp.DeviceID] = true
+			}
+		}
+	}
+	left := map[string]int{}
+	for _, d := range devices {
+		if (d.State == model.DeviceRemoving || removing[d.SDSID]) && !referenced[d.ID] {
+			rev, err := st.Get(ctx, model.Key(model.KindDevice, d.ID), new(model.Device))
+			if err == nil {
+				if err := st.Delete(ctx, model.KindDevice, d.ID, d.Name, rev); err == nil {
+					c.Log.Info("drained device removed", "device", d.Name)
+					continue
+				}
+			}
+		}
+		left[d.SDSID]++
+	}
+	for _, s := range sdss {
+		if s.State == model.SDSRemoving && left[s.ID] == 0 {
+			rev, err := st.Get(ctx, model.Key(model.KindSDS, s.ID), new(model.SDS))
+			if err == nil && st.Delete(ctx, model.KindSDS, s.ID, s.Name, rev) == nil {
+				c.Log.Info("drained SDS removed", "sds", s.Name)
+			}
 		}
 	}
 	return nil

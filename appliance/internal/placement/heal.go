@@ -30,6 +30,8 @@ type View struct {
 	SDS   map[string]SDSView
 	// DeviceOK is false for devices in error or removed.
 	DeviceOK map[string]bool
+	// DeviceLeaving is true for devices being drained (graceful removal).
+	DeviceLeaving map[string]bool
 	// Done holds completed fills: Done[FillKey(pg, device)] is the state
 	// epoch (CopyRef.Since) of the copy the primary finished filling.
 	Done map[string]uint64
@@ -179,7 +181,9 @@ func Heal(pg int, cur []model.CopyRef, v *View) []model.CopyRef {
 			}
 			next = append(next[:i], next[i+1:]...)
 		}
-		leaving := slices.ContainsFunc(next, func(c model.CopyRef) bool { return v.sds(c.SDSID).Mode == ModeRemoving })
+		leaving := slices.ContainsFunc(next, func(c model.CopyRef) bool {
+			return v.sds(c.SDSID).Mode == ModeRemoving || v.DeviceLeaving[c.DeviceID]
+		})
 		if len(next) == Copies && (v.Rebalance || leaving) && len(ideal) == Copies {
 			for _, want := range ideal {
 				if !slices.ContainsFunc(next, func(c model.CopyRef) bool { return c.DeviceID == want.DeviceID }) {
