@@ -8,6 +8,9 @@ import (
 	"flag"
 	"fmt"
 	"log/slog"
+	"net"
+	"net/http"
+	_ "net/http/pprof" // served only with --debug-listen, on loopback
 	"os"
 	"os/signal"
 	"sort"
@@ -70,11 +73,30 @@ func main() {
 type common struct {
 	mdm      string
 	logLevel string
+	debug    string
 }
 
 func (c *common) add(fs *flag.FlagSet) {
 	fs.StringVar(&c.mdm, "mdm", envOr("CAIRN_MDM", "http://127.0.0.1:2379"), "comma-separated MDM (etcd) client URLs ($CAIRN_MDM)")
 	fs.StringVar(&c.logLevel, "log-level", envOr("CAIRN_LOG_LEVEL", "info"), "debug, info, warn or error")
+	fs.StringVar(&c.debug, "debug-listen", os.Getenv("CAIRN_DEBUG_LISTEN"), "serve Go profiles (/debug/pprof) on this loopback address, e.g. 127.0.0.1:6060")
+}
+
+// startDebug serves pprof when asked; only loopback addresses are accepted.
+func (c *common) startDebug(log *slog.Logger) {
+	if c.debug == "" {
+		return
+	}
+	host, _, err := net.SplitHostPort(c.debug)
+	if ip := net.ParseIP(host); err != nil || ip == nil || !ip.IsLoopback() {
+		log.Warn("--debug-listen must be a loopback address; profiles not served", "address", c.debug)
+		return
+	}
+	go func() {
+		if err := http.ListenAndServe(c.debug, nil); err != nil {
+			log.Warn("debug listener", "err", err)
+		}
+	}()
 }
 
 func envOr(k, def string) string {
@@ -89,7 +111,9 @@ func (c *common) logger(role string) *slog.Logger {
 	if err := lvl.UnmarshalText([]byte(c.logLevel)); err != nil {
 		lvl = slog.LevelInfo
 	}
-	return slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: lvl})).With("role", role)
+	log := slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: lvl})).With("role", role)
+	c.startDebug(log)
+	return log
 }
 
 // etcd connects to the MDM members.

@@ -33,7 +33,7 @@ type Cluster struct {
 	// ConnsPerSDS is the number of TCP connections to each SDS.
 	ConnsPerSDS int
 
-	mu    sync.Mutex
+	mu    sync.RWMutex
 	peers map[string]*wire.Client
 }
 
@@ -54,9 +54,15 @@ func (c *Cluster) Close() {
 
 // Peer returns the (shared) wire client for an address.
 func (c *Cluster) Peer(addr string) *wire.Client {
+	c.mu.RLock()
+	p := c.peers[addr]
+	c.mu.RUnlock()
+	if p != nil {
+		return p
+	}
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	p := c.peers[addr]
+	p = c.peers[addr]
 	if p == nil {
 		p = wire.NewClient(addr, c.ConnsPerSDS)
 		c.peers[addr] = p

@@ -68,7 +68,7 @@ type Server struct {
 	// liveness lease and may acknowledge writes that reached only its copy.
 	leaseValidUntil atomic.Int64
 
-	statsMu sync.Mutex
+	statsMu sync.RWMutex
 	vols    map[uint64]*volCounters
 	total   volCounters
 }
@@ -413,9 +413,15 @@ func (s *Server) publishStats(ctx context.Context) {
 }
 
 func (s *Server) counters(vol uint64) *volCounters {
+	s.statsMu.RLock()
+	c := s.vols[vol]
+	s.statsMu.RUnlock()
+	if c != nil {
+		return c
+	}
 	s.statsMu.Lock()
 	defer s.statsMu.Unlock()
-	c := s.vols[vol]
+	c = s.vols[vol]
 	if c == nil {
 		c = &volCounters{}
 		s.vols[vol] = c
