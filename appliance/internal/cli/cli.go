@@ -181,7 +181,7 @@ func printUsage(w io.Writer, top *flag.FlagSet) {
 	sorted := append([]*command(nil), commands...)
 	sort.SliceStable(sorted, func(i, j int) bool { return sorted[i].name() < sorted[j].name() })
 	for _, c := range sorted {
-		fmt.Fprintf(w, "  %-18s %s\n", c.name(), c.help)
+		fmt.Fprintf(w, "  %-21s %s\n", c.name(), c.help)
 	}
 	fmt.Fprintln(w, "\nglobal flags (also accepted after any command):")
 	top.SetOutput(w)

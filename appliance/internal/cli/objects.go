@@ -35,7 +35,9 @@ var objects = []object{
 		{"NAME", str("name")}, {"ID", str("id")}, {"PD", str("pd_name")}, {"SDSS", str("sdss")}}},
 	{name: "sds", noun: "SDS", path: "/sds", plural: "SDSs", columns: []column{
 		{"NAME", str("name")}, {"ID", str("id")}, {"PD", str("pd_name")}, {"FAULT SET", str("fault_set_name")},
-		{"ADDRESS", str("address")}, {"STATE", str("state")}, {"UP", yesNo("up")}, {"DEVICES", str("devices")},
+		{"ADDRESS", str("address")}, {"STATE", str("state")},
+		{"MAINTENANCE", func(o map[string]any) string { return text(nested(o, "maintenance", "state")) }},
+		{"UP", yesNo("up")}, {"DEVICES", str("devices")},
 		{"CAPACITY", size("capacity")}, {"USED", size("used")}}},
 	{name: "device", noun: "device", path: "/devices", plural: "devices", columns: []column{
 		{"NAME", str("name")}, {"ID", str("id")}, {"SDS", str("sds_name")}, {"POOL", str("pool_name")},

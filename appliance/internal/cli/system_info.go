@@ -39,7 +39,9 @@ func init() {
 						Raw, Usable, Used float64
 						ThickReserved     float64 `json:"thick_reserved"`
 					}
-					Counts map[string]int
+					Counts  map[string]int
+					Rebuild rebuildInfo
+					Leader  string
 				}
 				if err := json.Unmarshal(raw, &r); err != nil {
 					return fmt.Errorf("gateway answer for /system: %w", err)
@@ -50,6 +52,12 @@ func init() {
 				}
 				fmt.Fprintf(s.out, "system:    %s\n", name)
 				fmt.Fprintf(s.out, "health:    %s\n", r.Health.Status)
+				leader := r.Leader
+				if leader == "" {
+					leader = "(none elected: check that a majority of the MDMs is running)"
+				}
+				fmt.Fprintf(s.out, "leader:    %s\n", leader)
+				fmt.Fprintf(s.out, "rebuild:   %s\n", r.Rebuild.summary())
 				down := ""
 				if len(r.Health.SDSsDown) > 0 {
 					down = "; down: " + strings.Join(r.Health.SDSsDown, ", ")

@@ -76,6 +76,10 @@ func (s *Server) apiRoutes() []route {
 		route{"POST", p("/volumes/{ref}/map"), O, s.mapVolume},
 		route{"POST", p("/volumes/{ref}/unmap"), O, s.unmapVolume},
 		route{"PATCH", p("/users/{ref}"), A, s.updateUser},
+		route{"POST", p("/sds/{ref}/maintenance"), O, s.enterSDSMaintenance},
+		route{"DELETE", p("/sds/{ref}/maintenance"), O, s.exitSDSMaintenance},
+		route{"POST", p("/faultsets/{ref}/maintenance"), O, s.enterFaultSetMaintenance},
+		route{"DELETE", p("/faultsets/{ref}/maintenance"), O, s.exitFaultSetMaintenance},
 	)
 	return rs
 }

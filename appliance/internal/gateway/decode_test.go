@@ -21,6 +21,7 @@ func requestTypes() []func() any {
 		func() any { return new(model.HostSpec) }, func() any { return new(model.UserSpec) },
 		func() any { return new(model.UserUpdate) }, func() any { return new(model.MapSpec) },
 		func() any { return new(unmapRequest) }, func() any { return new(resizeRequest) },
+		func() any { return new(maintenanceRequest) },
 	}
 }
 

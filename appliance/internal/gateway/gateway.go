@@ -66,6 +66,7 @@ type Server struct {
 	routes  []route
 	handler http.Handler
 	certs   *certSource // nil without TLS
+	prog    progress    // rebuild rates, from the statistics seen so far
 }
 
 // New checks the configuration, prepares StateDir (TLS certificate, first

@@ -114,6 +114,29 @@ func (w *world) metricsText() []byte {
 		sdsIO = append(sdsIO, ioRow{l, v.IO})
 	}
 	m.family("cairn_sds_up", "gauge", "Cairn SDS holds its liveness lease (1) or not (0).", up)
+	var maint, resync, pending, done []sample
+	for _, x := range sdss {
+		l := []string{"sds_id", x.ID, "sds", x.Name}
+		if mode := model.MaintenanceMode(x.State); mode != "" {
+			maint = append(maint, sample{append(l, "mode", mode), 1})
+		}
+		rb := w.stats[x.ID].Rebuild
+		resync = append(resync, sample{l, float64(rb.ResyncBytes)})
+		pending = append(pending, sample{l, float64(rb.PendingBytes)})
+		done = append(done, sample{l, float64(rb.DoneBytes)})
+	}
+	m.family("cairn_sds_maintenance", "gauge", "Cairn SDS is in maintenance (1, by mode); absent when not.", maint)
+	m.family("cairn_sds_rebuild_pending_bytes", "gauge", "Cairn SDS: bytes still to copy in its running fills (rebuild, rebalance, resync).", pending)
+	m.family("cairn_sds_rebuild_done_bytes_total", "counter", "Cairn SDS: bytes copied by its fills since it started.", done)
+	m.family("cairn_sds_resync_bytes_total", "counter", "Cairn SDS: delta-resync bytes sent after maintenance since it started.", resync)
+	var rb rebuildView
+	w.groupCounts(&rb)
+	m.family("cairn_placement_groups", "gauge", "Cairn placement groups by condition (degraded: fewer than 2 ready copies).", []sample{
+		{[]string{"condition", "degraded"}, float64(rb.DegradedGroups)},
+		{[]string{"condition", "rebuilding"}, float64(rb.RebuildingGroups)},
+		{[]string{"condition", "resyncing"}, float64(rb.ResyncingGroups)},
+		{[]string{"condition", "rebalancing"}, float64(rb.RebalancingGroups)},
+	})
 	m.family("cairn_sds_capacity_bytes", "gauge", "Cairn SDS: capacity of its devices in state normal.", sdsCap)
 	m.family("cairn_sds_used_bytes", "gauge", "Cairn SDS: bytes in allocated chunks, as last reported.", sdsUsed)
 	m.ioFamilies("cairn_sds_", "SDS (as primary, since the SDS started)", sdsIO)

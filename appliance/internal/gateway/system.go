@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"net/http"
 	"sort"
+	"time"
 
 	"github.com/cairn-storage/cairn/appliance/internal/model"
 )
@@ -41,6 +42,9 @@ type systemResponse struct {
 	Health       systemHealth   `json:"health"`
 	Capacity     systemCapacity `json:"capacity"`
 	Counts       map[string]int `json:"counts"`
+	Rebuild      rebuildView    `json:"rebuild"`
+	// Leader is the name of the MDM leader ("" while none is elected).
+	Leader string `json:"leader"`
 }
 
 func (s *Server) getSystem(c *call) (int, any, error) {
@@ -48,11 +52,11 @@ func (s *Server) getSystem(c *call) (int, any, error) {
 	if err != nil {
 		return 0, nil, err
 	}
-	return http.StatusOK, w.systemView(), nil
+	return http.StatusOK, w.systemView(s.prog.rebuildView(w)), nil
 }
 
-func (w *world) systemView() systemResponse {
-	r := systemResponse{Bootstrapped: w.system != nil, System: w.system,
+func (w *world) systemView(rb rebuildView) systemResponse {
+	r := systemResponse{Bootstrapped: w.system != nil, System: w.system, Rebuild: rb, Leader: w.leader,
 		Counts: map[string]int{"pds": len(w.pds), "fault_sets": len(w.faultSets), "sdss": len(w.sdss),
 			"devices": len(w.devices), "pools": len(w.pools), "volumes": len(w.volumes), "hosts": len(w.hosts)}}
 	h := systemHealth{SDSs: len(w.sdss), SDSsDown: []string{}, DevicesInError: []string{}, PoolsNotRedundant: []string{}, Messages: []string{}}
@@ -84,8 +88,24 @@ func (w *world) systemView() systemResponse {
 	sort.Strings(h.SDSsDown)
 	sort.Strings(h.DevicesInError)
 	sort.Strings(h.PoolsNotRedundant)
+	modeOf := map[string]string{}
+	for _, x := range w.sdss {
+		modeOf[x.Name] = model.MaintenanceMode(x.State)
+	}
 	for _, n := range h.SDSsDown {
+		if m := modeOf[n]; m != "" {
+			h.Messages = append(h.Messages, fmt.Sprintf("SDS %s is down while in %s maintenance: start it again, then `cairnctl sds maintenance exit %s`", n, m, n))
+			continue
+		}
 		h.Messages = append(h.Messages, fmt.Sprintf("SDS %s is down (no liveness lease): check `cairn sds` on its host", n))
+	}
+	if rb.DegradedGroups > 0 {
+		eta := "unknown"
+		if rb.ETASeconds != nil {
+			eta = (time.Duration(*rb.ETASeconds) * time.Second).String()
+		}
+		h.Messages = append(h.Messages, fmt.Sprintf("%d placement groups have fewer than 2 complete copies (rebuilding %d, resyncing %d; %.1f%% of running work done, ETA %s): data is served but not protected against another failure; watch `cairnctl system info`",
+			rb.DegradedGroups, rb.RebuildingGroups, rb.ResyncingGroups, rb.Percent, eta))
 	}
 	for _, n := range h.DevicesInError {
 		h.Messages = append(h.Messages, fmt.Sprintf("device %s is in error: see `cairnctl device info %s`", n, n))

@@ -24,8 +24,13 @@ type world struct {
 	volumes   map[string]model.Volume
 	hosts     map[string]model.Host
 	users     map[string]model.User
-	live      map[string]model.SDSLive  // by SDS id; present while the SDS holds its lease
-	stats     map[string]model.SDSStats // by SDS id
+	live      map[string]model.SDSLive      // by SDS id; present while the SDS holds its lease
+	stats     map[string]model.SDSStats     // by SDS id
+	maps      map[string]model.PlacementMap // by pool id
+	// leader is the MDM leader's name: the value of the election key with
+	// the lowest create revision ("" when no MDM campaigns).
+	leader    string
+	leaderRev int64
 }
 
 func (s *Server) loadWorld(ctx context.Context) (*world, error) {
@@ -37,7 +42,7 @@ func (s *Server) loadWorld(ctx context.Context) (*world, error) {
 		pds: map[string]model.ProtectionDomain{}, faultSets: map[string]model.FaultSet{},
 		sdss: map[string]model.SDS{}, devices: map[string]model.Device{}, pools: map[string]model.StoragePool{},
 		volumes: map[string]model.Volume{}, hosts: map[string]model.Host{}, users: map[string]model.User{},
-		live: map[string]model.SDSLive{}, stats: map[string]model.SDSStats{}}
+		live: map[string]model.SDSLive{}, stats: map[string]model.SDSStats{}, maps: map[string]model.PlacementMap{}}
 	for _, kv := range r.Kvs {
 		rest := strings.TrimPrefix(string(kv.Key), model.Prefix)
 		kind, id, _ := strings.Cut(rest, "/")
@@ -66,6 +71,14 @@ func (s *Server) loadWorld(ctx context.Context) (*world, error) {
 			err = decodeInto(kv.Value, strings.TrimPrefix(id, "sds/"), w.live)
 		case "stats":
 			err = decodeInto(kv.Value, strings.TrimPrefix(id, "sds/"), w.stats)
+		case "map":
+			err = decodeInto(kv.Value, id, w.maps)
+		case "election":
+			// concurrency.Election: each campaigner's key holds its name;
+			// the oldest key is the leader's.
+			if w.leaderRev == 0 || kv.CreateRevision < w.leaderRev {
+				w.leader, w.leaderRev = string(kv.Value), kv.CreateRevision
+			}
 		}
 		if err != nil {
 			return nil, fmt.Errorf("decode %s: %w", kv.Key, err)
@@ -190,6 +203,10 @@ type sdsView struct {
 	Capacity     int64            `json:"capacity"` // bytes, devices in state normal
 	Used         int64            `json:"used"`     // bytes, as last reported
 	IO           model.IOCounters `json:"io"`       // served as primary since the SDS started
+	Maintenance  maintenanceView  `json:"maintenance"`
+	// ResyncBytes: delta-resync bytes this SDS sent as primary (to copies
+	// returning from maintenance) since it started.
+	ResyncBytes int64 `json:"resync_bytes"`
 }
 
 func (w *world) sdsView(x model.SDS) sdsView {
@@ -207,6 +224,8 @@ func (w *world) sdsView(x model.SDS) sdsView {
 		}
 	}
 	v.IO = w.stats[x.ID].Total
+	v.Maintenance = w.maintenanceOf(x)
+	v.ResyncBytes = w.stats[x.ID].Rebuild.ResyncBytes
 	return v
 }
 

@@ -55,7 +55,8 @@ type maintSnapshot struct {
 	faultSets []FaultSet
 	devices   map[string]Device
 	maps      []PlacementMap
-	live      map[string]int64 // SDS id -> create revision of its lease key
+	live      map[string]int64  // SDS id -> create revision of its lease key
+	poolNames map[string]string // pool id -> name, for messages
 }
 
 func (s *Store) maintSnapshot(ctx context.Context) (*maintSnapshot, error) {
@@ -65,11 +66,12 @@ func (s *Store) maintSnapshot(ctx context.Context) (*maintSnapshot, error) {
 		clientv3.OpGet(KindPrefix(KindDevice), clientv3.WithPrefix()),
 		clientv3.OpGet(Prefix+"map/", clientv3.WithPrefix()),
 		clientv3.OpGet(Prefix+"live/sds/", clientv3.WithPrefix(), clientv3.WithKeysOnly()),
+		clientv3.OpGet(KindPrefix(KindPool), clientv3.WithPrefix()),
 	).Commit()
 	if err != nil {
 		return nil, unavailable(err)
 	}
-	snap := &maintSnapshot{rev: r.Header.Revision, devices: map[string]Device{}, live: map[string]int64{}}
+	snap := &maintSnapshot{rev: r.Header.Revision, devices: map[string]Device{}, live: map[string]int64{}, poolNames: map[string]string{}}
 	decode := func(i int, each func(key string, v []byte) error) error {
 		for _, kv := range r.Responses[i].GetResponseRange().Kvs {
 			if err := each(string(kv.Key), kv.Value); err != nil {
@@ -101,6 +103,12 @@ func (s *Store) maintSnapshot(ctx context.Context) (*maintSnapshot, error) {
 			var x PlacementMap
 			err := json.Unmarshal(b, &x)
 			snap.maps = append(snap.maps, x)
+			return err
+		}),
+		decode(5, func(_ string, b []byte) error {
+			var x StoragePool
+			err := json.Unmarshal(b, &x)
+			snap.poolNames[x.ID] = x.Name
 			return err
 		}),
 	)
@@ -368,7 +376,7 @@ func (m *maintSnapshot) checkEnter(set []SDS, mode, fsName string) ([]string, er
 			if keeper == "" {
 				noCopy++
 				if example == "" {
-					example = fmt.Sprintf("pool %s group %d", pm.PoolID, pg)
+					example = fmt.Sprintf("pool %s placement group %d", m.poolNames[pm.PoolID], pg)
 				}
 				continue
 			}

@@ -141,7 +141,7 @@ func TestMaintenanceRefusals(t *testing.T) {
 	f.setMap("a b", "a c")
 	f.setLive("c", false)
 	_, err = f.s.EnterMaintenance(f.ctx, []string{"a"}, model.MaintenanceProtected)
-	f.refused(err, "no complete copy")
+	f.refused(err, "no complete copy on a running SDS outside it (e.g. pool p1 placement group 1)")
 	f.setLive("c", true)
 
 	// The other copy is only being rebuilt: not complete.
