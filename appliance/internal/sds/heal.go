@@ -292,7 +292,11 @@ func (h *healer) push(ctx context.Context, k chunkKey, target model.CopyRef) (in
 	}
 	unlock := h.s.locks.lock(k, 0, model.ChunkSize)
 	defer unlock()
-	req := &wire.Request{Op: wire.OpChunkPut, Epoch: h.s.cat.Epoch(), Volume: k.vol, Offset: k.chunk * model.ChunkSize, Length: model.ChunkSize}
+	sender, _ := strconv.ParseUint(h.s.id, 16, 64)
+	// Aux names the sender: the target accepts a chunk only from the
+	// group's primary at the request's epoch, so a fill that lost its
+	// primacy cannot overwrite newer data.
+	req := &wire.Request{Op: wire.OpChunkPut, Epoch: h.s.cat.Epoch(), Volume: k.vol, Offset: k.chunk * model.ChunkSize, Length: model.ChunkSize, Aux: sender}
 	var n int64
 	if loc, ok := h.s.idx.lookup(k); ok {
 		buf := bufpool.Get(model.ChunkSize)
@@ -305,10 +309,22 @@ func (h *healer) push(ctx context.Context, k chunkKey, target model.CopyRef) (in
 	} else {
 		req.Flags = wire.FlagZero
 	}
-	pctx, cancel := context.WithTimeout(ctx, 30*time.Second)
-	defer cancel()
-	_, err = p.Do(pctx, req, nil)
-	return n, err
+	// Every finished fill bumps the epoch: a push answered "stale" is sent
+	// again at the newer epoch (the target still checks it holds an active
+	// copy then) instead of restarting the whole fill.
+	for attempt := 0; ; attempt++ {
+		pctx, cancel := context.WithTimeout(ctx, 30*time.Second)
+		_, err = p.Do(pctx, req, nil)
+		cancel()
+		var se *wire.StatusError
+		if err == nil || attempt >= 20 || !errors.As(err, &se) || se.Status != wire.StatusStaleEpoch {
+			return n, err
+		}
+		wctx, wcancel := context.WithTimeout(ctx, 2*time.Second)
+		_ = h.s.cat.WaitEpoch(wctx, se.Epoch)
+		wcancel()
+		req.Epoch = max(h.s.cat.Epoch(), se.Epoch)
+	}
 }
 
 // chunkList answers OpChunkList: this SDS's chunks of one group.
@@ -330,6 +346,9 @@ func (s *Server) chunkList(req *wire.Request) (wire.Response, func()) {
 func (c *chunkRequest) chunkPut() (wire.Response, func()) {
 	if c.in != 0 || c.n != model.ChunkSize {
 		return errResp(wire.StatusInvalid, errors.New("chunk put must cover one whole chunk"))
+	}
+	if fmt.Sprintf("%016x", c.req.Aux) != c.route.Copies[0].SDSID {
+		return wire.Response{Status: wire.StatusNotPrimary, Epoch: c.route.Epoch}, nil
 	}
 	unlock := c.s.locks.lock(c.key, 0, model.ChunkSize)
 	defer unlock()
