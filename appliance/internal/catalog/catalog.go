@@ -417,3 +417,14 @@ func (c *Catalog) Maps() []*model.PlacementMap {
 	}
 	return out
 }
+
+// Host returns a host by id.
+func (c *Catalog) Host(id string) (model.Host, bool) {
+	c.mu.RLock()
+	defer c.mu.RUnlock()
+	h, ok := c.hosts[id]
+	if !ok {
+		return model.Host{}, false
+	}
+	return *h, true
+}

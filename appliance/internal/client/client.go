@@ -32,6 +32,9 @@ type Cluster struct {
 	AttemptTimeout time.Duration
 	// ConnsPerSDS is the number of TCP connections to each SDS.
 	ConnsPerSDS int
+	// MapAddr rewrites SDS addresses before dialling (nil: as registered),
+	// for clients behind NAT or port forwarding (e.g. a test guest).
+	MapAddr func(addr string) string
 
 	mu    sync.RWMutex
 	peers map[string]*wire.Client
@@ -64,7 +67,11 @@ func (c *Cluster) Peer(addr string) *wire.Client {
 	defer c.mu.Unlock()
 	p = c.peers[addr]
 	if p == nil {
-		p = wire.NewClient(addr, c.ConnsPerSDS)
+		dial := addr
+		if c.MapAddr != nil {
+			dial = c.MapAddr(addr)
+		}
+		p = wire.NewClient(dial, c.ConnsPerSDS)
 		c.peers[addr] = p
 	}
 	return p

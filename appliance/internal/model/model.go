@@ -115,6 +115,9 @@ type StoragePool struct {
 type Mapping struct {
 	HostID   string `json:"host_id"`
 	ReadOnly bool   `json:"read_only,omitempty"`
+	// LUN is the SCSI LUN number of the volume, the same for every host
+	// and on every SVM (ESXi wants one LUN id per datastore device).
+	LUN int `json:"lun"`
 }
 
 type Volume struct {

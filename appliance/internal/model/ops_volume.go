@@ -262,8 +262,12 @@ func (s *Store) MapVolume(ctx context.Context, ref string, spec MapSpec) (Volume
 			return v, existsf("volume %q is already mapped to host %q", v.Name, h.Name)
 		}
 	}
+	lun, err := s.lunFor(ctx, v)
+	if err != nil {
+		return v, err
+	}
 	nv := v
-	nv.Mappings = append(append([]Mapping(nil), v.Mappings...), Mapping{HostID: h.ID, ReadOnly: spec.ReadOnly})
+	nv.Mappings = append(append([]Mapping(nil), v.Mappings...), Mapping{HostID: h.ID, ReadOnly: spec.ReadOnly, LUN: lun})
 	if err := s.updateVolume(ctx, nv, rev, []clientv3.Cmp{exists(Key(KindHost, h.ID))}); err != nil {
 		return v, err
 	}
@@ -297,4 +301,27 @@ func (s *Store) UnmapVolume(ctx context.Context, ref, hostRef string) (Volume, e
 		return v, err
 	}
 	return nv, nil
+}
+
+// lunFor returns the LUN number of a volume: the one it already has if it
+// is mapped, else the lowest number no other mapped volume uses.
+func (s *Store) lunFor(ctx context.Context, v Volume) (int, error) {
+	if len(v.Mappings) > 0 {
+		return v.Mappings[0].LUN, nil
+	}
+	vols, err := List[Volume](ctx, s, KindVolume)
+	if err != nil {
+		return 0, err
+	}
+	used := map[int]bool{}
+	for _, o := range vols {
+		if o.ID != v.ID && len(o.Mappings) > 0 {
+			used[o.Mappings[0].LUN] = true
+		}
+	}
+	lun := 0
+	for used[lun] {
+		lun++
+	}
+	return lun, nil
 }

@@ -1,0 +1,142 @@
+package main
+
+import (
+	"context"
+	"flag"
+	"fmt"
+	"strconv"
+	"strings"
+
+	"github.com/cairn-storage/cairn/appliance/internal/blockdev"
+	"github.com/cairn-storage/cairn/appliance/internal/catalog"
+	"github.com/cairn-storage/cairn/appliance/internal/client"
+	"github.com/cairn-storage/cairn/appliance/internal/lio"
+	"github.com/cairn-storage/cairn/appliance/internal/model"
+	"github.com/cairn-storage/cairn/appliance/internal/scsi"
+	"github.com/cairn-storage/cairn/appliance/internal/target"
+)
+
+func init() {
+	register("target", "export mapped volumes over iSCSI through LIO (TCMU user backstores)", runTarget)
+}
+
+func runTarget(ctx context.Context, args []string) error {
+	fs := flag.NewFlagSet("target", flag.ContinueOnError)
+	var c common
+	c.add(fs)
+	iqn := fs.String("iqn", "", "this SVM's target IQN (one per SVM)")
+	portals := fs.String("portals", "0.0.0.0:3260", "comma-separated ip:port iSCSI portals")
+	port := fs.Int("port-number", 1, "this SVM's relative target port (unique per SVM, 1..65535)")
+	group := fs.String("group-ports", "", "comma-separated relative port numbers of every SVM (for REPORT TARGET PORT GROUPS); default: this one")
+	prefix := fs.String("backstore-prefix", "", "backstore name prefix (tests running two targets in one kernel)")
+	addrMap := fs.String("sds-addr-map", "", "rewrite SDS addresses: from=to[,from=to] on the host part (NAT, test guests)")
+	if err := parse(fs, args); err != nil {
+		return err
+	}
+	if *iqn == "" {
+		return errorf("--iqn is required (e.g. iqn.2026-01.io.cairn:svm1)")
+	}
+	if *port < 1 || *port > 65535 {
+		return errorf("--port-number must be 1..65535")
+	}
+	ports := []uint16{uint16(*port)}
+	if *group != "" {
+		ports = nil
+		for _, p := range strings.Split(*group, ",") {
+			n, err := strconv.Atoi(strings.TrimSpace(p))
+			if err != nil || n < 1 || n > 65535 {
+				return errorf("--group-ports: %q is not a port number", p)
+			}
+			ports = append(ports, uint16(n))
+		}
+	}
+	rewrite := map[string]string{}
+	if *addrMap != "" {
+		for _, kv := range strings.Split(*addrMap, ",") {
+			from, to, ok := strings.Cut(kv, "=")
+			if !ok {
+				return errorf("--sds-addr-map: %q is not from=to", kv)
+			}
+			rewrite[from] = to
+		}
+	}
+	log := c.logger("target")
+	cli, err := c.etcd(ctx)
+	if err != nil {
+		return err
+	}
+	defer cli.Close()
+	cat, err := catalog.Open(ctx, cli, log)
+	if err != nil {
+		return err
+	}
+	cl := client.New(cat, log)
+	if len(rewrite) > 0 {
+		cl.MapAddr = func(addr string) string {
+			host, p, found := strings.Cut(addr, ":")
+			if to, ok := rewrite[host]; ok && found {
+				return to + ":" + p
+			}
+			return addr
+		}
+	}
+	defer cl.Close()
+	changed := make(chan struct{}, 1)
+	go func() {
+		for {
+			select {
+			case <-ctx.Done():
+				return
+			case <-cat.Changed():
+				select {
+				case changed <- struct{}{}:
+				default:
+				}
+			}
+		}
+	}()
+	cfg := target.Config{
+		IQN:             *iqn,
+		BackstorePrefix: *prefix,
+		Portals:         strings.Split(*portals, ","),
+		Changed:         changed,
+		Mappings: func(ctx context.Context) ([]target.Mapping, error) {
+			return iscsiMappings(cat), nil
+		},
+		Open: func(ctx context.Context, id string) (blockdev.Volume, error) {
+			vid, err := catalog.ParseVolumeID(id)
+			if err != nil {
+				return nil, fmt.Errorf("volume id %q: %w", id, err)
+			}
+			return cl.OpenID(vid)
+		},
+		SCSIOptions: scsi.Options{VendorID: "CAIRN", ProductID: "Cairn volume", Revision: "0001",
+			TargetPortGroup: 1, RelativeTargetPort: uint16(*port), GroupPorts: ports,
+			// One logical block per physical block reporting: libiscsi's
+			// GET LBA STATUS tests assume it, and VMFS does not need 4Kn hints.
+			PhysicalBlockSize: 512},
+		Log: log,
+	}
+	log.Info("iSCSI target starting", "iqn", *iqn, "portals", *portals)
+	return target.Run(ctx, cfg)
+}
+
+// iscsiMappings lists every volume mapped to an iSCSI host, with its hosts.
+func iscsiMappings(cat *catalog.Catalog) []target.Mapping {
+	var out []target.Mapping
+	for _, v := range cat.Volumes() {
+		m := target.Mapping{VolumeID: v.ID, LUN: -1}
+		for _, mp := range v.Mappings {
+			h, ok := cat.Host(mp.HostID)
+			if !ok || h.Type != model.HostISCSI || h.IQN == "" {
+				continue
+			}
+			m.LUN, m.ReadOnly = mp.LUN, m.ReadOnly || mp.ReadOnly
+			m.Hosts = append(m.Hosts, target.Host{IQN: h.IQN, CHAP: lio.Credentials{User: h.CHAPUser, Secret: h.CHAPSecret}})
+		}
+		if len(m.Hosts) > 0 {
+			out = append(out, m)
+		}
+	}
+	return out
+}

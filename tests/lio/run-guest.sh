@@ -1,0 +1,107 @@
+#!/bin/bash
+# Boot the LIO test guest under qemu (TCG: KVM does not work on these machines), wait until it
+# is ready, run commands in it through its serial console, stop it by pid.
+#
+#   run-guest.sh start            boot; prints boot-to-ready time; $RUN/port holds the host port
+#   run-guest.sh cmd 'shell cmd'  run one line in the guest (in the Debian rootfs, as root);
+#                                 prints its output, exits with its status (CMD_TIMEOUT s, default 600)
+#   run-guest.sh stop             kill qemu and helpers (by their recorded pids)
+#
+# Network: qemu user net with restrict=on: the guest reaches nothing; the guest's iSCSI port
+# 3260 is forwarded from 127.0.0.1:$PORT (a free loopback port unless PORT is set). GUESTFWD
+# ("guestaddr:port=hostport ...", e.g. "10.0.2.100:2379=2379") opens guest-initiated connections
+# to 127.0.0.1:hostport on the host (one `busybox nc` per connection), for a Cairn cluster that
+# runs on the host.
+# Disks: vda = the cached rootfs image (snapshot=on: never modified); vdb = an ext4 image made
+# from $CAIRN_DIR (the cairn binary and guest scripts), mounted at /cairn (also on PATH).
+# The kernel gets tsc=reliable clocksource=tsc: under TCG it would otherwise pick the HPET, and
+# every clock read of a Go program (the Cairn target) becomes an emulated MMIO access.
+# Env: RUN (state dir, default $LIO_CACHE/run), PORT, MEM (MiB, 1024), SMP (2), CAIRN_DIR, GUESTFWD.
+set -euo pipefail
+HERE=$(cd "$(dirname "$0")" && pwd)
+LIO_CACHE=${LIO_CACHE:-${CAIRN_CACHE:-$HOME/.cache/cairn}/lio}
+G=$LIO_CACHE/guest
+RUN=${RUN:-$LIO_CACHE/run}
+now() { date +%s.%N; }
+
+free_port() { python3 -c 'import socket;s=socket.socket();s.bind(("127.0.0.1",0));print(s.getsockname()[1])'; }
+
+start() {
+  for f in vmlinuz initrd.cpio.gz rootfs.img; do
+    [ -f "$G/$f" ] || { echo "run-guest: $G/$f missing: run build-guest.sh first" >&2; exit 1; }
+  done
+  if [ -f "$RUN/qemu.pid" ] && kill -0 "$(cat "$RUN/qemu.pid")" 2>/dev/null; then
+    echo "run-guest: a guest already runs from $RUN (pid $(cat "$RUN/qemu.pid")); stop it first" >&2; exit 1
+  fi
+  mkdir -p "$RUN"; rm -f "$RUN"/con.in "$RUN"/con.out; mkfifo "$RUN"/con.in "$RUN"/con.out
+  : > "$RUN/serial.log"
+  PORT=${PORT:-$(free_port)}; echo "$PORT" > "$RUN/port"
+  local disk=()
+  if [ -n "${CAIRN_DIR:-}" ]; then
+    rm -f "$RUN/cairn.img"
+    truncate -s $(( $(du -sm "$CAIRN_DIR" | cut -f1) + 32 ))M "$RUN/cairn.img"
+    mkfs.ext4 -q -F -L cairn -d "$CAIRN_DIR" "$RUN/cairn.img"
+    disk=(-drive "file=$RUN/cairn.img,if=none,id=d1,format=raw,cache=unsafe" -device virtio-blk-pci,drive=d1)
+  fi
+  local net="user,id=n0,restrict=on,hostfwd=tcp:127.0.0.1:${PORT}-:3260"
+  for fw in ${GUESTFWD:-}; do
+    net="$net,guestfwd=tcp:${fw%%=*}-cmd:busybox nc 127.0.0.1 ${fw#*=}"
+  done
+  local t0; t0=$(now)
+  qemu-system-x86_64 -accel tcg,thread=multi -cpu max -smp "${SMP:-2}" -m "${MEM:-1024}" \
+    -nodefaults -display none -no-reboot \
+    -kernel "$G/vmlinuz" -initrd "$G/initrd.cpio.gz" \
+    -append "console=ttyS0 panic=-1 quiet tsc=reliable clocksource=tsc ${APPEND_EXTRA:-}" \
+    -chardev pipe,id=con,path="$RUN/con" -serial chardev:con \
+    -netdev "$net" -device virtio-net-pci,netdev=n0,romfile= \
+    -drive "file=$G/rootfs.img,if=none,id=d0,format=raw,snapshot=on" -device virtio-blk-pci,drive=d0 \
+    "${disk[@]}" \
+    -pidfile "$RUN/qemu.pid" >"$RUN/qemu.log" 2>&1 &
+  echo $! > "$RUN/qemu.pid"
+  # drain the serial output (qemu blocks when the pipe fills); hold the input pipe open
+  (exec cat "$RUN/con.out" >> "$RUN/serial.log") & echo $! > "$RUN/cat.pid"
+  (exec sleep infinity > "$RUN/con.in") & echo $! > "$RUN/holder.pid"
+  local i
+  for i in $(seq 1 900); do
+    grep -q GUEST-READY "$RUN/serial.log" 2>/dev/null && break
+    if grep -q -E 'Kernel panic|GUEST-FAILED' "$RUN/serial.log" || ! kill -0 "$(cat "$RUN/qemu.pid")" 2>/dev/null; then
+      tail -40 "$RUN/serial.log" "$RUN/qemu.log" >&2; echo "run-guest: guest failed to boot" >&2; exit 1
+    fi
+    sleep 0.2
+  done
+  grep -q GUEST-READY "$RUN/serial.log" || { tail -40 "$RUN/serial.log" >&2; echo "run-guest: not ready after 180 s" >&2; exit 1; }
+  sleep 0.5  # let the console shell start
+  echo "guest ready on 127.0.0.1:$PORT after $(awk -v a="$t0" -v b="$(now)" 'BEGIN{printf "%.1f", b-a}') s (host clock); $(grep -o 'GUEST-READY.*' "$RUN/serial.log" | tr -d '\r')"
+}
+
+# cmd: one line in, output between two markers out. The console has echo off and no prompt.
+cmd() {
+  exec 9>"$RUN/cmd.lock"; flock 9
+  local m="M$RANDOM$RANDOM" off i
+  off=$(stat -c %s "$RUN/serial.log")
+  printf '%s\n' "echo ${m}_S; { $*
+} 2>&1; echo ${m}_E \$?" > "$RUN/con.in"
+  for i in $(seq 1 $(( ${CMD_TIMEOUT:-600} * 10 ))); do
+    tail -c +$((off+1)) "$RUN/serial.log" | grep -q "${m}_E" && break
+    kill -0 "$(cat "$RUN/qemu.pid")" 2>/dev/null || { echo "run-guest: guest died" >&2; return 1; }
+    sleep 0.1
+  done
+  tail -c +$((off+1)) "$RUN/serial.log" | tr -d '\r' | awk -v m="$m" '
+    index($0, m "_E") { split(substr($0, index($0, m "_E")), a, " "); rc = a[2]; done = 1; exit }
+    on { print } index($0, m "_S") { on = 1 }
+    END { exit (done ? rc : 124) }'
+}
+
+stop() {
+  local f
+  for f in qemu.pid cat.pid holder.pid; do
+    if [ -f "$RUN/$f" ]; then kill "$(cat "$RUN/$f")" 2>/dev/null || true; rm -f "$RUN/$f"; fi
+  done
+}
+
+case "${1:-}" in
+  start) start ;;
+  cmd) shift; cmd "$@" ;;
+  stop) stop ;;
+  *) echo "usage: $0 start|cmd 'command'|stop" >&2; exit 2 ;;
+esac
