@@ -4,7 +4,7 @@ export GOFLAGS := -buildvcs=false
 DEMO_STATE ?= $(CURDIR)/demo-state
 GO_TEST_FLAGS ?= -race -count=1 -timeout 20m
 
-.PHONY: all build demo demo-stop test test-go test-integration test-chaos test-lio test-e2e \
+.PHONY: all build demo demo-stop test test-go test-integration test-chaos test-lio test-lio-full test-e2e \
 	test-appliance test-plugin demo-vsphere bench bench-smoke appliance clean
 
 all: build
@@ -23,7 +23,22 @@ demo-stop:
 
 ## test: the whole default suite (what CI runs); each suite prints its time
 test:
-	@scripts/run-suites.sh test-go test-integration test-plugin
+	@scripts/run-suites.sh test-go test-integration test-plugin test-lio
+
+# iSCSI in a qemu guest (Debian's kernel LIO), `cairn target` over a real
+# cluster on the host. The default suite runs the VAAI-relevant conformance
+# suites; `make test-lio-full` runs libiscsi's ALL and rewrites docs/conformance.md.
+LIO_SUITES ?= ALL.Inquiry ALL.CompareAndWrite ALL.ReadCapacity16 ALL.WriteSame10 ALL.WriteSame16 \
+	ALL.Unmap ALL.GetLBAStatus ALL.ExtendedCopy ALL.ReceiveCopyResults ALL.SynchronizeCache10 \
+	ALL.Read10 ALL.Write10 ALL.MultipathIO
+test-lio: build
+	TESTS="$(LIO_SUITES)" tests/lio/conformance.sh
+	tests/lio/ats.sh
+	tests/lio/access.sh
+
+test-lio-full: build
+	TESTS=ALL tests/lio/conformance.sh
+	cp $${CAIRN_CACHE:-$$HOME/.cache/cairn}/lio/conformance-run/conformance.md docs/conformance.md
 
 demo-vsphere:
 	cd vcenter-plugin && go run ./cmd/cairn-plugin -demo

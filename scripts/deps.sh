@@ -5,7 +5,7 @@ set -euo pipefail
 what=${1:-test}
 pkgs=(libnbd-bin fio qemu-utils iproute2 python3)
 case $what in
-test) pkgs+=(nbdkit qemu-system-x86 libiscsi-bin busybox-static cpio kmod xz-utils e2fsprogs debootstrap
+test) pkgs+=(nbdkit qemu-system-x86 libiscsi-bin libiscsi-dev gcc file busybox-static cpio kmod xz-utils e2fsprogs debootstrap
 	nftables iptables bc) ;;
 bench) pkgs+=(nbdkit gnuplot-nox) ;;
 esac
