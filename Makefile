@@ -5,7 +5,7 @@ DEMO_STATE ?= $(CURDIR)/demo-state
 GO_TEST_FLAGS ?= -race -count=1 -timeout 20m
 
 .PHONY: all build demo demo-stop test test-go test-integration test-chaos test-lio test-lio-full test-e2e \
-	test-appliance test-plugin demo-vsphere bench bench-smoke appliance clean
+	test-appliance test-packer test-plugin demo-vsphere bench bench-smoke clean
 
 all: build
 
@@ -23,7 +23,17 @@ demo-stop:
 
 ## test: the whole default suite (what CI runs); each suite prints its time
 test:
-	@scripts/run-suites.sh test-go test-integration test-plugin test-lio
+	@scripts/run-suites.sh test-go test-integration test-plugin test-packer test-lio
+
+test-packer:
+	$(MAKE) -C packer test
+
+## appliance: the SVM OVA (packer/output/); test-appliance also boots it (CI: when packer/ changed)
+appliance: build
+	$(MAKE) -C packer appliance CAIRN_BIN_DIR=$(CURDIR)/appliance/bin
+
+test-appliance:
+	scripts/appliance-ci.sh
 
 # iSCSI in a qemu guest (Debian's kernel LIO), `cairn target` over a real
 # cluster on the host. The default suite runs the VAAI-relevant conformance

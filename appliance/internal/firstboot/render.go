@@ -1,0 +1,168 @@
+package firstboot
+
+import (
+	"fmt"
+	"io/fs"
+	"strings"
+)
+
+// File is one file first boot writes, relative to the target root.
+type File struct {
+	Path    string // absolute path inside the appliance, e.g. /etc/hostname
+	Mode    fs.FileMode
+	Owner   string // user name that owns the file ("" = root); its directory too
+	Content string
+}
+
+// Plan is everything first boot changes: files to write and units to start. It is
+// computed entirely before anything is written, so invalid settings change nothing.
+type Plan struct {
+	Files []File
+	Units []string // systemd units to enable and start, in order
+}
+
+// Interface names: the image boots with net.ifnames=0, so the first NIC (the OVF
+// descriptor's "Management" network) is eth0 and the second ("Data") is eth1.
+const (
+	mgmtInterface = "eth0"
+	dataInterface = "eth1"
+)
+
+// AdminUser is the account that receives the SSH key. It exists in the image with a
+// locked password and sudo rights (packer/scripts/10-base.sh).
+const AdminUser = "cairn"
+
+// Paths of the files first boot writes. EnvFile is read by every Cairn unit
+// (EnvironmentFile=); its variables are the daemons' configuration interface.
+const (
+	EnvFile       = "/etc/cairn/cairn.env"
+	JoinTokenFile = "/etc/cairn/join-token"
+	DoneFile      = "/var/lib/cairn/firstboot.done"
+	ReadyFile     = "/run/cairn/ready"
+)
+
+// UnitForRole maps a role to the systemd unit that runs it. The tiebreaker is an MDM
+// started with CAIRN_MDM_TIEBREAKER=true.
+func UnitForRole(r Role) string {
+	switch r {
+	case RoleMDM, RoleTiebreaker:
+		return "cairn-mdm.service"
+	case RoleSDS:
+		return "cairn-sds.service"
+	case RoleTarget:
+		return "cairn-target.service"
+	case RoleGateway:
+		return "cairn-gateway.service"
+	}
+	return ""
+}
+
+// ReadyUnit reports readiness after the role units are up (see ReportReady).
+const ReadyUnit = "cairn-ready.service"
+
+// Render turns validated settings into a Plan. It performs no I/O.
+func Render(s *Settings) *Plan {
+	p := &Plan{}
+	add := func(path string, mode fs.FileMode, owner, content string) {
+		p.Files = append(p.Files, File{Path: path, Mode: mode, Owner: owner, Content: content})
+	}
+
+	add("/etc/hostname", 0o644, "", s.Hostname+"\n")
+	hosts := "127.0.0.1\tlocalhost\n::1\tlocalhost ip6-localhost ip6-loopback\n"
+	short, _, _ := strings.Cut(s.Hostname, ".")
+	names := s.Hostname
+	if short != s.Hostname {
+		names += " " + short
+	}
+	if s.Mgmt.Prefix.IsValid() {
+		hosts += s.Mgmt.Prefix.Addr().String() + "\t" + names + "\n"
+	} else {
+		hosts += "127.0.1.1\t" + names + "\n"
+	}
+	add("/etc/hosts", 0o644, "", hosts)
+
+	var mgmt strings.Builder
+	fmt.Fprintf(&mgmt, "# Written by cairn firstboot from the deployment settings.\n[Match]\nName=%s\n\n[Network]\n", mgmtInterface)
+	if s.Mgmt.DHCP {
+		mgmt.WriteString("DHCP=yes\n")
+	} else {
+		fmt.Fprintf(&mgmt, "Address=%s\n", s.Mgmt.Prefix)
+		if s.Gateway.IsValid() {
+			fmt.Fprintf(&mgmt, "Gateway=%s\n", s.Gateway)
+		}
+	}
+	for _, d := range s.DNS {
+		fmt.Fprintf(&mgmt, "DNS=%s\n", d)
+	}
+	if s.Mgmt.DHCP && len(s.DNS) > 0 {
+		// Explicit DNS servers win over the DHCP-provided ones.
+		mgmt.WriteString("\n[DHCPv4]\nUseDNS=no\n")
+	}
+	add("/etc/systemd/network/10-cairn-mgmt.network", 0o644, "", mgmt.String())
+
+	if s.Data.IsSet() {
+		var data strings.Builder
+		fmt.Fprintf(&data, "# Written by cairn firstboot from the deployment settings.\n[Match]\nName=%s\n\n[Network]\n", dataInterface)
+		if s.Data.DHCP {
+			// The data network must not take over the default route or DNS.
+			data.WriteString("DHCP=yes\n\n[DHCPv4]\nUseGateway=no\nUseDNS=no\nUseNTP=no\n")
+		} else {
+			fmt.Fprintf(&data, "Address=%s\n", s.Data.Prefix)
+		}
+		add("/etc/systemd/network/20-cairn-data.network", 0o644, "", data.String())
+	}
+
+	if len(s.NTP) > 0 {
+		var ntp strings.Builder
+		ntp.WriteString("# Written by cairn firstboot from the deployment settings.\n")
+		for _, n := range s.NTP {
+			fmt.Fprintf(&ntp, "server %s iburst\n", n)
+		}
+		add("/etc/chrony/sources.d/cairn.sources", 0o644, "", ntp.String())
+	}
+
+	var env strings.Builder
+	env.WriteString("# cairn.env v1: Cairn daemon settings, written by cairn firstboot (systemd EnvironmentFile).\n")
+	roles := make([]string, len(s.Roles))
+	for i, r := range s.Roles {
+		roles[i] = string(r)
+	}
+	vars := [][2]string{
+		{"CAIRN_HOSTNAME", s.Hostname},
+		{"CAIRN_CLUSTER_NAME", s.ClusterName},
+		{"CAIRN_ROLES", strings.Join(roles, ",")},
+		{"CAIRN_MDM_TIEBREAKER", fmt.Sprint(s.HasRole(RoleTiebreaker))},
+		{"CAIRN_MGMT_ADDRESS", hostAddr(s.Mgmt)},
+		{"CAIRN_DATA_ADDRESS", hostAddr(s.Data)},
+		{"CAIRN_JOIN_TOKEN_FILE", JoinTokenFile},
+	}
+	for _, v := range vars {
+		// Values are validated to hold no quotes, spaces or control characters.
+		fmt.Fprintf(&env, "%s=%s\n", v[0], v[1])
+	}
+	add(EnvFile, 0o644, "", env.String())
+	add(JoinTokenFile, 0o600, "", s.JoinToken+"\n")
+
+	if s.SSHKey != "" {
+		add("/home/"+AdminUser+"/.ssh/authorized_keys", 0o600, AdminUser, s.SSHKey+"\n")
+	}
+
+	seen := map[string]bool{}
+	for _, r := range s.Roles {
+		if u := UnitForRole(r); !seen[u] {
+			seen[u] = true
+			p.Units = append(p.Units, u)
+		}
+	}
+	p.Units = append(p.Units, ReadyUnit)
+	return p
+}
+
+// hostAddr is the address a daemon binds: the static address, "dhcp" (the daemon takes
+// the interface's address at start), or empty for "not configured".
+func hostAddr(a Address) string {
+	if a.Prefix.IsValid() {
+		return a.Prefix.Addr().String()
+	}
+	return a.String()
+}

@@ -1,0 +1,351 @@
+package firstboot
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"io/fs"
+	"log/slog"
+	"os"
+	"path/filepath"
+	"slices"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+)
+
+// fakeRunner stands in for vmtoolsd, blkid, mount and systemctl.
+type fakeRunner struct {
+	mu       sync.Mutex
+	calls    []string
+	ovfEnv   string            // what info-get guestinfo.ovfEnv returns; "" = vmtoolsd fails
+	seedDev  string            // what blkid finds; "" = nothing
+	seedData map[string]string // files "mount" puts into the mount point
+	unitSt   map[string]string // systemctl is-active answers
+	guest    map[string]string // guestinfo set via info-set
+}
+
+func (f *fakeRunner) Run(_ context.Context, name string, args ...string) ([]byte, error) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	f.calls = append(f.calls, name+" "+strings.Join(args, " "))
+	switch name {
+	case "vmtoolsd":
+		cmd := args[1]
+		if cmd == "info-get guestinfo.ovfEnv" {
+			if f.ovfEnv == "" {
+				return nil, errors.New("not running on VMware")
+			}
+			return []byte(f.ovfEnv), nil
+		}
+		if rest, ok := strings.CutPrefix(cmd, "info-set "); ok {
+			k, v, _ := strings.Cut(rest, " ")
+			if f.guest == nil {
+				f.guest = map[string]string{}
+			}
+			f.guest[k] = v
+			return nil, nil
+		}
+	case "blkid":
+		if f.seedDev != "" && slices.Contains(args, "LABEL="+SeedLabel) {
+			return []byte(f.seedDev + "\n"), nil
+		}
+		return nil, errors.New("exit status 2")
+	case "mount":
+		mnt := args[len(args)-1]
+		for n, c := range f.seedData {
+			if err := os.WriteFile(filepath.Join(mnt, n), []byte(c), 0o644); err != nil {
+				return nil, err
+			}
+		}
+		return nil, nil
+	case "umount":
+		ents, _ := os.ReadDir(args[0])
+		for _, e := range ents {
+			os.Remove(filepath.Join(args[0], e.Name()))
+		}
+		return nil, nil
+	case "systemctl":
+		if args[0] == "is-active" {
+			st := f.unitSt[args[1]]
+			if st == "" {
+				st = "inactive"
+			}
+			return []byte(st + "\n"), nil
+		}
+		return nil, nil
+	}
+	return nil, fmt.Errorf("unexpected command %s", name)
+}
+
+// newRoot makes a target root with the admin user in its passwd file.
+func newRoot(t *testing.T) string {
+	t.Helper()
+	root := t.TempDir()
+	must(t, os.MkdirAll(filepath.Join(root, "etc"), 0o755))
+	passwd := fmt.Sprintf("root:x:0:0:root:/root:/bin/bash\ncairn:x:%d:%d::/home/cairn:/bin/bash\n", os.Getuid(), os.Getgid())
+	must(t, os.WriteFile(filepath.Join(root, "etc", "passwd"), []byte(passwd), 0o644))
+	return root
+}
+
+func listTree(t *testing.T, root string) []string {
+	t.Helper()
+	var out []string
+	must(t, filepath.WalkDir(root, func(p string, d fs.DirEntry, err error) error {
+		if err != nil {
+			return err
+		}
+		rel, _ := filepath.Rel(root, p)
+		out = append(out, rel)
+		return nil
+	}))
+	return out
+}
+
+func testOptions(root string, r *fakeRunner, console io.Writer) Options {
+	return Options{Root: root, Runner: r, Console: console, Log: slog.New(slog.NewTextHandler(io.Discard, nil))}
+}
+
+func TestRunFromSeedDir(t *testing.T) {
+	root := newRoot(t)
+	seed := t.TempDir()
+	ud, err := EncodeUserData(goodSettings())
+	must(t, err)
+	must(t, os.WriteFile(filepath.Join(seed, "user-data"), ud, 0o644))
+	r := &fakeRunner{}
+	var console bytes.Buffer
+	opts := testOptions(root, r, &console)
+	opts.Seed = seed
+	must(t, Run(context.Background(), opts))
+
+	read := func(p string) string {
+		b, err := os.ReadFile(filepath.Join(root, p))
+		if err != nil {
+			t.Fatal(err)
+		}
+		return string(b)
+	}
+	if got := read("/etc/hostname"); got != "svm-esx01.lab.example\n" {
+		t.Errorf("hostname file %q", got)
+	}
+	mgmt := read("/etc/systemd/network/10-cairn-mgmt.network")
+	for _, want := range []string{"Name=eth0", "Address=192.0.2.10/24", "Gateway=192.0.2.1", "DNS=192.0.2.53", "DNS=192.0.2.54"} {
+		if !strings.Contains(mgmt, want+"\n") {
+			t.Errorf("mgmt network lacks %q:\n%s", want, mgmt)
+		}
+	}
+	if data := read("/etc/systemd/network/20-cairn-data.network"); !strings.Contains(data, "Name=eth1\n") || !strings.Contains(data, "Address=198.51.100.10/24\n") {
+		t.Errorf("data network:\n%s", data)
+	}
+	if ntp := read("/etc/chrony/sources.d/cairn.sources"); !strings.Contains(ntp, "server ntp1.example.org iburst\nserver 192.0.2.123 iburst\n") {
+		t.Errorf("ntp:\n%s", ntp)
+	}
+	env := read(EnvFile)
+	for _, want := range []string{"CAIRN_CLUSTER_NAME=prod-cluster.1", "CAIRN_ROLES=mdm,sds,target,gateway", "CAIRN_MGMT_ADDRESS=192.0.2.10", "CAIRN_DATA_ADDRESS=198.51.100.10", "CAIRN_MDM_TIEBREAKER=false"} {
+		if !strings.Contains(env, want+"\n") {
+			t.Errorf("env lacks %q:\n%s", want, env)
+		}
+	}
+	if strings.Contains(env, "0123456789abcdef") {
+		t.Error("join token leaked into the world-readable env file")
+	}
+	fi, err := os.Stat(filepath.Join(root, JoinTokenFile))
+	must(t, err)
+	if fi.Mode().Perm() != 0o600 {
+		t.Errorf("join token mode %v", fi.Mode())
+	}
+	ak := filepath.Join(root, "/home/cairn/.ssh/authorized_keys")
+	if b, err := os.ReadFile(ak); err != nil || string(b) != testSSHKey+"\n" {
+		t.Errorf("authorized_keys %q %v", b, err)
+	}
+	if fi, err := os.Stat(filepath.Dir(ak)); err != nil || fi.Mode().Perm() != 0o700 {
+		t.Errorf(".ssh dir %v %v", fi, err)
+	}
+	if _, err := os.Stat(filepath.Join(root, DoneFile)); err != nil {
+		t.Error("done stamp missing")
+	}
+	if r.guest["guestinfo.cairn.ready"] != "configured" {
+		t.Errorf("guestinfo %v", r.guest)
+	}
+	if !strings.Contains(console.String(), "configured from seed") {
+		t.Errorf("console: %s", console.String())
+	}
+	for _, f := range listTree(t, root) {
+		if strings.HasSuffix(f, ".cairn-new") {
+			t.Errorf("staging file left behind: %s", f)
+		}
+	}
+
+	// Second run: already done, changes nothing even with different settings.
+	must(t, os.WriteFile(filepath.Join(seed, "user-data"), []byte(UserDataHeader+"\ncairn.hostname: other\n"), 0o644))
+	must(t, Run(context.Background(), opts))
+	if got := read("/etc/hostname"); got != "svm-esx01.lab.example\n" {
+		t.Errorf("second run rewrote hostname: %q", got)
+	}
+}
+
+// Invalid settings change nothing and say why on the console and in guestinfo.
+func TestRunInvalidChangesNothing(t *testing.T) {
+	root := newRoot(t)
+	before := listTree(t, root)
+	bad := goodSettings()
+	bad[KeyHostname] = "svm;reboot"
+	delete(bad, KeyJoinToken)
+	r := &fakeRunner{ovfEnv: string(EncodeOVFEnv(bad))}
+	var console bytes.Buffer
+	err := Run(context.Background(), testOptions(root, r, &console))
+	if err == nil {
+		t.Fatal("invalid settings accepted")
+	}
+	if after := listTree(t, root); !slices.Equal(before, after) {
+		t.Errorf("files changed:\nbefore %v\nafter  %v", before, after)
+	}
+	out := console.String()
+	for _, want := range []string{"FAILED; nothing was configured", KeyHostname, KeyJoinToken, "guestinfo.ovfEnv"} {
+		if !strings.Contains(out, want) {
+			t.Errorf("console lacks %q:\n%s", want, out)
+		}
+	}
+	if g := r.guest["guestinfo.cairn.ready"]; !strings.HasPrefix(g, "error: ") || strings.Contains(g, "\n") {
+		t.Errorf("guestinfo ready = %q", g)
+	}
+	for _, c := range r.calls {
+		if strings.HasPrefix(c, "systemctl") || strings.HasPrefix(c, "hostname") {
+			t.Errorf("ran %q despite invalid settings", c)
+		}
+	}
+}
+
+// A broken image (no admin user) fails before any file is installed.
+func TestRunMissingAdminUserInstallsNothing(t *testing.T) {
+	root := newRoot(t)
+	must(t, os.WriteFile(filepath.Join(root, "etc", "passwd"), []byte("root:x:0:0:root:/root:/bin/bash\n"), 0o644))
+	r := &fakeRunner{ovfEnv: string(EncodeOVFEnv(goodSettings()))}
+	err := Run(context.Background(), testOptions(root, r, io.Discard))
+	if err == nil || !strings.Contains(err.Error(), "user cairn does not exist") {
+		t.Fatalf("got %v", err)
+	}
+	for _, f := range listTree(t, root) {
+		if strings.HasPrefix(f, "etc/hostname") || strings.Contains(f, "cairn-new") || strings.HasPrefix(f, "etc/cairn/") {
+			t.Errorf("left %s behind", f)
+		}
+	}
+}
+
+func TestRunOVFEnvPreferredOverSeedDisk(t *testing.T) {
+	root := newRoot(t)
+	in := goodSettings()
+	in[KeyHostname] = "from-ovf"
+	r := &fakeRunner{ovfEnv: string(EncodeOVFEnv(in)), seedDev: "/dev/vdb"}
+	must(t, Run(context.Background(), testOptions(root, r, io.Discard)))
+	if b, _ := os.ReadFile(filepath.Join(root, "etc/hostname")); string(b) != "from-ovf\n" {
+		t.Errorf("hostname %q", b)
+	}
+	for _, c := range r.calls {
+		if strings.HasPrefix(c, "mount") {
+			t.Error("mounted the seed disk although the OVF environment had settings")
+		}
+	}
+}
+
+func TestRunSeedDisk(t *testing.T) {
+	root := newRoot(t)
+	ud, err := EncodeUserData(map[string]string{KeyClusterName: "c1", KeyJoinToken: "abcdefghijklmnopq", KeyRoles: "tiebreaker"})
+	must(t, err)
+	r := &fakeRunner{seedDev: "/dev/vdb", seedData: map[string]string{"user-data": string(ud), "meta-data": "instance-id: x\nlocal-hostname: tb1\n"}}
+	must(t, Run(context.Background(), testOptions(root, r, io.Discard)))
+	env, err := os.ReadFile(filepath.Join(root, EnvFile))
+	must(t, err)
+	if !strings.Contains(string(env), "CAIRN_MDM_TIEBREAKER=true\n") || !strings.Contains(string(env), "CAIRN_HOSTNAME=tb1\n") {
+		t.Errorf("env:\n%s", env)
+	}
+	var mounted, unmounted bool
+	for _, c := range r.calls {
+		mounted = mounted || strings.HasPrefix(c, "mount -o ro,nosuid,nodev,noexec /dev/vdb ")
+		unmounted = unmounted || strings.HasPrefix(c, "umount ")
+	}
+	if !mounted || !unmounted {
+		t.Errorf("mount/umount not both called: %v", r.calls)
+	}
+}
+
+func TestRunNoSource(t *testing.T) {
+	root := newRoot(t)
+	var console bytes.Buffer
+	err := Run(context.Background(), testOptions(root, &fakeRunner{}, &console))
+	if !errors.Is(err, ErrNoSettings) {
+		t.Fatalf("got %v", err)
+	}
+	if !strings.Contains(console.String(), "labelled CIDATA") {
+		t.Errorf("console does not say what to do:\n%s", console.String())
+	}
+}
+
+func TestRunDryRun(t *testing.T) {
+	root := newRoot(t)
+	before := listTree(t, root)
+	var console bytes.Buffer
+	opts := testOptions(root, &fakeRunner{ovfEnv: string(EncodeOVFEnv(goodSettings()))}, &console)
+	opts.DryRun = true
+	must(t, Run(context.Background(), opts))
+	if after := listTree(t, root); !slices.Equal(before, after) {
+		t.Errorf("dry run wrote files: %v", after)
+	}
+	if !strings.Contains(console.String(), "--- /etc/hostname") || strings.Contains(console.String(), "0123456789abcdef") {
+		t.Errorf("dry run output wrong or shows the token:\n%s", console.String())
+	}
+}
+
+func TestReportReady(t *testing.T) {
+	root := newRoot(t)
+	r := &fakeRunner{ovfEnv: string(EncodeOVFEnv(goodSettings()))}
+	must(t, Run(context.Background(), testOptions(root, r, io.Discard)))
+
+	r.unitSt = map[string]string{"cairn-mdm.service": "active", "cairn-sds.service": "active", "cairn-target.service": "active", "cairn-gateway.service": "failed"}
+	opts := testOptions(root, r, io.Discard)
+	opts.ReportReady = true
+	opts.ReadyTimeout = 1500 * time.Millisecond
+	err := Run(context.Background(), opts)
+	if err == nil || !strings.Contains(err.Error(), "cairn-gateway.service=failed") {
+		t.Fatalf("got %v", err)
+	}
+	if g := r.guest["guestinfo.cairn.ready"]; !strings.Contains(g, "cairn-gateway.service=failed") {
+		t.Errorf("guestinfo %q", g)
+	}
+
+	r.unitSt["cairn-gateway.service"] = "active"
+	must(t, Run(context.Background(), opts))
+	if g := r.guest["guestinfo.cairn.ready"]; g != "ready" {
+		t.Errorf("guestinfo %q", g)
+	}
+	b, err := os.ReadFile(filepath.Join(root, ReadyFile))
+	if err != nil || !strings.HasPrefix(string(b), "ready ") {
+		t.Errorf("ready file %q %v", b, err)
+	}
+}
+
+func TestReportReadyUnconfigured(t *testing.T) {
+	opts := testOptions(newRoot(t), &fakeRunner{}, io.Discard)
+	opts.ReportReady = true
+	if err := Run(context.Background(), opts); err == nil {
+		t.Fatal("reported ready without configuration")
+	}
+}
+
+func TestExecRunnerBoundsOutput(t *testing.T) {
+	out, err := ExecRunner{}.Run(context.Background(), "sh", "-c", "echo hello")
+	if err != nil || string(out) != "hello\n" {
+		t.Fatalf("got %q %v", out, err)
+	}
+	_, err = ExecRunner{}.Run(context.Background(), "sh", "-c", "head -c 2000000 /dev/zero")
+	if err == nil || !strings.Contains(err.Error(), "larger than") {
+		t.Fatalf("unbounded output accepted: %v", err)
+	}
+	_, err = ExecRunner{}.Run(context.Background(), "sh", "-c", "echo oops >&2; exit 3")
+	if err == nil || !strings.Contains(err.Error(), "oops") {
+		t.Fatalf("stderr not in error: %v", err)
+	}
+}

@@ -1,0 +1,399 @@
+package firstboot
+
+import (
+	"encoding/base64"
+	"encoding/binary"
+	"errors"
+	"fmt"
+	"net/netip"
+	"regexp"
+	"slices"
+	"strings"
+	"unicode/utf8"
+)
+
+// The settings keys. They are the ovf:key names of the vApp properties in the OVA
+// descriptor (packer/tools/internal/ovfdesc/properties.json; a test keeps both lists
+// equal) and the keys of the NoCloud user-data format (see seed.go).
+const (
+	KeyHostname    = "cairn.hostname"
+	KeyMgmtAddress = "cairn.mgmt.address"
+	KeyMgmtGateway = "cairn.mgmt.gateway"
+	KeyDataAddress = "cairn.data.address"
+	KeyDNS         = "cairn.dns"
+	KeyNTP         = "cairn.ntp"
+	KeyRoles       = "cairn.roles"
+	KeyClusterName = "cairn.cluster.name"
+	KeyJoinToken   = "cairn.cluster.join_token"
+	KeySSHKey      = "cairn.ssh.authorized_key"
+)
+
+// Keys lists every settings key, in the order the OVF descriptor shows them.
+var Keys = []string{
+	KeyHostname, KeyMgmtAddress, KeyMgmtGateway, KeyDataAddress, KeyDNS, KeyNTP,
+	KeyRoles, KeyClusterName, KeyJoinToken, KeySSHKey,
+}
+
+// defaults apply to keys that a source leaves out. An OVF environment always carries
+// every property (vCenter fills in the descriptor's defaults); a NoCloud seed may be
+// terse. The defaults equal the descriptor's (a test checks that).
+var defaults = map[string]string{
+	KeyMgmtAddress: "dhcp",
+	KeyRoles:       "sds,target",
+}
+
+// Bounds on raw input. They keep a hostile or broken source from costing memory or
+// time; real settings are far below them.
+const (
+	maxValueLen   = 8192 // an ssh-rsa 16384-bit key is ~2.8 KB
+	maxSettings   = 64   // properties in one source, known or not
+	maxDNSServers = 3    // resolv.conf honours three
+	maxNTPServers = 4
+)
+
+// Role is one Cairn service an SVM runs.
+type Role string
+
+// The roles. tiebreaker is an MDM member that votes but runs no control loop.
+const (
+	RoleMDM        Role = "mdm"
+	RoleTiebreaker Role = "tiebreaker"
+	RoleSDS        Role = "sds"
+	RoleTarget     Role = "target"
+	RoleGateway    Role = "gateway"
+)
+
+var allRoles = []Role{RoleMDM, RoleTiebreaker, RoleSDS, RoleTarget, RoleGateway}
+
+// Address is a network interface setting: DHCP, or a static address with its prefix.
+type Address struct {
+	DHCP   bool
+	Prefix netip.Prefix // valid only when !DHCP; Addr() is the interface address
+}
+
+// IsSet reports whether the interface is to be configured at all.
+func (a Address) IsSet() bool { return a.DHCP || a.Prefix.IsValid() }
+
+func (a Address) String() string {
+	switch {
+	case a.DHCP:
+		return "dhcp"
+	case a.Prefix.IsValid():
+		return a.Prefix.String()
+	}
+	return ""
+}
+
+// Settings is a validated first-boot configuration. Every field has passed the checks in
+// Validate, so renderers may put them into config files without further quoting.
+type Settings struct {
+	Hostname    string
+	Mgmt        Address
+	Gateway     netip.Addr // zero when unset (DHCP provides it)
+	Data        Address    // !IsSet(): data traffic uses the management network
+	DNS         []netip.Addr
+	NTP         []string
+	Roles       []Role
+	ClusterName string
+	JoinToken   string
+	SSHKey      string // one OpenSSH public key line, or empty
+}
+
+// HasRole reports whether r is among s.Roles.
+func (s *Settings) HasRole(r Role) bool { return slices.Contains(s.Roles, r) }
+
+// FieldError is one rejected setting. Errors from Validate are a join of them.
+type FieldError struct {
+	Key string
+	Msg string
+}
+
+func (e *FieldError) Error() string { return e.Key + ": " + e.Msg }
+
+var (
+	hostLabelRE  = regexp.MustCompile(`^[a-z0-9]([a-z0-9-]{0,61}[a-z0-9])?$`)
+	clusterRE    = regexp.MustCompile(`^[A-Za-z0-9][A-Za-z0-9._-]{0,62}$`)
+	joinTokenRE  = regexp.MustCompile(`^[A-Za-z0-9._~+/=:-]{16,512}$`)
+	listSplitter = func(r rune) bool { return r == ',' || r == ' ' }
+)
+
+// Validate checks raw key/value settings and returns the typed Settings. It reports
+// every problem at once (joined *FieldError values), so an admin fixes them in one pass.
+// Unknown keys under the "cairn." prefix are errors (a typo must not be silently
+// ignored); other keys are ignored by the callers before they get here.
+func Validate(raw map[string]string) (*Settings, error) {
+	var errs []error
+	bad := func(key, format string, args ...any) {
+		errs = append(errs, &FieldError{Key: key, Msg: fmt.Sprintf(format, args...)})
+	}
+	get := func(key string) string {
+		v, ok := raw[key]
+		if !ok {
+			v = defaults[key]
+		}
+		return strings.TrimSpace(v)
+	}
+	if len(raw) > maxSettings {
+		return nil, fmt.Errorf("%d settings given, at most %d are accepted", len(raw), maxSettings)
+	}
+	for _, k := range sortedKeys(raw) {
+		v := raw[k]
+		if !slices.Contains(Keys, k) {
+			bad(k, "unknown setting (known: %s)", strings.Join(Keys, ", "))
+			continue
+		}
+		if len(v) > maxValueLen {
+			bad(k, "value is %d bytes long, at most %d allowed", len(v), maxValueLen)
+			continue
+		}
+		if !utf8.ValidString(v) {
+			bad(k, "value is not valid UTF-8")
+			continue
+		}
+		for _, r := range v {
+			if r < 0x20 || r == 0x7f {
+				bad(k, "value contains control character %U", r)
+				break
+			}
+		}
+	}
+	if len(errs) > 0 {
+		// Do not interpret values that failed the basic checks.
+		return nil, errors.Join(errs...)
+	}
+
+	s := &Settings{}
+	if h := strings.ToLower(get(KeyHostname)); h == "" {
+		bad(KeyHostname, "required: the SVM's host name, e.g. svm-esx01")
+	} else if err := checkHostname(h); err != nil {
+		bad(KeyHostname, "%v", err)
+	} else {
+		s.Hostname = h
+	}
+
+	if a, err := parseAddress(get(KeyMgmtAddress)); err != nil {
+		bad(KeyMgmtAddress, "%v", err)
+	} else if !a.IsSet() {
+		bad(KeyMgmtAddress, `required: "dhcp" or a static address with prefix length, e.g. 192.0.2.10/24`)
+	} else {
+		s.Mgmt = a
+	}
+
+	if g := get(KeyMgmtGateway); g != "" {
+		ip, err := netip.ParseAddr(g)
+		switch {
+		case err != nil:
+			bad(KeyMgmtGateway, "not an IP address: %q", clip(g))
+		case ip.Zone() != "" || !ip.IsGlobalUnicast() && !ip.IsPrivate():
+			bad(KeyMgmtGateway, "%s is not a unicast address", ip)
+		case s.Mgmt.DHCP:
+			bad(KeyMgmtGateway, "set, but the management address is dhcp: leave the gateway empty or give a static address")
+		case s.Mgmt.Prefix.IsValid() && !s.Mgmt.Prefix.Contains(ip):
+			bad(KeyMgmtGateway, "%s is outside the management network %s", ip, s.Mgmt.Prefix.Masked())
+		case s.Mgmt.Prefix.IsValid() && ip == s.Mgmt.Prefix.Addr():
+			bad(KeyMgmtGateway, "%s is the SVM's own management address", ip)
+		default:
+			s.Gateway = ip
+		}
+	}
+
+	if a, err := parseAddress(get(KeyDataAddress)); err != nil {
+		bad(KeyDataAddress, "%v", err)
+	} else {
+		s.Data = a
+		if a.Prefix.IsValid() && s.Mgmt.Prefix.IsValid() && a.Prefix.Overlaps(s.Mgmt.Prefix) {
+			bad(KeyDataAddress, "%s overlaps the management network %s: use a separate subnet, or leave it empty to carry data on the management network",
+				a.Prefix, s.Mgmt.Prefix)
+		}
+	}
+
+	for _, f := range strings.FieldsFunc(get(KeyDNS), listSplitter) {
+		ip, err := netip.ParseAddr(f)
+		if err != nil || ip.Zone() != "" || ip.IsUnspecified() || ip.IsMulticast() {
+			bad(KeyDNS, "not a DNS server address: %q", clip(f))
+			continue
+		}
+		s.DNS = append(s.DNS, ip)
+	}
+	if len(s.DNS) > maxDNSServers {
+		bad(KeyDNS, "%d servers given, at most %d are used", len(s.DNS), maxDNSServers)
+	}
+
+	for _, f := range strings.FieldsFunc(get(KeyNTP), listSplitter) {
+		f = strings.ToLower(f)
+		if ip, err := netip.ParseAddr(f); err == nil {
+			if ip.Zone() != "" || ip.IsUnspecified() || ip.IsMulticast() {
+				bad(KeyNTP, "not an NTP server address: %s", ip)
+				continue
+			}
+			s.NTP = append(s.NTP, ip.String())
+			continue
+		}
+		if err := checkHostname(f); err != nil {
+			bad(KeyNTP, "%q is neither an IP address nor a host name", clip(f))
+			continue
+		}
+		s.NTP = append(s.NTP, f)
+	}
+	if len(s.NTP) > maxNTPServers {
+		bad(KeyNTP, "%d servers given, at most %d allowed", len(s.NTP), maxNTPServers)
+	}
+
+	for _, f := range strings.FieldsFunc(strings.ToLower(get(KeyRoles)), listSplitter) {
+		r := Role(f)
+		switch {
+		case !slices.Contains(allRoles, r):
+			bad(KeyRoles, "unknown role %q (roles: mdm, tiebreaker, sds, target, gateway)", clip(f))
+		case slices.Contains(s.Roles, r):
+			bad(KeyRoles, "role %q given twice", r)
+		default:
+			s.Roles = append(s.Roles, r)
+		}
+	}
+	if len(s.Roles) == 0 && !hasKeyError(errs, KeyRoles) {
+		bad(KeyRoles, "required: at least one of mdm, tiebreaker, sds, target, gateway")
+	}
+	if s.HasRole(RoleMDM) && s.HasRole(RoleTiebreaker) {
+		bad(KeyRoles, "mdm and tiebreaker exclude each other: a tie-breaker is an MDM member without the control loop")
+	}
+
+	if c := get(KeyClusterName); c == "" {
+		bad(KeyClusterName, "required: the name of the Cairn cluster to join or create")
+	} else if !clusterRE.MatchString(c) {
+		bad(KeyClusterName, "%q: use 1-63 letters, digits, '.', '_' or '-', starting with a letter or digit", clip(c))
+	} else {
+		s.ClusterName = c
+	}
+
+	if t := get(KeyJoinToken); t == "" {
+		bad(KeyJoinToken, "required: the join token printed by the deployer (cairnctl cluster token)")
+	} else if !joinTokenRE.MatchString(t) {
+		// Never echo the token: it is a secret.
+		bad(KeyJoinToken, "malformed: 16-512 characters from A-Z a-z 0-9 . _ ~ + / = : -")
+	} else {
+		s.JoinToken = t
+	}
+
+	if k := get(KeySSHKey); k != "" {
+		if err := checkSSHKey(k); err != nil {
+			bad(KeySSHKey, "%v", err)
+		} else {
+			s.SSHKey = k
+		}
+	}
+
+	if len(errs) > 0 {
+		return nil, errors.Join(errs...)
+	}
+	return s, nil
+}
+
+func hasKeyError(errs []error, key string) bool {
+	for _, e := range errs {
+		var fe *FieldError
+		if errors.As(e, &fe) && fe.Key == key {
+			return true
+		}
+	}
+	return false
+}
+
+// checkHostname accepts an RFC 1123 host name in lower case (labels of letters, digits
+// and inner hyphens), which also keeps it free of anything a shell or config file
+// would interpret.
+func checkHostname(h string) error {
+	if len(h) > 253 {
+		return fmt.Errorf("host name is %d characters long, at most 253 allowed", len(h))
+	}
+	for _, label := range strings.Split(h, ".") {
+		if !hostLabelRE.MatchString(label) {
+			return fmt.Errorf("%q is not a valid host name: use labels of 1-63 letters, digits and inner hyphens, separated by dots", clip(h))
+		}
+	}
+	return nil
+}
+
+func parseAddress(v string) (Address, error) {
+	switch strings.ToLower(v) {
+	case "":
+		return Address{}, nil
+	case "dhcp":
+		return Address{DHCP: true}, nil
+	}
+	p, err := netip.ParsePrefix(v)
+	if err != nil {
+		if _, aerr := netip.ParseAddr(v); aerr == nil {
+			return Address{}, fmt.Errorf("%q has no prefix length: write it as address/length, e.g. %s/24", clip(v), v)
+		}
+		return Address{}, fmt.Errorf(`%q is neither "dhcp" nor an address with prefix length (e.g. 192.0.2.10/24)`, clip(v))
+	}
+	ip := p.Addr()
+	switch {
+	case ip.IsLoopback(), ip.IsMulticast(), ip.IsUnspecified(), ip.IsLinkLocalUnicast(), ip.IsInterfaceLocalMulticast():
+		return Address{}, fmt.Errorf("%s is not a usable interface address", ip)
+	case ip.Is4() && (p.Bits() < 8 || p.Bits() > 32), ip.Is6() && (p.Bits() < 16 || p.Bits() > 128):
+		return Address{}, fmt.Errorf("prefix length /%d is not plausible for %s", p.Bits(), ip)
+	case ip.Is4() && p.Bits() <= 30 && (ip == p.Masked().Addr() || ip == lastAddr(p)):
+		return Address{}, fmt.Errorf("%s is the network or broadcast address of %s", ip, p.Masked())
+	}
+	return Address{Prefix: p}, nil
+}
+
+func lastAddr(p netip.Prefix) netip.Addr {
+	b := p.Masked().Addr().As4()
+	v := binary.BigEndian.Uint32(b[:]) | (1<<(32-p.Bits()) - 1)
+	binary.BigEndian.PutUint32(b[:], v)
+	return netip.AddrFrom4(b)
+}
+
+var sshKeyTypes = []string{
+	"ssh-ed25519", "ssh-rsa", "ecdsa-sha2-nistp256", "ecdsa-sha2-nistp384", "ecdsa-sha2-nistp521",
+	"sk-ssh-ed25519@openssh.com", "sk-ecdsa-sha2-nistp256@openssh.com",
+}
+
+// checkSSHKey accepts exactly one public key "type base64 [comment]". No authorized_keys
+// options (command=, from=...) are allowed: the first field must be a key type. The blob
+// must decode and name the same type, which catches truncated pastes.
+func checkSSHKey(k string) error {
+	f := strings.Fields(k)
+	if len(f) < 2 {
+		return errors.New(`expected one OpenSSH public key: "ssh-ed25519 AAAA... comment"`)
+	}
+	if !slices.Contains(sshKeyTypes, f[0]) {
+		return fmt.Errorf("key type %q is not supported (use one of %s; no authorized_keys options)", clip(f[0]), strings.Join(sshKeyTypes, ", "))
+	}
+	blob, err := base64.StdEncoding.DecodeString(f[1])
+	if err != nil {
+		return errors.New("the key data is not valid base64: was the key truncated when pasted?")
+	}
+	if len(blob) < 4 || int(binary.BigEndian.Uint32(blob)) != len(f[0]) || len(blob) < 4+len(f[0]) || string(blob[4:4+len(f[0])]) != f[0] {
+		return fmt.Errorf("the key data does not hold a %s key", f[0])
+	}
+	if c := strings.Join(f[2:], " "); len(c) > 256 {
+		return errors.New("the key comment is longer than 256 characters")
+	}
+	return nil
+}
+
+// clip shortens a value for an error message, so a huge hostile value does not flood
+// the console and the journal.
+func clip(s string) string {
+	const n = 64
+	if len(s) <= n {
+		return s
+	}
+	cut := n
+	for cut > 0 && !utf8.RuneStart(s[cut]) {
+		cut--
+	}
+	return s[:cut] + "…"
+}
+
+func sortedKeys(m map[string]string) []string {
+	ks := make([]string, 0, len(m))
+	for k := range m {
+		ks = append(ks, k)
+	}
+	slices.Sort(ks)
+	return ks
+}
