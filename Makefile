@@ -5,7 +5,7 @@ DEMO_STATE ?= $(CURDIR)/demo-state
 GO_TEST_FLAGS ?= -race -count=1 -timeout 20m
 
 .PHONY: all build demo demo-stop test test-go test-integration test-chaos test-lio test-lio-full test-e2e \
-	test-appliance test-packer test-plugin demo-vsphere bench bench-smoke clean
+	test-appliance test-packer test-plugin demo-vsphere bench bench-smoke test-bench clean
 
 all: build
 
@@ -62,11 +62,18 @@ test-go:
 test-integration: build
 	tests/integration/nbd-fio.sh
 
+## bench: the full comparison (< 20 min), written to docs/benchmarks.{md,json} and plots
+bench: build
+	@scripts/deps.sh bench
+	tests/bench/run.sh full --docs
+
 bench-smoke: build
+	@scripts/deps.sh bench
 	tests/bench/run.sh smoke
 
-bench: build
-	tests/bench/run.sh full
+# the benchmark harness's own tests (stand-in targets; needs tgt)
+test-bench:
+	tests/bench/selftest.sh
 
 clean:
 	rm -rf appliance/bin

@@ -170,31 +170,48 @@ func Heal(pg int, cur []model.CopyRef, v *View) []model.CopyRef {
 		return c.State != model.CopyReady || m == ModeInstant || m == ModeProtected
 	})
 	if allReady && len(v.Cands) > 0 {
+		// Balance is judged per SDS: a group never holds two copies on one
+		// SDS (the data path finds a copy by its SDS), so moving a copy
+		// between devices of one SDS is not a rebalance step.
 		ideal := Choose(pg, v.Cands)
+		leavingCopy := func(c model.CopyRef) bool {
+			return v.sds(c.SDSID).Mode == ModeRemoving || v.DeviceLeaving[c.DeviceID]
+		}
 		inIdeal := func(c model.CopyRef) bool {
-			return slices.ContainsFunc(ideal, func(i model.CopyRef) bool { return i.DeviceID == c.DeviceID })
+			return !leavingCopy(c) && slices.ContainsFunc(ideal, func(i model.CopyRef) bool { return i.SDSID == c.SDSID })
+		}
+		hasSDS := func(id string) bool {
+			return slices.ContainsFunc(next, func(c model.CopyRef) bool { return c.SDSID == id })
 		}
 		for len(next) > Copies {
-			i := slices.IndexFunc(next, func(c model.CopyRef) bool { return !inIdeal(c) })
+			i := slices.IndexFunc(next, func(c model.CopyRef) bool { return leavingCopy(c) })
+			if i < 0 {
+				i = slices.IndexFunc(next, func(c model.CopyRef) bool { return !inIdeal(c) })
+			}
 			if i < 0 {
 				i = len(next) - 1
 			}
 			next = append(next[:i], next[i+1:]...)
 		}
-		leaving := slices.ContainsFunc(next, func(c model.CopyRef) bool {
-			return v.sds(c.SDSID).Mode == ModeRemoving || v.DeviceLeaving[c.DeviceID]
-		})
-		if len(next) == Copies && (v.Rebalance || leaving) && len(ideal) == Copies {
+		switch {
+		case len(next) != Copies:
+		case slices.ContainsFunc(next, leavingCopy):
+			// Draining: a replacement on another SDS, filled before the
+			// leaving copy is trimmed.
+			if c, ok := v.pick(pg, next); ok {
+				next = append(next, model.CopyRef{SDSID: c.SDSID, DeviceID: c.DeviceID, State: model.CopyRebuild, Since: v.Epoch})
+			}
+		case v.Rebalance && len(ideal) == Copies:
 			for _, want := range ideal {
-				if !slices.ContainsFunc(next, func(c model.CopyRef) bool { return c.DeviceID == want.DeviceID }) {
+				if !hasSDS(want.SDSID) {
 					next = append(next, model.CopyRef{SDSID: want.SDSID, DeviceID: want.DeviceID, State: model.CopyRebuild, Since: v.Epoch})
 					break
 				}
 			}
 		}
-		// Prefer the ideal primary once it is ready.
-		if len(ideal) > 0 && len(next) > 0 && next[0].DeviceID != ideal[0].DeviceID {
-			if i := slices.IndexFunc(next, func(c model.CopyRef) bool { return c.DeviceID == ideal[0].DeviceID && c.State == model.CopyReady }); i > 0 {
+		// Prefer the ideal primary's SDS once its copy is ready.
+		if len(ideal) > 0 && len(next) > 0 && next[0].SDSID != ideal[0].SDSID {
+			if i := slices.IndexFunc(next, func(c model.CopyRef) bool { return c.SDSID == ideal[0].SDSID && c.State == model.CopyReady }); i > 0 {
 				next[0], next[i] = next[i], next[0]
 			}
 		}

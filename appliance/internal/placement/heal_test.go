@@ -170,3 +170,38 @@ func TestHealRebalanceMovesTowardIdeal(t *testing.T) {
 		t.Fatalf("only %d of 64 misplaced groups started moving", moved)
 	}
 }
+
+// A group never holds two copies on one SDS, whatever the devices' scores.
+func TestHealNeverTwoCopiesOnOneSDS(t *testing.T) {
+	v := &View{SDS: map[string]SDSView{}, DeviceOK: map[string]bool{}, Done: map[string]uint64{}, Epoch: 5, Rebalance: true}
+	for s := 0; s < 3; s++ {
+		sid := fmt.Sprintf("s%d", s)
+		v.SDS[sid] = SDSView{Live: true, FaultDomain: "sds:" + sid}
+		for d := 0; d < 4; d++ {
+			did := fmt.Sprintf("d%d-%d", s, d)
+			v.DeviceOK[did] = true
+			v.Cands = append(v.Cands, Candidate{DeviceID: did, SDSID: sid, FaultDomain: "sds:" + sid, Weight: 1})
+		}
+	}
+	for pg := 0; pg < 256; pg++ {
+		// start from a placement on device 0 of s0 and s1
+		cur := []model.CopyRef{{SDSID: "s0", DeviceID: "d0-0"}, {SDSID: "s1", DeviceID: "d1-0"}}
+		for step := 0; step < 6; step++ {
+			cur = Heal(pg, cur, v)
+			seen := map[string]bool{}
+			for _, c := range cur {
+				if seen[c.SDSID] {
+					t.Fatalf("pg %d step %d: two copies on %s: %s", pg, step, c.SDSID, states(cur))
+				}
+				seen[c.SDSID] = true
+				if c.State == model.CopyRebuild {
+					v.Done[FillKey(pg, c.DeviceID)] = c.Since
+				}
+			}
+			v.Epoch++
+		}
+		if len(cur) != 2 {
+			t.Fatalf("pg %d did not settle: %s", pg, states(cur))
+		}
+	}
+}

@@ -606,8 +606,8 @@ func (s *Server) chunkOp(ctx context.Context, req *wire.Request) (wire.Response,
 	replica := req.Flags&wire.FlagReplica != 0 || req.Op == wire.OpChunkPut
 	role := -1
 	for i, c := range route.Copies {
-		if c.SDSID == s.id {
-			role = i
+		if c.SDSID == s.id && (role < 0 || (replica && role == 0)) {
+			role = i // the primary role wins for client requests, a secondary one for replicas
 		}
 	}
 	switch {

@@ -1,0 +1,678 @@
+#!/usr/bin/python3
+"""Cairn benchmark core: runs one fio job with CPU accounting, and writes the report.
+
+run.sh owns the targets (start, stop, engine arguments); this file owns what is
+measured and how it is reported, so every target is measured the same way:
+
+  bench.py workloads SUITE            names of the workloads of a suite, in order
+  bench.py job [options] -- ENGINE... run one workload against one target and
+                                      append its record to OUT/records.jsonl
+  bench.py add-record OUT JSON        append a record made elsewhere (copy rate,
+                                      failure figures from a hook)
+  bench.py report OUT DEST            benchmarks.json, benchmarks.md and the PNG
+                                      plots (gnuplot) from OUT/records.jsonl into DEST
+
+Record fields (benchmarks.json is a list of them):
+  kind          "measurement" (a fio job), "ratio" (computed from two
+                measurements of the same run), "figure" (a single number such as
+                a copy rate or a failure-detection time), "fill"
+  target        raw | nbdkit-file | ceph-rbd | cairn-nbd | lio-fileio |
+                cairn-iscsi | cairn
+  workload      e.g. randread-4k-qd32; scaling runs add -sdsN
+  iops          read+write I/Os per second over the measured runtime
+  mbps          read+write MB/s (10^6 bytes per second)
+  mean_lat_us   mean total latency (submission to completion), microseconds;
+                for mixed jobs weighted by the I/O count of each direction
+  p99_lat_us    99th percentile of total latency; for mixed jobs the larger of
+                the read and write percentiles
+  cpu_us_per_io CPU time per I/O in microseconds: fio's own user+system time
+                (utime+stime of fio's process tree, all threads, e.g. librbd's)
+                plus the utime+stime of every server process, both sampled from
+                /proc/PID/stat and taken over fio's measured window, divided by
+                the I/Os completed in it. Split in client_cpu_us_per_io and
+                server_cpu_us_per_io; fio_thread_cpu_us_per_io is fio's own
+                usr+sys figure (job thread only), for comparison.
+
+Only the Python standard library is used (Debian's /usr/bin/python3).
+"""
+
+import argparse
+import bisect
+import datetime
+import json
+import os
+import platform
+import shutil
+import signal
+import subprocess
+import sys
+import threading
+import time
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+WORKLOADS_FILE = os.path.join(HERE, "workloads.conf")
+HZ = os.sysconf("SC_CLK_TCK")
+
+# Options every job gets, whatever the target. The measured window excludes
+# ramp_time (fio resets its statistics, CPU usage included, when ramp ends).
+# norandommap + randrepeat=0: random offsets are not tracked (no map overhead)
+# and not identical between runs. lat_percentiles: percentiles of total latency.
+COMMON_FIO_ARGS = [
+    "--numjobs=1",
+    "--group_reporting=1",
+    "--norandommap=1",
+    "--randrepeat=0",
+    "--lat_percentiles=1",
+    "--output-format=json",
+]
+
+TARGET_ORDER = ["raw", "nbdkit-file", "ceph-rbd", "cairn-nbd", "lio-fileio", "cairn-iscsi", "cairn"]
+
+# The goals the issues set, as (target, versus, workload, metric, op, goal).
+# "op" says how the ratio target/versus must compare with the goal.
+RATIO_GOALS = [
+    ("cairn-nbd", "ceph-rbd", "randwrite-4k-qd32", "iops", ">=", 5.0),
+    ("cairn-nbd", "nbdkit-file", "randwrite-4k-qd32", "iops", ">=", 0.4),
+    ("cairn-nbd", "ceph-rbd", "randread-4k-qd32", "iops", ">=", 2.5),
+    ("cairn-nbd", "nbdkit-file", "randread-4k-qd32", "iops", ">=", 0.6),
+    ("cairn-nbd", "nbdkit-file", "randread-4k-qd1", "mean_lat_us", "<=", 2.0),
+    ("cairn-nbd", "ceph-rbd", "randwrite-4k-qd32", "cpu_us_per_io", "<=", 0.5),
+    ("cairn-nbd", "ceph-rbd", "randread-4k-qd32", "cpu_us_per_io", "<=", 0.5),
+    ("cairn-iscsi", "lio-fileio", "randread-4k-qd16", "iops", ">=", 0.8),
+    ("cairn-iscsi", "lio-fileio", "randwrite-4k-qd16", "iops", ">=", 0.8),
+    ("cairn-iscsi", "lio-fileio", "randread-4k-qd1", "iops", ">=", 0.8),
+    ("cairn-iscsi", "lio-fileio", "randrw-64k32k-mix45-qd16", "iops", ">=", 0.8),
+]
+# Scaling 1 -> 4 SDSs: max/min CPU per I/O over the SDS counts.
+SCALING_CPU_SPREAD_GOAL = 1.2
+# Figures from the failure hook (issue 3): workload -> (field, op, goal).
+FIGURE_GOALS = {
+    "failure-detection": ("seconds", "<", 5.0),
+    "failure-io-pause": ("seconds", "<", 10.0),
+    "rebuild": ("ratio_to_raw", ">=", 0.5),
+}
+
+
+def die(msg):
+    print(f"bench.py: {msg}", file=sys.stderr)
+    sys.exit(1)
+
+
+# ---------------------------------------------------------------- workloads
+
+
+def load_workloads():
+    """Return [(name, suites:set, fio_args:list)] in file order."""
+    out = []
+    with open(WORKLOADS_FILE) as f:
+        for lineno, line in enumerate(f, 1):
+            line = line.split("#", 1)[0].strip()
+            if not line:
+                continue
+            parts = line.split()
+            if len(parts) < 3 or not all(p.startswith("--") for p in parts[2:]):
+                die(f"{WORKLOADS_FILE}:{lineno}: want 'name suites --fio-opt...', got {line!r}")
+            out.append((parts[0], set(parts[1].split(",")), parts[2:]))
+    return out
+
+
+def workload_args(name):
+    for n, _, args in load_workloads():
+        if n == name:
+            return args
+    die(f"unknown workload {name!r}: see {WORKLOADS_FILE}")
+
+
+def cmd_workloads(a):
+    names = [n for n, suites, _ in load_workloads() if a.suite in suites]
+    if not names:
+        die(f"no workload in suite {a.suite!r}: see {WORKLOADS_FILE}")
+    print("\n".join(names))
+
+
+# ---------------------------------------------------------------- CPU sampling
+
+
+def stat_ticks(text):
+    """utime+stime (fields 14 and 15) of a /proc/PID/stat line, in clock ticks."""
+    # comm (field 2) may hold spaces and parentheses: split after the last ')'.
+    rest = text[text.rindex(")") + 2 :].split()
+    return int(rest[11]) + int(rest[12])
+
+
+def proc_ticks(pid):
+    """utime+stime of a process (all its threads), in clock ticks; None if gone."""
+    try:
+        with open(f"/proc/{pid}/stat") as f:
+            return stat_ticks(f.read())
+    except OSError:
+        return None
+
+
+def system_ticks():
+    """(busy, total) ticks of the whole machine from /proc/stat."""
+    with open("/proc/stat") as f:
+        v = [int(x) for x in f.readline().split()[1:]]
+    idle = v[3] + v[4]  # idle + iowait
+    total = sum(v[:8])  # user nice system idle iowait irq softirq steal
+    return total - idle, total
+
+
+def descendants(pid):
+    """pid and all its descendants (via /proc/PID/task/TID/children)."""
+    out, todo = [], [pid]
+    while todo:
+        p = todo.pop()
+        out.append(p)
+        try:
+            for tid in os.listdir(f"/proc/{p}/task"):
+                with open(f"/proc/{p}/task/{tid}/children") as f:
+                    todo.extend(int(c) for c in f.read().split())
+        except OSError:
+            pass
+    return out
+
+
+class CPUSampler:
+    """Samples CPU ticks of the servers, of fio, and of the machine while a job runs.
+
+    Owned by cmd_job: started once fio is spawned, stopped after it exits.
+    Samples are interpolated over fio's measured window afterwards, so the CPU
+    counted is that of the same seconds fio counted I/Os in (ramp excluded).
+    The client side is fio's whole process tree, all threads: fio's own usr/sys
+    figures cover only the job thread (RUSAGE_THREAD) and would miss e.g.
+    librbd's messenger threads. A process that exits keeps its last sample
+    (the kernel moves its time to the parent's cutime, which is not counted).
+    """
+
+    SERVER, CLIENT, BUSY, TOTAL = 1, 2, 3, 4  # columns of a sample
+
+    def __init__(self, server_pids, client_root=None, interval=0.1):
+        self.server_pids = server_pids
+        self.client_root = client_root
+        self.interval = interval
+        self.samples = []  # (time, server_ticks, client_ticks, sys_busy, sys_total)
+        self.last_server = {}
+        self.last_client = {}
+        self.vanished = set()
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._loop, daemon=True)
+
+    def _sample(self):
+        t = time.time()
+        for p in self.server_pids:
+            v = proc_ticks(p)
+            if v is None:
+                self.vanished.add(p)
+            else:
+                self.last_server[p] = v
+        if self.client_root:
+            for p in descendants(self.client_root):
+                v = proc_ticks(p)
+                if v is not None:
+                    self.last_client[p] = v
+        busy, tot = system_ticks()
+        self.samples.append((t, sum(self.last_server.values()), sum(self.last_client.values()), busy, tot))
+
+    def _loop(self):
+        while not self._stop.is_set():
+            self._sample()
+            self._stop.wait(self.interval)
+
+    def start(self):
+        self._sample()
+        self._thread.start()
+
+    def stop(self):
+        self._stop.set()
+        self._thread.join()
+        self._sample()
+
+    def at(self, t, idx):
+        """Linear interpolation of sample column idx at time t (clamped)."""
+        times = [s[0] for s in self.samples]
+        i = bisect.bisect_left(times, t)
+        if i <= 0:
+            return self.samples[0][idx]
+        if i >= len(times):
+            return self.samples[-1][idx]
+        s0, s1 = self.samples[i - 1], self.samples[i]
+        if s1[0] == s0[0]:
+            return s0[idx]
+        return s0[idx] + (s1[idx] - s0[idx]) * (t - s0[0]) / (s1[0] - s0[0])
+
+    def delta(self, start, end, idx):
+        return self.at(end, idx) - self.at(start, idx)
+
+
+# ---------------------------------------------------------------- one job
+
+
+def summarize(fio_json, sampler, window_end):
+    """Turn fio's JSON and the CPU samples into a record (without labels)."""
+    job = fio_json["jobs"][0]
+    if job.get("error"):
+        raise RuntimeError(f"fio reported error {job['error']}")
+    dirs = [job[d] for d in ("read", "write", "trim") if job[d]["total_ios"] > 0]
+    if not dirs:
+        raise RuntimeError("fio completed no I/O")
+    ios = sum(d["total_ios"] for d in dirs)
+    runtime_s = job["job_runtime"] / 1000.0
+    iops = sum(d["iops"] for d in dirs)
+    mbps = sum(d["bw_bytes"] for d in dirs) / 1e6
+    mean_ns = sum(d["lat_ns"]["mean"] * d["total_ios"] for d in dirs) / ios
+    p99s = [d["lat_ns"].get("percentile", {}).get("99.000000") for d in dirs]
+    p99_ns = max(p for p in p99s if p is not None) if any(p is not None for p in p99s) else None
+    # fio's own figure (job thread only), kept for comparison
+    fio_thread_cpu_s = (job["usr_cpu"] + job["sys_cpu"]) / 100.0 * runtime_s
+    start = window_end - runtime_s
+    client_cpu_s = sampler.delta(start, window_end, sampler.CLIENT) / HZ
+    server_cpu_s = sampler.delta(start, window_end, sampler.SERVER) / HZ
+    busy = sampler.delta(start, window_end, sampler.BUSY)
+    total = sampler.delta(start, window_end, sampler.TOTAL)
+    rec = {
+        "iops": round(iops, 1),
+        "mbps": round(mbps, 2),
+        "mean_lat_us": round(mean_ns / 1000.0, 1),
+        "p99_lat_us": round(p99_ns / 1000.0, 1) if p99_ns is not None else None,
+        "cpu_us_per_io": round((client_cpu_s + server_cpu_s) / ios * 1e6, 2),
+        "client_cpu_us_per_io": round(client_cpu_s / ios * 1e6, 2),
+        "server_cpu_us_per_io": round(server_cpu_s / ios * 1e6, 2),
+        "fio_thread_cpu_us_per_io": round(fio_thread_cpu_s / ios * 1e6, 2),
+        "ios": ios,
+        "runtime_s": runtime_s,
+        "system_busy_pct": round(100.0 * busy / total * os.cpu_count(), 1) if total else None,
+    }
+    if job["read"]["total_ios"] and job["write"]["total_ios"]:
+        rec["read_iops"] = round(job["read"]["iops"], 1)
+        rec["write_iops"] = round(job["write"]["iops"], 1)
+    return rec
+
+
+def run_fio(cmd, timeout, err_path, server_pids):
+    """Run fio in its own process group while sampling CPU; kill the whole
+    group on timeout or when interrupted. Returns (fio JSON, sampler)."""
+    with open(err_path, "w") as err:
+        p = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=err, start_new_session=True)
+        sampler = CPUSampler(server_pids, client_root=p.pid)
+        sampler.start()
+        try:
+            out, _ = p.communicate(timeout=timeout)
+        except subprocess.TimeoutExpired:
+            os.killpg(p.pid, signal.SIGKILL)
+            p.communicate()
+            raise RuntimeError(f"fio did not finish within {timeout} s (killed)")
+        except BaseException:
+            os.killpg(p.pid, signal.SIGKILL)
+            p.wait()
+            raise
+        finally:
+            sampler.stop()
+    if p.returncode != 0:
+        raise RuntimeError(f"fio exited with status {p.returncode}")
+    # fio may print warnings before the JSON document.
+    text = out.decode(errors="replace")
+    return json.loads(text[text.index("{") :]), sampler
+
+
+def cmd_job(a):
+    fill = a.workload == "fill"
+    cmd = [a.fio, f"--name={a.workload}", f"--size={a.size_mib}m"] + COMMON_FIO_ARGS
+    if not fill:
+        cmd += ["--time_based=1", f"--runtime={a.runtime}", f"--ramp_time={a.ramp}"]
+    cmd += workload_args(a.workload) + a.engine
+    timeout = a.timeout or (a.runtime + a.ramp + 60 if not fill else 600)
+    fio_dir = os.path.join(a.out, "fio", a.target)
+    os.makedirs(fio_dir, exist_ok=True)
+    name = a.workload + (f"-sds{a.sds}" if a.sds else "")
+    base = os.path.join(fio_dir, name)
+    with open(base + ".cmd", "w") as f:
+        f.write(" ".join(cmd) + "\n")
+
+    pids = [int(p) for p in a.pids.split()] if a.pids else []
+    try:
+        res, sampler = run_fio(cmd, timeout, base + ".err", pids)
+    except (RuntimeError, ValueError) as e:
+        tail = open(base + ".err").read()[-1500:]
+        die(f"{a.target} {name}: {e}\n--- fio stderr (tail) ---\n{tail}\n"
+            f"--- command: {base}.cmd; check that the target is up and the engine is available")
+    with open(base + ".json", "w") as f:
+        json.dump(res, f, indent=1)
+    try:
+        rec = summarize(res, sampler, res["timestamp_ms"] / 1000.0)
+    except RuntimeError as e:
+        die(f"{a.target} {name}: {e}; fio output: {base}.json")
+    if sampler.vanished:
+        die(f"{a.target} {name}: server process(es) {sorted(sampler.vanished)} exited during the job; "
+            f"look at the target's logs")
+    record = {"kind": "fill" if fill else "measurement", "target": a.target, "workload": name}
+    record.update(rec)
+    if a.sds:
+        record["sds"] = a.sds
+    append_record(a.out, record)
+    p99 = f"{rec['p99_lat_us']:.0f}" if rec["p99_lat_us"] is not None else "-"
+    print(f"  {a.target:12s} {name:28s} {rec['iops']:10.0f} IOPS {rec['mbps']:8.1f} MB/s "
+          f"lat {rec['mean_lat_us']:8.0f}/{p99:>6s} us  cpu {rec['cpu_us_per_io']:6.1f} us/IO "
+          f"(fio {rec['client_cpu_us_per_io']:.1f} + server {rec['server_cpu_us_per_io']:.1f})",
+          flush=True)
+
+
+def append_record(out, record):
+    with open(os.path.join(out, "records.jsonl"), "a") as f:
+        f.write(json.dumps(record, sort_keys=True) + "\n")
+
+
+def cmd_add_record(a):
+    try:
+        rec = json.loads(a.json)
+    except ValueError as e:
+        die(f"add-record: not JSON ({e}): {a.json!r}")
+    if not isinstance(rec, dict) or "target" not in rec or "workload" not in rec:
+        die(f"add-record: want an object with target and workload, got {a.json!r}")
+    rec.setdefault("kind", "figure")
+    append_record(a.out, rec)
+
+
+# ---------------------------------------------------------------- report
+
+
+def read_records(out):
+    path = os.path.join(out, "records.jsonl")
+    if not os.path.exists(path):
+        return []
+    with open(path) as f:
+        return [json.loads(line) for line in f if line.strip()]
+
+
+def compare(value, op, goal):
+    return {">=": value >= goal, "<=": value <= goal, "<": value < goal, ">": value > goal}[op]
+
+
+def compute_ratios(records):
+    """Ratio records for every goal whose two measurements exist in this run."""
+    meas = {(r["target"], r["workload"]): r for r in records if r["kind"] == "measurement"}
+    out = []
+    for target, versus, workload, metric, op, goal in RATIO_GOALS:
+        a, b = meas.get((target, workload)), meas.get((versus, workload))
+        if not a or not b or not b.get(metric) or a.get(metric) is None:
+            continue
+        ratio = a[metric] / b[metric]
+        out.append({"kind": "ratio", "target": target, "versus": versus, "workload": workload,
+                    "metric": metric, "ratio": round(ratio, 3), "goal": f"{op} {goal:g}",
+                    "met": compare(ratio, op, goal)})
+    # Scaling: CPU per I/O spread across SDS counts, per workload.
+    scaling = {}
+    for r in records:
+        if r["kind"] == "measurement" and r.get("sds"):
+            base = r["workload"].rsplit("-sds", 1)[0]
+            scaling.setdefault(base, []).append(r)
+    for base, rs in sorted(scaling.items()):
+        cpus = [r["cpu_us_per_io"] for r in rs]
+        if len(rs) < 2 or min(cpus) <= 0:
+            continue
+        spread = max(cpus) / min(cpus)
+        out.append({"kind": "ratio", "target": "cairn-nbd", "versus": "cairn-nbd",
+                    "workload": f"scaling-{base}", "metric": "cpu_us_per_io max/min over SDS counts "
+                    + ",".join(str(r["sds"]) for r in sorted(rs, key=lambda r: r["sds"])),
+                    "ratio": round(spread, 3), "goal": f"<= {SCALING_CPU_SPREAD_GOAL:g}",
+                    "met": spread <= SCALING_CPU_SPREAD_GOAL})
+    # Rebuild rate relative to the raw copy rate of the same run.
+    raw_copy = next((r for r in records if r["target"] == "raw" and r["workload"] == "copy-1m"), None)
+    for r in records:
+        if r["workload"] == "rebuild" and raw_copy and r.get("mbps"):
+            ratio = round(r["mbps"] / raw_copy["mbps"], 3)
+            if "ratio_to_raw" not in r:
+                r["ratio_to_raw"] = ratio
+            elif abs(r["ratio_to_raw"] - ratio) > 0.005:
+                # the hook measured its own raw rate: show both, the goal uses the hook's
+                r["ratio_to_bench_raw"] = ratio
+    for r in records:
+        g = FIGURE_GOALS.get(r["workload"])
+        if g and r.get(g[0]) is not None:
+            r["goal"] = f"{g[0]} {g[1]} {g[2]:g}"
+            r["met"] = compare(r[g[0]], g[1], g[2])
+    return out
+
+
+def sh(cmd):
+    try:
+        return subprocess.run(cmd, capture_output=True, text=True, timeout=20).stdout.strip()
+    except (OSError, subprocess.TimeoutExpired):
+        return ""
+
+
+def machine_info():
+    cpu = ""
+    with open("/proc/cpuinfo") as f:
+        for line in f:
+            if line.startswith("model name"):
+                cpu = line.split(":", 1)[1].strip()
+                break
+    with open("/proc/meminfo") as f:
+        mem_kb = int(f.readline().split()[1])
+    return {
+        "cpu_model": cpu,
+        "cores": os.cpu_count(),
+        "memory_gib": round(mem_kb / 1024 / 1024, 1),
+        "kernel": platform.release(),
+        "fio": sh(["fio", "--version"]),
+        "nbdkit": sh(["nbdkit", "--version"]),
+        "ceph": sh(["ceph", "--version"]).split("(")[0].strip(),
+        "cairn_git": sh(["git", "-C", HERE, "describe", "--always", "--dirty"]),
+        "loadavg_end": " ".join(open("/proc/loadavg").read().split()[:3]),
+    }
+
+
+def fmt(v, digits=0):
+    if v is None:
+        return "-"
+    if isinstance(v, float):
+        return f"{v:,.{digits}f}"
+    return str(v)
+
+
+def order_key(r):
+    t = TARGET_ORDER.index(r["target"]) if r["target"] in TARGET_ORDER else 99
+    names = [n for n, _, _ in load_workloads()]
+    base = r["workload"].rsplit("-sds", 1)[0]
+    w = names.index(base) if base in names else 99
+    return (w, r.get("sds") or 0, t)
+
+
+def write_plots(meas, dest, prefix):
+    """IOPS and latency vs queue depth for 4k random reads, one line per target."""
+    gp = shutil.which("gnuplot")
+    if not gp:
+        die("gnuplot not found: apt-get install gnuplot-nox (plots use its pngcairo terminal)")
+    series = {}
+    for r in meas:
+        w = r["workload"]
+        # the iSCSI pair runs under TCG in a guest: its scale is not comparable
+        if w.startswith("randread-4k-qd") and not r.get("sds") and r["target"] not in ("lio-fileio", "cairn-iscsi"):
+            series.setdefault(r["target"], []).append((int(w.rsplit("qd", 1)[1]), r))
+    series = {t: sorted(v, key=lambda x: x[0]) for t, v in series.items() if len(v) >= 2}
+    if not series:
+        return []
+    datdir = os.path.join(dest, prefix + "-plotdata")
+    os.makedirs(datdir, exist_ok=True)
+    targets = sorted(series, key=lambda t: TARGET_ORDER.index(t) if t in TARGET_ORDER else 99)
+    for t in targets:
+        with open(os.path.join(datdir, t + ".dat"), "w") as f:
+            f.write("# qd iops mean_lat_us p99_lat_us\n")
+            for qd, r in series[t]:
+                f.write(f"{qd} {r['iops']} {r['mean_lat_us']} {r['p99_lat_us'] or 'NaN'}\n")
+    iops_png, lat_png = prefix + "-iops-vs-qd.png", prefix + "-latency-vs-qd.png"
+    lines = [
+        "set terminal pngcairo size 900,560 noenhanced",
+        "set logscale x 2", "set xlabel 'queue depth'", "set grid", "set key left top",
+        f"set output '{os.path.join(dest, iops_png)}'",
+        "set title '4k random read: IOPS vs queue depth'", "set ylabel 'IOPS'",
+        "plot " + ", ".join(f"'{datdir}/{t}.dat' using 1:2 with linespoints lw 2 lc {i + 1} title '{t}'"
+                            for i, t in enumerate(targets)),
+        f"set output '{os.path.join(dest, lat_png)}'",
+        "set title '4k random read: latency vs queue depth (solid: mean, dashed: p99)'",
+        "set ylabel 'latency (us)'", "set logscale y",
+        "plot " + ", ".join(
+            f"'{datdir}/{t}.dat' using 1:3 with linespoints lw 2 lc {i + 1} title '{t} mean', "
+            f"'{datdir}/{t}.dat' using 1:4 with linespoints lw 1 dt 2 lc {i + 1} title '{t} p99'"
+            for i, t in enumerate(targets)),
+    ]
+    p = subprocess.run([gp], input="\n".join(lines) + "\n", capture_output=True, text=True, timeout=60)
+    if p.returncode != 0:
+        die(f"gnuplot failed: {p.stderr.strip()}")
+    shutil.rmtree(datdir)
+    return [iops_png, lat_png]
+
+
+def cmd_report(a):
+    records = read_records(a.out)
+    meta_path = os.path.join(a.out, "meta.json")
+    meta = json.load(open(meta_path)) if os.path.exists(meta_path) else {}
+    meta.update(machine_info())
+    ratios = compute_ratios(records)
+    meas = sorted((r for r in records if r["kind"] == "measurement"), key=order_key)
+    figures = [r for r in records if r["kind"] == "figure"]
+    fills = [r for r in records if r["kind"] == "fill"]
+    os.makedirs(a.dest, exist_ok=True)
+
+    with open(os.path.join(a.dest, a.prefix + ".json"), "w") as f:
+        json.dump(meas + figures + ratios, f, indent=1, sort_keys=True)
+        f.write("\n")
+    plots = write_plots(meas, a.dest, a.prefix)
+
+    L = []
+    L.append(f"# Cairn benchmarks ({meta.get('mode', '?')} run)\n")
+    L.append(f"Measured {meta.get('date', '?')} by `tests/bench/run.sh {meta.get('mode', '?')}` "
+             f"(`make bench` / `make bench-smoke`); every target in the same run, with the same fio jobs "
+             f"(`tests/bench/workloads.conf`). Figures: [{a.prefix}.json]({a.prefix}.json).\n")
+    L.append("## Machine and software\n")
+    L.append(f"- CPU: {meta['cpu_model']}, **{meta['cores']} cores**; memory **{meta['memory_gib']} GiB**; "
+             f"kernel {meta['kernel']}")
+    L.append(f"- Storage: files on `{meta.get('workdir_fs', '?')}` (the same filesystem for every target)")
+    L.append(f"- {meta['fio']}; nbdkit {meta['nbdkit'].replace('nbdkit ', '')}; {meta['ceph'] or 'ceph: not installed'}; "
+             f"Cairn {meta['cairn_git'] or '?'}")
+    if meta.get("loadavg_start"):
+        L.append(f"- Load average at start: {meta['loadavg_start']}, at the end: {meta['loadavg_end']}; process priority: nice {meta.get('nice', '?')} "
+                 "(the machine may be shared: `busy %` below is the whole machine's CPU use during each job, "
+                 f"out of {meta['cores'] * 100}%)")
+    L.append("")
+    L.append("## Parameters\n")
+    L.append(f"- Region per target: **{meta.get('size_mib', '?')} MiB**, filled first with 1 MiB sequential "
+             "writes at queue depth 8 (not time based).")
+    L.append(f"- Each job: **{meta.get('ramp_s', '?')} s warm-up** (`ramp_time`, excluded from every figure) "
+             f"then **{meta.get('runtime_s', '?')} s measured** (`runtime`); 1 job, `norandommap`, "
+             "latency = submission to completion.")
+    L.append("- raw: fio `io_uring`, `direct=1` on the backing file. nbdkit-file: nbdkit's file plugin "
+             f"({meta.get('nbdkit_args', '')}) over NBD on 127.0.0.1, fio `nbd` engine. ceph-rbd: "
+             f"{meta.get('ceph_desc', '')}. cairn-nbd: {meta.get('cairn_desc', 'tests/lib/cluster.sh')}, fio `nbd` engine. "
+             "lio-fileio / cairn-iscsi: LIO in a qemu guest (TCG), fio `libiscsi` engine (absolute numbers are "
+             "low under TCG; the ratio counts).")
+    L.append("- CPU per I/O = (fio's user+system time — its whole process tree, all threads, so librbd's "
+             "threads count — + the servers' utime+stime, both from /proc/PID/stat sampled every 0.1 s and "
+             "taken over fio's measured window) / I/Os. Servers: nbdkit; ceph mon+mgr+3 OSDs; all Cairn processes "
+             "(mdm, sds, nbd); the qemu process for the iSCSI targets.")
+    L.append("- MB/s are 10^6 bytes/s. For the mixed job, latency is the I/O-weighted mean and the larger p99 "
+             "of reads and writes.")
+    if fills:
+        L.append("- Fill rate: " + "; ".join(
+            f"{r['target']}{'' if r['workload'] == 'fill' else ' (' + r['workload'][5:] + ')'} {r['mbps']:.0f} MB/s"
+            for r in sorted(fills, key=order_key)))
+    if meta.get("failed"):
+        L.append("- **FAILED in this run** (results incomplete): " + "; ".join(f"{t}: {why}" for t, why in meta["failed"].items()))
+    if meta.get("skipped"):
+        L.append("- **Not measured in this run**: " + "; ".join(f"{t} ({why})" for t, why in meta["skipped"].items()))
+    L.append("")
+    L.append("## Results\n")
+    L.append("| workload | target | IOPS | MB/s | mean lat (µs) | p99 lat (µs) | CPU µs/IO (fio + server) | busy % |")
+    L.append("|---|---|--:|--:|--:|--:|--:|--:|")
+    prev = None
+    for r in (r for r in meas if not r.get("sds")):
+        w = r["workload"] if r["workload"] != prev else ""
+        prev = r["workload"]
+        L.append(f"| {w} | {r['target']} | {fmt(r['iops'])} | {fmt(r['mbps'], 1)} | {fmt(r['mean_lat_us'])} "
+                 f"| {fmt(r['p99_lat_us'])} | {fmt(r['cpu_us_per_io'], 1)} ({fmt(r['client_cpu_us_per_io'], 1)} + "
+                 f"{fmt(r['server_cpu_us_per_io'], 1)}) | {fmt(r['system_busy_pct'])} |")
+    L.append("")
+    scaling = [r for r in meas if r.get("sds")]
+    if scaling:
+        L.append("## Scaling: cairn-nbd with N SDSs, same total number of devices\n")
+        L.append("| SDSs | workload | IOPS | mean lat (µs) | CPU µs/IO (fio + server) | busy % |")
+        L.append("|--:|---|--:|--:|--:|--:|")
+        for r in sorted(scaling, key=lambda r: (r["sds"], order_key(r))):
+            L.append(f"| {r['sds']} | {r['workload'].rsplit('-sds', 1)[0]} | {fmt(r['iops'])} | {fmt(r['mean_lat_us'])} "
+                     f"| {fmt(r['cpu_us_per_io'], 1)} ({fmt(r['client_cpu_us_per_io'], 1)} + "
+                     f"{fmt(r['server_cpu_us_per_io'], 1)}) | {fmt(r['system_busy_pct'])} |")
+        L.append("")
+    if ratios:
+        L.append("## Goals (ratios from this run)\n")
+        L.append("| workload | metric | target / versus | ratio | goal | met |")
+        L.append("|---|---|---|--:|---|---|")
+        for r in ratios:
+            L.append(f"| {r['workload']} | {r['metric']} | {r['target']} / {r['versus']} | {r['ratio']:.2f} "
+                     f"| {r['goal']} | {'yes' if r['met'] else '**no**'} |")
+        L.append("")
+    if figures:
+        L.append("## Other figures\n")
+        L.append("| target | figure | value | goal | met |")
+        L.append("|---|---|---|---|---|")
+        for r in figures:
+            vals = ", ".join(f"{k} {fmt(v, 2) if isinstance(v, float) else v}" for k, v in sorted(r.items())
+                             if k not in ("kind", "target", "workload", "goal", "met", "note"))
+            met = "" if "met" not in r else ("yes" if r["met"] else "**no**")
+            L.append(f"| {r['target']} | {r['workload']} | {vals} | {r.get('goal', '')} | {met} |")
+        L.append("")
+    if plots:
+        L.append("## Plots\n")
+        L.append("Made with gnuplot (Debian's `gnuplot-nox`, pngcairo).\n")
+        for p in plots:
+            L.append(f"![{p}]({p})\n")
+    L.append("## Reproduce\n")
+    L.append("```\nmake bench          # full: all targets, < 20 min\nmake bench-smoke    # raw, nbdkit-file, "
+             "cairn-nbd at QD 1 and 32, < 3 min\n```\nResults go to `tests/bench/out/` unless "
+             "`BENCH_WRITE_DOCS=1` (then `docs/`). See `tests/bench/README.md` for the knobs.")
+    with open(os.path.join(a.dest, a.prefix + ".md"), "w") as f:
+        f.write("\n".join(L) + "\n")
+    print(f"report: {os.path.join(a.dest, a.prefix + '.md')} ({len(meas)} measurements, {len(ratios)} ratios, "
+          f"{len(figures)} figures, {len(plots)} plots)")
+    for r in ratios:
+        print(f"  goal {r['workload']:26s} {r['metric']:14.14s} {r['target']}/{r['versus']} = {r['ratio']:.2f} "
+              f"(goal {r['goal']}): {'met' if r['met'] else 'NOT met'}")
+
+
+def main():
+    # run.sh stops a job with SIGTERM (deadline, Ctrl-C): unwind, so run_fio
+    # kills fio's process group on the way out.
+    signal.signal(signal.SIGTERM, lambda *_: sys.exit(143))
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    sub = ap.add_subparsers(dest="cmd", required=True)
+    p = sub.add_parser("workloads")
+    p.add_argument("suite")
+    p.set_defaults(fn=cmd_workloads)
+    p = sub.add_parser("job")
+    p.add_argument("--fio", default="fio")
+    p.add_argument("--out", required=True)
+    p.add_argument("--target", required=True)
+    p.add_argument("--workload", required=True)
+    p.add_argument("--runtime", type=int, default=8)
+    p.add_argument("--ramp", type=int, default=2)
+    p.add_argument("--size-mib", type=int, required=True)
+    p.add_argument("--pids", default="", help="server pids, space separated")
+    p.add_argument("--sds", type=int, default=0, help="scaling run: number of SDSs")
+    p.add_argument("--timeout", type=int, default=0)
+    p.add_argument("engine", nargs="+", help="engine arguments, after --")
+    p.set_defaults(fn=cmd_job)
+    p = sub.add_parser("add-record")
+    p.add_argument("out")
+    p.add_argument("json")
+    p.set_defaults(fn=cmd_add_record)
+    p = sub.add_parser("report")
+    p.add_argument("out")
+    p.add_argument("dest")
+    p.add_argument("--prefix", default="benchmarks")
+    p.set_defaults(fn=cmd_report)
+    a = ap.parse_args()
+    a.fn(a)
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,166 @@
+#!/usr/bin/python3
+"""Unit tests of bench.py's accounting and ratio logic (run by selftest.sh)."""
+
+import json
+import os
+import subprocess
+import sys
+import tempfile
+import unittest
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+import bench  # noqa: E402
+
+
+class FakeSampler(bench.CPUSampler):
+    """Samples at t=0..10 s: server ticks grow by 50 per second, fio's by 20,
+    the machine is half busy."""
+
+    def __init__(self):
+        super().__init__([])
+        self.samples = [(float(t), 50 * t, 20 * t, 100 * t, 200 * t) for t in range(11)]
+
+
+def fio_dir(ios, iops, bw, mean_ns, p99_ns):
+    return {"total_ios": ios, "iops": iops, "bw_bytes": bw,
+            "lat_ns": {"mean": mean_ns, "percentile": {"99.000000": p99_ns}}}
+
+
+def empty_dir():
+    return {"total_ios": 0, "iops": 0, "bw_bytes": 0, "lat_ns": {"mean": 0}}
+
+
+class TestStatParsing(unittest.TestCase):
+    def test_comm_with_spaces_and_parens(self):
+        # comm "a) (b" must not shift the fields: utime=7, stime=11
+        line = "123 (a) (b) S 1 2 3 4 5 6 7 8 9 10 7 11 0 0 20 0 1 0 100 200 300"
+        self.assertEqual(bench.stat_ticks(line), 18)
+
+    def test_own_process(self):
+        self.assertIsInstance(bench.proc_ticks(os.getpid()), int)
+        self.assertIsNone(bench.proc_ticks(2**22 + 12345))
+
+
+class TestSummarize(unittest.TestCase):
+    def test_window_and_cpu(self):
+        # 4 s measured window ending at t=9: server used 4*50 ticks = 200 ticks.
+        fio = {"jobs": [{"error": 0, "job_runtime": 4000, "usr_cpu": 30.0, "sys_cpu": 20.0,
+                         "read": fio_dir(40000, 10000.0, 40960000, 100000.0, 250000),
+                         "write": empty_dir(), "trim": empty_dir()}]}
+        r = bench.summarize(fio, FakeSampler(), 9.0)
+        self.assertEqual(r["iops"], 10000.0)
+        self.assertEqual(r["mbps"], 40.96)
+        self.assertEqual(r["mean_lat_us"], 100.0)
+        self.assertEqual(r["p99_lat_us"], 250.0)
+        client_us = 80 / bench.HZ / 40000 * 1e6  # 4 s * 20 ticks/s
+        server_us = 200 / bench.HZ / 40000 * 1e6
+        self.assertAlmostEqual(r["fio_thread_cpu_us_per_io"], 0.5 * 4 / 40000 * 1e6)  # fio's 50 %
+        self.assertAlmostEqual(r["client_cpu_us_per_io"], round(client_us, 2))
+        self.assertAlmostEqual(r["server_cpu_us_per_io"], round(server_us, 2))
+        self.assertAlmostEqual(r["cpu_us_per_io"], round(client_us + server_us, 2), places=1)
+        self.assertEqual(r["system_busy_pct"], round(50.0 * os.cpu_count(), 1))
+
+    def test_mixed_job(self):
+        fio = {"jobs": [{"error": 0, "job_runtime": 1000, "usr_cpu": 0.0, "sys_cpu": 0.0,
+                         "read": fio_dir(100, 100.0, 6553600, 1000.0, 5000),
+                         "write": fio_dir(300, 300.0, 9830400, 3000.0, 9000),
+                         "trim": empty_dir()}]}
+        r = bench.summarize(fio, FakeSampler(), 5.0)
+        self.assertEqual(r["iops"], 400.0)
+        self.assertEqual(r["mean_lat_us"], 2.5)  # (100*1 + 300*3) / 400 us
+        self.assertEqual(r["p99_lat_us"], 9.0)   # the larger direction
+        self.assertEqual((r["read_iops"], r["write_iops"]), (100.0, 300.0))
+
+    def test_fio_error_and_no_io(self):
+        base = {"job_runtime": 1000, "usr_cpu": 0, "sys_cpu": 0,
+                "read": empty_dir(), "write": empty_dir(), "trim": empty_dir()}
+        with self.assertRaises(RuntimeError):
+            bench.summarize({"jobs": [dict(base, error=5)]}, FakeSampler(), 5.0)
+        with self.assertRaises(RuntimeError):
+            bench.summarize({"jobs": [dict(base, error=0)]}, FakeSampler(), 5.0)
+
+
+class TestSampler(unittest.TestCase):
+    def test_counts_children_and_servers(self):
+        # a busy child of the client root and a busy "server" must both be counted
+        # each burns 0.5 s of CPU (not of wall time: the machine may be busy)
+        burn = [sys.executable, "-c", "import time\nwhile time.process_time() < 0.5: pass"]
+        server = subprocess.Popen(burn)
+        client = subprocess.Popen(["/bin/sh", "-c", " ".join(f"'{a}'" for a in burn) + "; true"])
+        s = bench.CPUSampler([server.pid], client_root=client.pid, interval=0.05)
+        s.start()
+        client.wait()
+        server.wait()
+        s.stop()
+        t0, t1 = s.samples[0][0], s.samples[-1][0]
+        # the last interval before each exit may be lost (see CPUSampler)
+        self.assertGreater(s.delta(t0, t1, s.SERVER) / bench.HZ, 0.35)
+        self.assertGreater(s.delta(t0, t1, s.CLIENT) / bench.HZ, 0.35)
+
+
+class TestRatios(unittest.TestCase):
+    def m(self, target, workload, **kw):
+        r = {"kind": "measurement", "target": target, "workload": workload}
+        r.update(kw)
+        return r
+
+    def test_goals(self):
+        recs = [
+            self.m("cairn-nbd", "randwrite-4k-qd32", iops=6000.0, cpu_us_per_io=40.0),
+            self.m("ceph-rbd", "randwrite-4k-qd32", iops=1000.0, cpu_us_per_io=100.0),
+            self.m("nbdkit-file", "randwrite-4k-qd32", iops=20000.0),
+            self.m("cairn-nbd", "randread-4k-qd1", mean_lat_us=300.0),
+            self.m("nbdkit-file", "randread-4k-qd1", mean_lat_us=100.0),
+        ]
+        got = {(r["workload"], r["versus"], r["metric"]): r for r in bench.compute_ratios(recs)}
+        r = got[("randwrite-4k-qd32", "ceph-rbd", "iops")]
+        self.assertEqual((r["ratio"], r["met"]), (6.0, True))
+        r = got[("randwrite-4k-qd32", "nbdkit-file", "iops")]
+        self.assertEqual((r["ratio"], r["met"]), (0.3, False))
+        r = got[("randwrite-4k-qd32", "ceph-rbd", "cpu_us_per_io")]
+        self.assertEqual((r["ratio"], r["met"]), (0.4, True))
+        r = got[("randread-4k-qd1", "nbdkit-file", "mean_lat_us")]
+        self.assertEqual((r["ratio"], r["met"]), (3.0, False))
+        # no randread-4k-qd32 measurements: no ratio invented
+        self.assertNotIn(("randread-4k-qd32", "ceph-rbd", "iops"), got)
+
+    def test_scaling_and_rebuild(self):
+        recs = [self.m("cairn-nbd", f"randread-4k-qd32-sds{n}", sds=n, cpu_us_per_io=c)
+                for n, c in ((1, 10.0), (2, 11.0), (3, 13.0), (4, 12.0))]
+        recs.append({"kind": "figure", "target": "raw", "workload": "copy-1m", "mbps": 400.0})
+        recs.append({"kind": "figure", "target": "cairn", "workload": "rebuild", "mbps": 100.0})
+        recs.append({"kind": "figure", "target": "cairn", "workload": "failure-detection", "seconds": 3.2})
+        ratios = bench.compute_ratios(recs)
+        sc = [r for r in ratios if r["workload"] == "scaling-randread-4k-qd32"]
+        self.assertEqual(len(sc), 1)
+        self.assertEqual((sc[0]["ratio"], sc[0]["met"]), (1.3, False))
+        self.assertEqual(recs[-2]["ratio_to_raw"], 0.25)
+        self.assertFalse(recs[-2]["met"])
+        self.assertTrue(recs[-1]["met"])
+
+
+class TestWorkloads(unittest.TestCase):
+    def test_suites(self):
+        names = {s: [n for n, suites, _ in bench.load_workloads() if s in suites]
+                 for s in ("smoke", "full", "iscsi", "scaling")}
+        self.assertEqual(names["smoke"], ["randread-4k-qd1", "randread-4k-qd32",
+                                          "randwrite-4k-qd1", "randwrite-4k-qd32"])
+        for qd in (1, 2, 4, 8, 16, 32, 64, 128):
+            self.assertIn(f"randread-4k-qd{qd}", names["full"])
+        for w in ("randwrite-4k-qd1", "randwrite-4k-qd32", "randrw-64k32k-mix45-qd16",
+                  "seqwrite-1m-qd8", "seqread-1m-qd8"):
+            self.assertIn(w, names["full"])
+
+    def test_fio_accepts_every_job(self):
+        # fio parses each job definition (null engine, no I/O): catches typos
+        # in workloads.conf before a 20 minute run does.
+        with tempfile.TemporaryDirectory() as d:
+            for name, _, args in bench.load_workloads():
+                cmd = ["fio", "--parse-only", f"--name={name}", "--ioengine=null", "--size=1m",
+                       f"--filename={d}/x"] + bench.COMMON_FIO_ARGS + args
+                p = subprocess.run(cmd, capture_output=True, text=True, timeout=30)
+                self.assertEqual(p.returncode, 0, f"{name}: {p.stderr}")
+
+
+if __name__ == "__main__":
+    unittest.main()
