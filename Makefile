@@ -23,7 +23,13 @@ demo-stop:
 
 ## test: the whole default suite (what CI runs); each suite prints its time
 test:
-	@scripts/run-suites.sh test-go test-integration test-plugin test-packer test-lio
+	@scripts/run-suites.sh test-go test-integration test-plugin test-packer test-e2e test-lio
+
+# vCenter simulator -> plan -> deploy of 4 SVMs running the real daemons in
+# network namespaces -> VMFS datastore on 4 hosts -> rolling maintenance under
+# fio verify -> an SVM that does not come back, then resume. Needs root.
+test-e2e: build
+	tests/e2e/run.sh
 
 test-packer:
 	$(MAKE) -C packer test

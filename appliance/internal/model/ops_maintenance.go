@@ -391,6 +391,25 @@ func (m *maintSnapshot) checkEnter(set []SDS, mode, fsName string) ([]string, er
 			"bring the partner SDSs up and let rebuilds finish (`cairnctl system info`), or put fewer SDSs into maintenance at once",
 			what, plural(noCopy, "placement group"), example)
 	}
+	if mode == MaintenanceProtected {
+		// Protected mode builds a second complete copy off the set before
+		// anything leaves: that needs two running fault domains outside it.
+		domains := map[string]bool{}
+		for _, x := range m.sdss {
+			if _, live := m.live[x.ID]; !live || in[x.ID] || x.State != SDSNormal {
+				continue
+			}
+			fd := x.FaultSetID
+			if fd == "" {
+				fd = "sds:" + x.ID
+			}
+			domains[fd] = true
+		}
+		if len(domains) < 2 {
+			return nil, invalidf("%s cannot enter protected maintenance: only %d running fault domain(s) would remain to hold two copies; "+
+				"bring the other SDSs up (or out of maintenance) first, or use --mode instant", what, len(domains))
+		}
+	}
 	if busy > 0 {
 		return nil, invalidf("%s cannot enter instant maintenance: %s holding its data are still being rebuilt or resynced; "+
 			"wait for rebuild to finish: cairnctl system info (or use --mode protected)", what, plural(busy, "placement group"))

@@ -168,6 +168,12 @@ func (h *healer) fill(ctx context.Context, id string, ref pgRef, pgCount int, ta
 	}
 	defer func() { <-h.sem }()
 	log := h.s.log.With("pool", ref.pool, "pg", ref.pg, "target", target.DeviceID, "mode", target.State)
+	// Writes already holding a range may have been routed by a map that
+	// did not list this copy: wait for them, so that what is listed (or
+	// tracked) below includes them. Later writes see the copy in the map.
+	if err := h.s.locks.barrier(ctx); err != nil {
+		return
+	}
 	var todo []chunkKey
 	delta := false
 	var drop []chunkKey

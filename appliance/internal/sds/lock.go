@@ -1,6 +1,9 @@
 package sds
 
-import "sync"
+import (
+	"context"
+	"sync"
+)
 
 // rangeLocks serialises overlapping operations on a chunk. The primary
 // holds a range for the whole of a mutating operation, local write and
@@ -65,4 +68,25 @@ func (l *rangeLocks) unlock(k chunkKey, h *heldRange) {
 	}
 	l.mu.Unlock()
 	close(h.done)
+}
+
+// barrier waits until every range held at the time of the call has been
+// released. Ranges taken afterwards are not waited for.
+func (l *rangeLocks) barrier(ctx context.Context) error {
+	l.mu.Lock()
+	var waits []chan struct{}
+	for _, cl := range l.chunks {
+		for _, h := range cl.held {
+			waits = append(waits, h.done)
+		}
+	}
+	l.mu.Unlock()
+	for _, w := range waits {
+		select {
+		case <-w:
+		case <-ctx.Done():
+			return ctx.Err()
+		}
+	}
+	return nil
 }

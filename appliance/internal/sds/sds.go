@@ -760,6 +760,16 @@ func (c *chunkRequest) mutate(ctx context.Context, fwd *wire.Request, local func
 func (c *chunkRequest) mutateLocked(ctx context.Context, fwd *wire.Request, local func() error) (wire.Response, func()) {
 	var targets, away []model.CopyRef
 	if c.primary {
+		// Re-read the route now that the range is held: the copies to
+		// reach are those of the current map, not of the map the request
+		// was routed with. A fill takes the same locks, so every write
+		// either completes before a chunk is sent to a new copy, or sees
+		// the new copy in the map and reaches it itself.
+		fresh, ok := c.s.cat.ChunkRoute(c.key.vol, c.key.chunk, placement.PG)
+		if !ok || len(fresh.Copies) == 0 || fresh.Copies[0].SDSID != c.s.id || fresh.Copies[0].State != model.CopyReady {
+			return wire.Response{Status: wire.StatusStaleEpoch, Epoch: max(fresh.Epoch, c.req.Epoch+1)}, nil
+		}
+		c.route = fresh
 		for _, cp := range c.route.Copies[1:] {
 			if cp.Active() {
 				targets = append(targets, cp)
@@ -814,7 +824,7 @@ func (c *chunkRequest) forward(ctx context.Context, fwd *wire.Request, to model.
 	}
 	r := *fwd
 	r.Flags |= wire.FlagReplica
-	r.Epoch = c.req.Epoch
+	r.Epoch = max(c.req.Epoch, c.route.Epoch)
 	fctx, cancel := context.WithTimeout(ctx, 5*time.Second)
 	defer cancel()
 	_, err := c.s.cl.Peer(addr).Do(fctx, &r, nil)

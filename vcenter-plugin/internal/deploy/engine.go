@@ -285,6 +285,7 @@ func (r *run) svm(ctx context.Context, dc *object.Datacenter, h *plan.Host) erro
 			return "", fmt.Errorf("clone %s to %s/%s: %w", r.p.Template, h.Name, local.Name, err)
 		}
 		vm = object.NewVirtualMachine(r.VC, res.Result.(types.ManagedObjectReference))
+		vm.InventoryPath = name // for messages (vm.Name())
 		return "cloned " + vm.Reference().Value + " on " + local.Name, nil
 	}); err != nil {
 		return err
@@ -548,9 +549,27 @@ func (r *run) bootstrap(ctx context.Context, api gateway.API) error {
 			return err
 		}
 		if err := r.step("cluster/devices/"+h.Name, "bootstrap", h.Name, func() (string, error) {
-			sds, err := api.GetSDS(ctx, name)
-			if err != nil {
-				return "", err
+			// The gateway asks the SDS to prepare each device, so the
+			// SDS must be up: a freshly created SDS starts serving only
+			// once it has read its record (a moment after CreateSDS).
+			var sds *gateway.SDS
+			deadline := time.Now().Add(r.ReadyTimeout)
+			for {
+				var err error
+				if sds, err = api.GetSDS(ctx, name); err != nil {
+					return "", err
+				}
+				if sds.Up {
+					break
+				}
+				if time.Now().After(deadline) {
+					return "", fmt.Errorf("sds %s (%s) is not up after %s: check `cairn sds` in the SVM on %s (journalctl -u cairn-sds), then resume", name, sds.Address, r.ReadyTimeout, h.Name)
+				}
+				select {
+				case <-ctx.Done():
+					return "", ctx.Err()
+				case <-time.After(r.PollInterval):
+				}
 			}
 			devs, err := api.ListDevices(ctx)
 			if err != nil {

@@ -54,7 +54,27 @@ type SDS struct {
 	Address    string `json:"address"`
 	State      string `json:"state"`
 	Up         bool   `json:"up"` // holds its liveness lease
+	// Maintenance is the gateway's view of the SDS's maintenance progress
+	// (nil from gateways that predate it).
+	Maintenance *SDSMaintenanceView `json:"maintenance,omitempty"`
 }
+
+// SDSMaintenanceView is the SDS view's "maintenance" object.
+type SDSMaintenanceView struct {
+	Mode  string `json:"mode"`  // MaintenanceInstant, MaintenanceProtected or ""
+	State string `json:"state"` // MaintEntering, MaintIn, MaintResyncing or ""
+}
+
+// Maintenance progress states (SDSMaintenanceView.State).
+const (
+	// MaintEntering: some of the SDS's copies are still served or being
+	// filled elsewhere: do not shut it down yet.
+	MaintEntering = "entering"
+	// MaintIn: nothing depends on the SDS any more: safe to shut down.
+	MaintIn = "in-maintenance"
+	// MaintResyncing: back from maintenance, copies still resync.
+	MaintResyncing = "resyncing"
+)
 
 type Device struct {
 	ID       string `json:"id"`

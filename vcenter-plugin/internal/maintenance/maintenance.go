@@ -433,6 +433,12 @@ func (r *roll) enterSDS(ctx context.Context, unit []string) error {
 			if s.State == gateway.SDSNormal {
 				return false, "sds " + name + " has not entered maintenance", nil
 			}
+			// Shutting the SVM down is safe only once the leader has
+			// moved every copy away from it (protected mode builds
+			// extra copies first).
+			if m := s.Maintenance; m != nil && m.Mode != "" && m.State != gateway.MaintIn {
+				return false, fmt.Sprintf("sds %s is still %s maintenance (%s): its copies are being moved", name, m.State, m.Mode), nil
+			}
 		}
 		return true, "", nil
 	}, "check the gateway's events for why the SDS cannot leave")

@@ -177,12 +177,21 @@ func (w *guestWatcher) handle(ctx context.Context, ev powerEvent) {
 		current = vm.Runtime.PowerState
 		svm, isSVM = describeSVM(sctx, vm)
 	})
-	if current != ev.state {
-		return // superseded by a later change, which is queued too
-	}
 	log := k.log.With("vm", svm.Name, "host", svm.Host)
 	hctx, cancel := context.WithTimeout(ctx, k.opts.BootTimeout)
 	defer cancel()
+	if current != ev.state {
+		// Superseded by a later change, which is queued too. A power-off
+		// still reaches the guest: after a quick power cycle (a reset, or
+		// a shutdown then power-on) the guest's daemons must have stopped
+		// before the next start.
+		if isSVM && ev.state != types.VirtualMachinePowerStatePoweredOn {
+			if err := k.opts.Guest.PoweredOff(hctx, svm); err != nil {
+				log.Warn("power-off hook failed", "err", err)
+			}
+		}
+		return
+	}
 	switch ev.state {
 	case types.VirtualMachinePowerStatePoweredOn:
 		report := GuestReport{GuestInfo: map[string]string{}}

@@ -19,15 +19,17 @@ import (
 )
 
 type recordingHooks struct {
-	mu  sync.Mutex
-	on  []vcsimkit.SVM
-	off []string
+	mu     sync.Mutex
+	on     []vcsimkit.SVM
+	off    []string
+	events []string // "on" and "off", in order
 }
 
 func (r *recordingHooks) PoweredOn(ctx context.Context, s vcsimkit.SVM) (vcsimkit.GuestReport, error) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	r.on = append(r.on, s)
+	r.events = append(r.events, "on")
 	return vcsimkit.GuestReport{GuestInfo: map[string]string{vcsimkit.ReadyKey: "ready"}}, nil
 }
 
@@ -35,6 +37,7 @@ func (r *recordingHooks) PoweredOff(ctx context.Context, s vcsimkit.SVM) error {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	r.off = append(r.off, s.Name)
+	r.events = append(r.events, "off")
 	return nil
 }
 
@@ -196,6 +199,36 @@ func TestKit(t *testing.T) {
 		t.Fatalf("power-off hook saw %v", hooks.off)
 	}
 	hooks.mu.Unlock()
+
+	// A reset (power-off then power-on in one task) reaches the guest as
+	// off then on, even when the off is superseded before the hook worker
+	// sees it: the guest's daemons must stop before they start again.
+	for _, step := range []func(context.Context) (*object.Task, error){vm.PowerOn, vm.Reset} {
+		task, err := step(ctx)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := task.Wait(ctx); err != nil {
+			t.Fatal(err)
+		}
+		if err := kit.WaitIdle(ctx); err != nil {
+			t.Fatal(err)
+		}
+	}
+	hooks.mu.Lock()
+	if got := strings.Join(hooks.events, ","); got != "on,off,on,off,on" {
+		t.Fatalf("hooks after power-on and reset: %s", got)
+	}
+	hooks.mu.Unlock()
+	if task, err = vm.PowerOff(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if err := task.Wait(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if err := kit.WaitIdle(ctx); err != nil {
+		t.Fatal(err)
+	}
 
 	// --- iSCSI, LUN discovery, VMFS shared by the hosts that see the LUN.
 	var hs []*hoststorage.Host

@@ -1,0 +1,113 @@
+#!/usr/bin/env bash
+# End-to-end test of the vCenter plugin with real Cairn daemons (make test-e2e):
+#
+#   simulated vCenter (4 ESXi hosts, govmomi simulator + vcsimkit, on the core
+#   namespace's 127.0.0.1) -> deployment plan -> deploy engine clones and powers
+#   on 4 SVMs; each power-on runs tests/e2e/svm-hook.sh, which starts the real
+#   daemons of that SVM in its own network namespace at the SVM's address
+#   (file-backed devices stand for its RDMs); power-off stops them -> cluster
+#   healthy through the real gateway -> a volume -> a VMFS datastore on all 4
+#   hosts -> rolling maintenance over the 4 hosts while fio (nbd engine,
+#   verify=crc32c) writes through `cairn nbd` -> a second roll in which an SVM
+#   does not come back (its power-on hook fails): the roll stops with a clear
+#   message; the resume after the fix completes it.
+#
+# The driver is vcenter-plugin/e2e (Go); it runs in the namespace
+# <prefix>-core (10.232.0.1/24) so it reaches the SVMs (10.232.0.11-14) over
+# a bridge in <prefix>-hub. The root namespace gets no address, no route.
+#
+# Environment: E2E_SECOND_MODE=protected runs the second roll (the one with
+# the failure) in protected SDS maintenance (default instant); E2E_KEEP=1 keeps the state directory (logs, plan, engine
+# state) after the run; CAIRN_CACHE is not used (nothing is downloaded).
+# Needs root (network namespaces), iproute2, fio, openssl.
+set -uo pipefail
+
+ROOT=$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)
+BIN=$ROOT/appliance/bin
+HOOK=$ROOT/tests/e2e/svm-hook.sh
+PREFIX=cairne2e-$$
+BUDGET=${E2E_TIMEOUT:-420} # seconds for the driver (the build comes on top)
+
+passed=0 failed=0
+say() { echo "[$(date +%H:%M:%S)] $*"; }
+finish() { echo "$passed passed, $failed failed"; [ "$failed" -eq 0 ]; exit $?; }
+
+for tool in ip fio openssl go; do
+	command -v "$tool" >/dev/null || { echo "FAIL $tool is not installed"; failed=1; finish; }
+done
+[ "$(id -u)" -eq 0 ] || { echo "FAIL the e2e needs root (network namespaces)"; failed=1; finish; }
+
+STATE=$(mktemp -d "${TMPDIR:-/tmp}/cairn-e2e.XXXXXX")
+chmod 755 "$STATE"
+
+cleanup() {
+	local f pid ns n
+	# Daemons of the SVMs, by the pids the hook recorded, then anything
+	# left in our namespaces.
+	for f in "$STATE"/svm/*/pids/*.pid "$STATE"/pids-nbd; do
+		[ -e "$f" ] || continue
+		kill -TERM "$(cat "$f")" 2>/dev/null || true
+	done
+	for ns in $(ip netns list 2>/dev/null | awk -v p="$PREFIX-" 'index($1, p) == 1 { print $1 }'); do
+		for n in 1 2 3 4 5 6 7 8 9 10; do
+			[ -z "$(ip netns pids "$ns" 2>/dev/null)" ] && break
+			sleep 0.2
+		done
+		for pid in $(ip netns pids "$ns" 2>/dev/null); do kill -KILL "$pid" 2>/dev/null || true; done
+		ip netns del "$ns" 2>/dev/null || true
+	done
+	if [ "${E2E_KEEP:-0}" = 1 ]; then
+		echo "state kept in $STATE"
+	else
+		rm -rf "$STATE"
+	fi
+}
+trap cleanup EXIT
+trap 'echo "interrupted"; exit 130' INT TERM
+
+t0=$(date +%s)
+say "phase build"
+if ! out=$(cd "$ROOT" && nice make --no-print-directory build 2>&1 && cd vcenter-plugin && nice go build -o "$STATE/e2e" ./e2e 2>&1); then
+	echo "$out"
+	echo "FAIL build"
+	failed=1
+	finish
+fi
+echo "=== phase build: $(($(date +%s) - t0)) s"
+
+say "phase network: namespaces $PREFIX-{hub,core}"
+ip netns add "$PREFIX-hub" && ip netns add "$PREFIX-core" &&
+	ip -n "$PREFIX-hub" link set lo up && ip -n "$PREFIX-core" link set lo up &&
+	ip -n "$PREFIX-hub" link add br0 type bridge && ip -n "$PREFIX-hub" link set br0 up &&
+	ip -n "$PREFIX-hub" link add core type veth peer name eth0 netns "$PREFIX-core" &&
+	ip -n "$PREFIX-hub" link set core master br0 up &&
+	ip -n "$PREFIX-core" addr add 10.232.0.1/24 dev eth0 && ip -n "$PREFIX-core" link set eth0 up ||
+	{ echo "FAIL cannot create the network namespaces"; failed=1; finish; }
+
+say "phase driver (budget ${BUDGET} s)"
+E2E_STATE=$STATE E2E_PREFIX=$PREFIX CAIRN_BIN=$BIN \
+	timeout --signal=TERM --kill-after=10 "$BUDGET" \
+	ip netns exec "$PREFIX-core" "$STATE/e2e" -state "$STATE" -hook "$HOOK" -bin "$BIN" \
+	-second-mode "${E2E_SECOND_MODE:-instant}" -timeout "$((BUDGET - 15))s" 2>&1 | tee "$STATE/driver.out"
+rc=${PIPESTATUS[0]}
+summary=$(grep -E '^[0-9]+ passed, [0-9]+ failed$' "$STATE/driver.out" | tail -n 1)
+if [ -n "$summary" ]; then
+	read -r p _ f _ <<<"$summary"
+	passed=$((passed + p)) failed=$((failed + f))
+fi
+if [ "$rc" -ne 0 ] && [ "$failed" -eq 0 ]; then
+	echo "FAIL the driver exited with status $rc"
+	failed=$((failed + 1))
+fi
+if [ "$failed" -ne 0 ]; then
+	echo "--- last engine events ($STATE/e2e.log)"
+	tail -n 25 "$STATE/e2e.log" 2>/dev/null
+	for f in "$STATE"/svm/*/logs/*.log; do
+		[ -e "$f" ] || continue
+		echo "--- $f (tail)"
+		tail -n 5 "$f"
+	done
+fi
+echo "=== total: $(($(date +%s) - t0)) s"
+sed -i '/^[0-9]* passed, [0-9]* failed$/d' "$STATE/driver.out"
+finish

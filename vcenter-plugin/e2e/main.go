@@ -1,0 +1,667 @@
+// Command e2e is the end-to-end test of the vCenter plugin against real
+// Cairn daemons (tests/e2e/run.sh starts it inside the harness's "core"
+// network namespace): a simulated 4-host vCenter whose SVMs are network
+// namespaces running the real daemons (tests/e2e/svm-hook.sh), a deployment
+// plan, the deploy engine, a VMFS datastore on all hosts, rolling
+// maintenance under fio, then an SVM that does not come back and a resume.
+//
+// It prints one "ok"/"FAIL" line per check, each phase's time, and ends
+// with "N passed, M failed"; the exit status is non-zero on any failure.
+package main
+
+import (
+	"context"
+	"encoding/json"
+	"flag"
+	"fmt"
+	"log/slog"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"slices"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"syscall"
+	"time"
+
+	"github.com/vmware/govmomi/vim25"
+
+	"github.com/cairn-storage/cairn/vcenter-plugin/internal/datastore"
+	"github.com/cairn-storage/cairn/vcenter-plugin/internal/deploy"
+	"github.com/cairn-storage/cairn/vcenter-plugin/internal/gateway"
+	"github.com/cairn-storage/cairn/vcenter-plugin/internal/inventory"
+	"github.com/cairn-storage/cairn/vcenter-plugin/internal/maintenance"
+	"github.com/cairn-storage/cairn/vcenter-plugin/internal/plan"
+	"github.com/cairn-storage/cairn/vcenter-plugin/internal/progress"
+	"github.com/cairn-storage/cairn/vcenter-plugin/internal/vcsimkit"
+)
+
+const (
+	system   = "e2e"
+	volume   = "e2e-vol1"
+	fioHost  = "fio-client"
+	nbdAddr  = "127.0.0.1:10809"
+	svmCIDR  = "10.232.0.0/24" // the harness bridge's subnet; core is .1
+	dataCIDR = "10.233.0.0/24" // the hosts' (simulated) iSCSI vmkernel ports only
+)
+
+type harness struct {
+	state, hook, bin string
+	fioSize          string
+	secondMode       string
+	api              gateway.API // once deployed
+	passed, failed   int
+	log              *progress.Log
+	slog             *slog.Logger
+}
+
+func (h *harness) ok(format string, a ...any) {
+	h.passed++
+	fmt.Printf("ok   %s\n", fmt.Sprintf(format, a...))
+}
+
+func (h *harness) fail(format string, a ...any) {
+	h.failed++
+	fmt.Printf("FAIL %s\n", fmt.Sprintf(format, a...))
+}
+
+func (h *harness) check(cond bool, format string, a ...any) bool {
+	if cond {
+		h.ok(format, a...)
+	} else {
+		h.fail(format, a...)
+	}
+	return cond
+}
+
+// phase runs f, prints its time; a phase error is a failure and stops the run.
+func (h *harness) phase(name string, f func() error) error {
+	fmt.Printf("=== phase %s\n", name)
+	t0 := time.Now()
+	err := f()
+	fmt.Printf("=== phase %s: %.1f s\n", name, time.Since(t0).Seconds())
+	if err != nil {
+		h.fail("%s: %v", name, err)
+	}
+	return err
+}
+
+// lazyLUNs answers the simulated hosts' rescans from the real gateway once
+// the deploy engine has connected to it.
+type lazyLUNs struct {
+	p atomic.Pointer[vcsimkit.GatewayLUNs]
+}
+
+func (l *lazyLUNs) LUNsFor(ctx context.Context, iqn string, targets []string) ([]vcsimkit.LUN, error) {
+	g := l.p.Load()
+	if g == nil {
+		return nil, nil
+	}
+	return g.LUNsFor(ctx, iqn, targets)
+}
+
+func main() {
+	h := &harness{}
+	flag.StringVar(&h.state, "state", "", "state directory (required)")
+	flag.StringVar(&h.hook, "hook", "", "SVM hook script (tests/e2e/svm-hook.sh)")
+	flag.StringVar(&h.bin, "bin", "", "directory of the cairn binaries")
+	flag.StringVar(&h.fioSize, "fio-size", "48m", "bytes each fio pass writes then verifies")
+	flag.StringVar(&h.secondMode, "second-mode", gateway.MaintenanceInstant, "SDS maintenance mode of the second roll (the first is instant)")
+	timeout := flag.Duration("timeout", 7*time.Minute, "bound on the whole run")
+	flag.Parse()
+	if h.state == "" || h.hook == "" || h.bin == "" {
+		fmt.Fprintln(os.Stderr, "usage: e2e -state DIR -hook svm-hook.sh -bin appliance/bin")
+		os.Exit(2)
+	}
+	for _, d := range []string{"vcsim", "ovfenv", "plugin", "svm"} {
+		if err := os.MkdirAll(filepath.Join(h.state, d), 0o755); err != nil {
+			fmt.Fprintln(os.Stderr, err)
+			os.Exit(2)
+		}
+	}
+	lf, err := os.Create(filepath.Join(h.state, "e2e.log"))
+	if err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		os.Exit(2)
+	}
+	defer lf.Close()
+	h.slog = slog.New(slog.NewTextHandler(lf, &slog.HandlerOptions{Level: slog.LevelInfo}))
+	h.log = progress.NewLog(100000, h.slog)
+
+	ctx, cancel := context.WithTimeout(context.Background(), *timeout)
+	defer cancel()
+	err = h.run(ctx)
+	if err != nil && h.api != nil {
+		h.dump(context.Background())
+	}
+	if err != nil {
+		fmt.Printf("stopped: %v (engine events: %s; daemon logs: %s/svm/*/logs)\n", err, lf.Name(), h.state)
+	}
+	fmt.Printf("%d passed, %d failed\n", h.passed, h.failed)
+	if h.failed > 0 || err != nil {
+		os.Exit(1)
+	}
+}
+
+func (h *harness) run(ctx context.Context) error {
+	luns := &lazyLUNs{}
+	var kit *vcsimkit.Kit
+	var vc *vim25.Client
+	if err := h.phase("simulator", func() error {
+		var err error
+		kit, err = vcsimkit.Start(vcsimkit.Options{
+			Hosts: 4, DisksPerHost: 2, Dir: filepath.Join(h.state, "vcsim"), Template: "cairn-svm",
+			ExtraTemplateProperties: plan.OptionalProperties,
+			LUNs:                    luns,
+			Guest: vcsimkit.CommandHooks{Start: []string{h.hook, "start"}, Stop: []string{h.hook, "stop"},
+				Dir: filepath.Join(h.state, "ovfenv")},
+			BootTimeout: 2 * time.Minute,
+			Logger:      h.slog.With("component", "vcsim"),
+		})
+		if err != nil {
+			return err
+		}
+		c, err := kit.Client(ctx)
+		if err != nil {
+			return err
+		}
+		vc = c.Client
+		h.ok("simulated vCenter at %s with %d hosts", kit.URL, len(kit.HostNames()))
+		return nil
+	}); err != nil {
+		return err
+	}
+	defer kit.Close()
+
+	var p *plan.Plan
+	if err := h.phase("plan", func() error {
+		inv, err := inventory.Collect(ctx, vc)
+		if err != nil {
+			return err
+		}
+		p, err = plan.Suggest(inv, vcsimkit.Datacenter, system, "cairn-svm", svmCIDR, dataCIDR)
+		if err != nil {
+			return err
+		}
+		if len(p.Hosts) != 4 {
+			return fmt.Errorf("suggested %d hosts, want 4", len(p.Hosts))
+		}
+		// 3 MDM members on hosts 1-3, an SDS and a target on every host,
+		// the gateway on host 4: it is powered on last, when the MDM
+		// members that form its quorum already run.
+		for i := range p.Hosts {
+			roles := []string{plan.RoleSDS, plan.RoleTarget}
+			if i < 3 {
+				roles = append([]string{plan.RoleMDM}, roles...)
+			} else {
+				roles = append(roles, plan.RoleGateway)
+			}
+			p.Hosts[i].Roles = roles
+		}
+		p.MaintenanceMode = gateway.MaintenanceInstant
+		if err := plan.Validate(p, inv).Err(); err != nil {
+			return fmt.Errorf("plan does not validate: %w", err)
+		}
+		b, _ := json.MarshalIndent(p, "", "  ")
+		if err := os.WriteFile(filepath.Join(h.state, "plan.json"), b, 0o600); err != nil {
+			return err
+		}
+		h.ok("plan: 4 SVMs, MDM members %s, gateway %s, %d fault sets", strings.Join(p.MDMMembers(), ","), p.Gateway().SVMIP, len(p.FaultSets()))
+		return nil
+	}); err != nil {
+		return err
+	}
+
+	var api gateway.API
+	if err := h.phase("deploy", func() error {
+		eng := &deploy.Engine{VC: vc, StateDir: filepath.Join(h.state, "plugin"), Log: h.log,
+			ReadyTimeout: time.Minute, PollInterval: 300 * time.Millisecond,
+			DevicePath: func(host string, d plan.Device, _ map[string]string) (string, error) {
+				if d.Mode != plan.ModeRDM {
+					return "", fmt.Errorf("the e2e backs RDMs only, not %s", d.Mode)
+				}
+				return filepath.Join(h.state, "svm", p.SVMName(host), "disks", d.Disk+".img"), nil
+			},
+			Gateway: func(cfg gateway.Config) (gateway.API, error) {
+				c, err := gateway.NewHTTPClient(cfg)
+				if err != nil {
+					return nil, err
+				}
+				api, h.api = c, c
+				luns.p.Store(&vcsimkit.GatewayLUNs{API: c})
+				return c, nil
+			}}
+		if err := eng.Deploy(ctx, p); err != nil {
+			return err
+		}
+		h.ok("deploy engine: 4 SVMs cloned, configured, powered on, cluster bootstrapped, iSCSI wired")
+		return nil
+	}); err != nil {
+		return err
+	}
+
+	if err := h.phase("healthy", func() error {
+		sys, err := waitHealthy(ctx, api, 90*time.Second)
+		if err != nil {
+			return err
+		}
+		h.check(sys.Health.SDSs == 4 && sys.Health.SDSsUp == 4, "cluster %s healthy through the real gateway: %d/%d SDSs up, raw %d GiB",
+			sys.System.Name, sys.Health.SDSsUp, sys.Health.SDSs, sys.Capacity.Raw>>30)
+		devs, err := api.ListDevices(ctx)
+		if err != nil {
+			return err
+		}
+		h.check(len(devs) == 8, "8 devices (2 RDMs per SVM) in the pool: %d", len(devs))
+		return nil
+	}); err != nil {
+		return err
+	}
+
+	if err := h.phase("datastore", func() error {
+		eng := &datastore.Engine{VC: vc, API: api, Log: h.log, RescanTimeout: time.Minute, PollInterval: 300 * time.Millisecond}
+		res, err := eng.Create(ctx, datastore.Request{Datacenter: vcsimkit.Datacenter, Volume: volume, Pool: p.StoragePool.Name,
+			SizeGiB: 1, Thin: true, Hosts: kit.HostNames()})
+		if err != nil {
+			return err
+		}
+		v, err := api.GetVolume(ctx, volume)
+		if err != nil {
+			return err
+		}
+		h.check(v.WWN == res.WWN && len(v.Mappings) == 4, "volume %s (naa.%s) mapped to the 4 hosts' IQNs in the real cluster", volume, v.WWN)
+		inv, err := inventory.Collect(ctx, vc)
+		if err != nil {
+			return err
+		}
+		for _, name := range kit.HostNames() {
+			ih, _ := inv.Host(name)
+			found := false
+			for _, ds := range ih.Datastores {
+				found = found || (ds.Name == volume && ds.Type == "VMFS" && !ds.Local)
+			}
+			h.check(found, "host %s mounts VMFS datastore %s", name, volume)
+		}
+		return nil
+	}); err != nil {
+		return err
+	}
+
+	var fio *fioLoop
+	if err := h.phase("fio-start", func() error {
+		if _, err := api.CreateHost(ctx, gateway.HostSpec{Name: fioHost, Type: "nbd"}); err != nil {
+			return err
+		}
+		if err := api.MapVolume(ctx, volume, fioHost); err != nil {
+			return err
+		}
+		var err error
+		fio, err = h.startFIO(ctx, p)
+		return err
+	}); err != nil {
+		return err
+	}
+	defer fio.kill()
+
+	mcfg := func(ready time.Duration, patched *[][]string, inject func([]string)) *maintenance.Engine {
+		return &maintenance.Engine{VC: vc, API: api, Log: h.log, StateDir: filepath.Join(h.state, "plugin"),
+			ShutdownTimeout: time.Minute, ReadyTimeout: ready, ResyncTimeout: 3 * time.Minute, PollInterval: 300 * time.Millisecond,
+			Patch: func(ctx context.Context, hosts []string) error {
+				// At the patch step exactly this unit's host is in
+				// maintenance mode and exactly its SDS in SDS maintenance.
+				inMM, err := hostsInMaintenance(ctx, vc)
+				if err != nil {
+					return err
+				}
+				if err := kit.WaitIdle(ctx); err != nil { // the SVM's guest hooks have run
+					return err
+				}
+				if slices.Contains(hosts, p.Gateway().Name) {
+					// The only gateway is down with its SVM: the roll does
+					// not need it until the SVM is back.
+					_, gerr := api.System(ctx)
+					h.check(slices.Equal(inMM, hosts) && gerr != nil, "patching %v: hosts in maintenance mode %v, the gateway on it is down with its SVM (%v)", hosts, inMM, gerr)
+					*patched = append(*patched, hosts)
+					if inject != nil {
+						inject(hosts)
+					}
+					return nil
+				}
+				sdss, err := api.ListSDS(ctx)
+				if err != nil {
+					return err
+				}
+				var inSDS []string
+				for _, s := range sdss {
+					if s.State != gateway.SDSNormal {
+						inSDS = append(inSDS, s.Name)
+					}
+				}
+				var want []string
+				for _, x := range hosts {
+					want = append(want, deploy.SDSName(x))
+				}
+				h.check(slices.Equal(inMM, hosts) && slices.Equal(inSDS, want), "patching %v: hosts in maintenance mode %v, SDSs in maintenance %v", hosts, inMM, inSDS)
+				for _, x := range hosts {
+					s, err := api.GetSDS(ctx, deploy.SDSName(x))
+					if err != nil {
+						return err
+					}
+					h.check(!s.Up, "while %s is patched its SVM is down: sds %s up=%v", x, s.Name, s.Up)
+				}
+				*patched = append(*patched, hosts)
+				if inject != nil {
+					inject(hosts)
+				}
+				return nil
+			}}
+	}
+	allHosts := kit.HostNames()
+	req := maintenance.Request{By: maintenance.ByHost, Mode: gateway.MaintenanceInstant}
+
+	if err := h.phase("rolling-maintenance", func() error {
+		var patched [][]string
+		seq := h.lastSeq()
+		if err := mcfg(90*time.Second, &patched, nil).Run(ctx, p, req); err != nil {
+			return err
+		}
+		h.check(fmt.Sprint(patched) == fmt.Sprint(units(allHosts)), "patched one host at a time in order: %v", patched)
+		h.checkOrder(seq, allHosts)
+		h.check(fio.passes.Load() > 0 && fio.failures.Load() == 0, "fio during the roll: %d verified passes, %d failures so far", fio.passes.Load(), fio.failures.Load())
+		_, err := waitHealthy(ctx, api, 30*time.Second)
+		return err
+	}); err != nil {
+		return err
+	}
+
+	failHost := allHosts[1]
+	failFlag := filepath.Join(h.state, "fail-boot", failHost)
+	if err := h.phase("failure-injection ("+h.secondMode+" maintenance)", func() error {
+		var patched [][]string
+		seq := h.lastSeq()
+		inject := func(hosts []string) {
+			if slices.Contains(hosts, failHost) {
+				_ = os.MkdirAll(filepath.Dir(failFlag), 0o755)
+				_ = os.WriteFile(failFlag, []byte("injected by the e2e\n"), 0o644)
+			}
+		}
+		req := maintenance.Request{By: maintenance.ByHost, Mode: h.secondMode}
+		err := mcfg(15*time.Second, &patched, inject).Run(ctx, p, req)
+		if err == nil {
+			h.fail("the roll went on although the SVM of %s did not come back", failHost)
+			return nil
+		}
+		msg := err.Error()
+		fmt.Printf("     roll stopped with: %s\n", msg)
+		h.check(strings.Contains(msg, failHost) && strings.Contains(msg, "svm-power-on") && strings.Contains(msg, "did not come back") &&
+			strings.Contains(msg, "resume"), "the roll stops at %s's svm-power-on with a message that says what to do", failHost)
+		h.check(fmt.Sprint(patched) == fmt.Sprint(units(allHosts[:2])), "no host after %s was touched: patched %v", failHost, patched)
+		for _, e := range h.log.Since(seq, maintenance.Job(system)) {
+			if e.Host != "" && !strings.Contains(e.Host, allHosts[0]) && !strings.Contains(e.Host, failHost) {
+				h.fail("event for %s after the failure: %s %s", e.Host, e.Step, e.Message)
+			}
+		}
+		s, gerr := api.GetSDS(ctx, deploy.SDSName(failHost))
+		if gerr != nil {
+			return gerr
+		}
+		h.check(s.State != gateway.SDSNormal, "sds %s stays in maintenance (%s) while its SVM is down", s.Name, s.State)
+		st, _ := maintenance.LoadState(filepath.Join(h.state, "plugin"), system)
+		h.check(st != nil && !st.Completed && st.LastError != "", "the roll state is unfinished and records the error")
+
+		// The fix: the SVM boots again. Resume with the same request.
+		if err := os.Remove(failFlag); err != nil {
+			return err
+		}
+		var resumed [][]string
+		seq = h.lastSeq()
+		if err := mcfg(90*time.Second, &resumed, nil).Run(ctx, p, req); err != nil {
+			return fmt.Errorf("resume: %w", err)
+		}
+		h.check(fmt.Sprint(resumed) == fmt.Sprint(units(allHosts[2:])), "the resume finished %s and patched the rest in order: %v", failHost, resumed)
+		h.checkOrder(seq, allHosts[1:])
+		st, _ = maintenance.LoadState(filepath.Join(h.state, "plugin"), system)
+		h.check(st != nil && st.Completed && st.LastError == "", "the roll state is completed")
+		_, err = waitHealthy(ctx, api, 30*time.Second)
+		return err
+	}); err != nil {
+		return err
+	}
+
+	return h.phase("fio-finish", func() error {
+		passes, failures, last := fio.stop()
+		h.check(passes >= 2 && failures == 0, "fio (nbd engine, verify=crc32c) across both rolls: %d passes written and verified, %d failed%s", passes, failures, last)
+		return nil
+	})
+}
+
+func units(hosts []string) [][]string {
+	var out [][]string
+	for _, x := range hosts {
+		out = append(out, []string{x})
+	}
+	return out
+}
+
+func (h *harness) lastSeq() int64 {
+	ev := h.log.Since(0, "")
+	if len(ev) == 0 {
+		return 0
+	}
+	return ev[len(ev)-1].Seq
+}
+
+// checkOrder reads the roll's events after seq: every host's steps form
+// one block, the blocks come in the order of hosts, and each block runs
+// from its first step to "resync: done".
+func (h *harness) checkOrder(after int64, hosts []string) {
+	var order []string
+	done := map[string]bool{}
+	for _, e := range h.log.Since(after, maintenance.Job(system)) {
+		if e.Host == "" {
+			continue
+		}
+		if len(order) == 0 || order[len(order)-1] != e.Host {
+			order = append(order, e.Host)
+		}
+		if e.Step == "resync" && strings.HasSuffix(e.Message, "done") {
+			done[e.Host] = true
+		}
+	}
+	allDone := true
+	for _, x := range hosts {
+		allDone = allDone && done[x]
+	}
+	h.check(slices.Equal(order, hosts) && allDone, "engine event log: hosts went through maintenance one at a time, in order %v (saw %v)", hosts, order)
+}
+
+func hostsInMaintenance(ctx context.Context, vc *vim25.Client) ([]string, error) {
+	inv, err := inventory.Collect(ctx, vc)
+	if err != nil {
+		return nil, err
+	}
+	var out []string
+	for _, dc := range inv.Datacenters {
+		for _, cl := range dc.Clusters {
+			for _, name := range cl.Hosts {
+				if ih, _ := inv.Host(name); ih != nil && ih.InMaintenance {
+					out = append(out, name)
+				}
+			}
+		}
+	}
+	slices.Sort(out)
+	return out, nil
+}
+
+func waitHealthy(ctx context.Context, api gateway.API, timeout time.Duration) (*gateway.System, error) {
+	deadline := time.Now().Add(timeout)
+	for {
+		sys, err := api.System(ctx)
+		if err == nil && sys.Health.Status == gateway.HealthOK {
+			return sys, nil
+		}
+		if time.Now().After(deadline) {
+			if err != nil {
+				return nil, fmt.Errorf("cluster not healthy after %s: %w", timeout, err)
+			}
+			return nil, fmt.Errorf("cluster health %q after %s: %s", sys.Health.Status, timeout, strings.Join(sys.Health.Messages, "; "))
+		}
+		select {
+		case <-ctx.Done():
+			return nil, ctx.Err()
+		case <-time.After(500 * time.Millisecond):
+		}
+	}
+}
+
+// fioLoop runs fio passes (write, then verify what was written) against
+// the volume through `cairn nbd`, each in the next region of the volume,
+// until stopped. A pass that fails is kept with its output.
+type fioLoop struct {
+	nbd      *exec.Cmd
+	cancel   context.CancelFunc
+	done     chan struct{}
+	passes   atomic.Int64
+	failures atomic.Int64
+	mu       sync.Mutex
+	lastFail string
+}
+
+func (h *harness) startFIO(ctx context.Context, p *plan.Plan) (*fioLoop, error) {
+	var mdm []string
+	for _, m := range p.MDMMembers() {
+		mdm = append(mdm, "http://"+m+":2379")
+	}
+	nlog, err := os.Create(filepath.Join(h.state, "nbd.log"))
+	if err != nil {
+		return nil, err
+	}
+	nbd := exec.Command(filepath.Join(h.bin, "cairn"), "nbd", "--mdm", strings.Join(mdm, ","), "--host", fioHost, "--listen", nbdAddr)
+	nbd.Stdout, nbd.Stderr = nlog, nlog
+	nbd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}
+	if err := nbd.Start(); err != nil {
+		return nil, fmt.Errorf("start cairn nbd: %w", err)
+	}
+	f := &fioLoop{nbd: nbd, done: make(chan struct{})}
+	if err := os.WriteFile(filepath.Join(h.state, "pids-nbd"), []byte(fmt.Sprint(nbd.Process.Pid)), 0o644); err != nil {
+		f.kill()
+		return nil, err
+	}
+	// Wait for the export: a first short pass doubles as the check.
+	lctx, cancel := context.WithCancel(ctx)
+	f.cancel = cancel
+	uri := "nbd://" + nbdAddr + "/" + volume
+	deadline := time.Now().Add(30 * time.Second)
+	for {
+		out, err := exec.CommandContext(ctx, "fio", "--name=probe", "--ioengine=nbd", "--uri="+uri, "--rw=read", "--bs=4k",
+			"--size=4k", "--output-format=terse").CombinedOutput()
+		if err == nil {
+			break
+		}
+		if time.Now().After(deadline) {
+			f.kill()
+			return nil, fmt.Errorf("the NBD export %s does not answer: %v: %s", uri, err, out)
+		}
+		time.Sleep(300 * time.Millisecond)
+	}
+	h.ok("cairn nbd serves %s to host %s", uri, fioHost)
+	go func() {
+		defer close(f.done)
+		region := int64(0)
+		for pass := 1; lctx.Err() == nil; pass++ {
+			offset := fmt.Sprintf("%dm", (region%16)*64)
+			region++
+			start := time.Now()
+			pctx, pcancel := context.WithTimeout(ctx, 3*time.Minute) // not lctx: a pass always completes its verify
+			cmd := exec.CommandContext(pctx, "fio", "--name=e2e", "--ioengine=nbd", "--uri="+uri, "--rw=randwrite", "--bs=4k,64k",
+				"--iodepth=8", "--size="+h.fioSize, "--offset="+offset, "--verify=crc32c", "--verify_fatal=1", "--do_verify=1",
+				fmt.Sprintf("--randseed=%d", pass), "--output-format=terse")
+			var stderr strings.Builder
+			cmd.Stderr = &stderr
+			out, err := cmd.Output()
+			pcancel()
+			if err != nil {
+				out = []byte(stderr.String() + "\n(terse) " + string(out))
+			}
+			if err != nil {
+				f.failures.Add(1)
+				f.mu.Lock()
+				f.lastFail = fmt.Sprintf("pass %d at %s: %v: %s", pass, offset, err, head(string(out), 1500))
+				f.mu.Unlock()
+				fmt.Printf("FAIL fio pass %d at offset %s (%s-%s): %v\n%s\n", pass, offset, start.Format("15:04:05.000"),
+					time.Now().Format("15:04:05.000"), err, head(string(out), 1500))
+				// What the roll did last.
+				ev := h.log.Since(0, maintenance.Job(system))
+				for _, e := range ev[max(0, len(ev)-4):] {
+					fmt.Printf("     roll event %s %s %s\n", e.Time.Local().Format("15:04:05.000"), e.Host, e.Message)
+				}
+				continue
+			}
+			f.passes.Add(1)
+			h.slog.Info("fio pass verified", "pass", pass, "offset", offset)
+		}
+	}()
+	return f, nil
+}
+
+func head(s string, n int) string {
+	if len(s) > n {
+		return s[:n] + "..."
+	}
+	return s
+}
+
+// stop lets the running pass finish, then stops the NBD server.
+func (f *fioLoop) stop() (int64, int64, string) {
+	f.cancel()
+	<-f.done
+	f.kill()
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	last := ""
+	if f.lastFail != "" {
+		last = " (last: " + f.lastFail + ")"
+	}
+	return f.passes.Load(), f.failures.Load(), last
+}
+
+func (f *fioLoop) kill() {
+	if f == nil || f.nbd == nil || f.nbd.Process == nil {
+		return
+	}
+	if f.cancel != nil {
+		f.cancel()
+	}
+	_ = f.nbd.Process.Signal(syscall.SIGTERM)
+	done := make(chan struct{})
+	go func() { _ = f.nbd.Wait(); close(done) }()
+	select {
+	case <-done:
+	case <-time.After(5 * time.Second):
+		_ = f.nbd.Process.Kill()
+		<-done
+	}
+	f.nbd = nil
+}
+
+// dump prints what the gateway says about the cluster (after a failure).
+func (h *harness) dump(ctx context.Context) {
+	ctx, cancel := context.WithTimeout(ctx, 10*time.Second)
+	defer cancel()
+	if sys, err := h.api.System(ctx); err == nil {
+		fmt.Printf("     gateway: health %s: %s\n", sys.Health.Status, strings.Join(sys.Health.Messages, "; "))
+	}
+	sdss, err := h.api.ListSDS(ctx)
+	if err != nil {
+		fmt.Printf("     gateway: list SDSs: %v\n", err)
+		return
+	}
+	for _, s := range sdss {
+		m := gateway.SDSMaintenanceView{}
+		if s.Maintenance != nil {
+			m = *s.Maintenance
+		}
+		fmt.Printf("     gateway: sds %s state %s up %v maintenance %+v\n", s.Name, s.State, s.Up, m)
+	}
+}
