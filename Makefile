@@ -23,7 +23,13 @@ demo-stop:
 
 ## test: the whole default suite (what CI runs); each suite prints its time
 test:
-	@scripts/run-suites.sh test-go test-integration test-plugin test-packer test-e2e test-lio
+	@scripts/run-suites.sh test-go test-integration test-plugin test-packer test-chaos test-e2e test-lio
+
+# failures under fio verify: SDS kill, partition, device errors, MDM quorum,
+# maintenance, fault set, ATS linearizability. Each SDS in its own netns. Root.
+test-chaos: build
+	cd tests/chaos/linearize && go vet ./... && go test -race -count=1 ./...
+	tests/chaos/run.sh
 
 # vCenter simulator -> plan -> deploy of 4 SVMs running the real daemons in
 # network namespaces -> VMFS datastore on 4 hosts -> rolling maintenance under

@@ -157,6 +157,10 @@ func (c *Cluster) Do(ctx context.Context, req *wire.Request, dst []byte) (*wire.
 			return resp, nil
 		}
 		var se *wire.StatusError
+		ambiguous := !errors.As(err, &se) || se.Status == wire.StatusUnavailable
+		if ambiguous && req.OnRetry != nil {
+			req.OnRetry(req)
+		}
 		if errors.As(err, &se) {
 			switch se.Status {
 			case wire.StatusStaleEpoch:
@@ -193,13 +197,13 @@ type Volume struct {
 
 var _ blockdev.Volume = (*Volume)(nil)
 
-func (v *Volume) Name() string       { return v.name }
-func (v *Volume) ID() uint64         { return v.id }
-func (v *Volume) Size() int64        { return v.size }
-func (v *Volume) WWN() [16]byte      { return v.wwn }
-func (v *Volume) Serial() string     { return v.serial }
-func (v *Volume) Thin() bool         { return v.thin }
-func (v *Volume) Cluster() *Cluster  { return v.c }
+func (v *Volume) Name() string      { return v.name }
+func (v *Volume) ID() uint64        { return v.id }
+func (v *Volume) Size() int64       { return v.size }
+func (v *Volume) WWN() [16]byte     { return v.wwn }
+func (v *Volume) Serial() string    { return v.serial }
+func (v *Volume) Thin() bool        { return v.thin }
+func (v *Volume) Cluster() *Cluster { return v.c }
 
 // pieces splits [off, off+n) at chunk boundaries and runs fn on each, in
 // parallel when there are several. fn gets the piece's volume offset and
@@ -329,9 +333,19 @@ func (v *Volume) CompareAndWrite(ctx context.Context, cmp, data []byte, off int6
 	payload := make([]byte, 2*len(cmp))
 	copy(payload, cmp)
 	copy(payload[len(cmp):], data)
-	_, err := v.c.Do(ctx, &wire.Request{Op: wire.OpCompareWrite, Flags: wflags(flags), Volume: v.id, Offset: uint64(off), Length: uint32(len(cmp)), Payload: payload}, nil)
+	req := &wire.Request{Op: wire.OpCompareWrite, Flags: wflags(flags), Volume: v.id, Offset: uint64(off), Length: uint32(len(cmp)), Payload: payload}
+	// Compare-and-write is not idempotent: once an attempt may have taken
+	// effect (no answer, or an answer after the primary's local write),
+	// retries carry FlagRetry so the primary recognises its own data, and
+	// a miscompare then cannot be told from our own earlier success: it is
+	// reported as an unknown outcome, never as a miscompare.
+	req.OnRetry = func(r *wire.Request) { r.Flags |= wire.FlagRetry }
+	_, err := v.c.Do(ctx, req, nil)
 	var se *wire.StatusError
 	if errors.As(err, &se) && se.Status == wire.StatusMiscompare {
+		if req.Flags&wire.FlagRetry != 0 {
+			return fmt.Errorf("compare-and-write: outcome unknown after a failed attempt (the block now differs): %w", blockdev.ErrUnavailable)
+		}
 		return &blockdev.MiscompareError{Offset: int64(se.Aux)}
 	}
 	return mapErr(err)

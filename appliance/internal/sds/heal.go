@@ -16,6 +16,9 @@ import (
 	"github.com/cairn-storage/cairn/appliance/internal/wire"
 )
 
+// fillStreams is the number of chunks one fill sends at once.
+const fillStreams = 4
+
 // FilledPrefix mirrors mdm.FilledPrefix (the MDM imports nothing of the SDS).
 const FilledPrefix = model.Prefix + "filled/"
 
@@ -99,7 +102,7 @@ func (h *healer) observe(ctx context.Context) {
 						h.trackers[ref][c.DeviceID] = &tracker{complete: complete, chunks: map[chunkKey]struct{}{}}
 					}
 				}
-				if primary && (c.State == model.CopyRebuild || c.State == model.CopyResync) {
+				if primary && c.SDSID != me && (c.State == model.CopyRebuild || c.State == model.CopyResync) {
 					id := fillID(ref, c.DeviceID, c.Since)
 					wanted[id] = true
 					if _, ok := h.running[id]; !ok {
@@ -210,27 +213,54 @@ func (h *healer) fill(ctx context.Context, id string, ref pgRef, pgCount int, ta
 	h.pendingBytes.Add(total)
 	defer func() { h.pendingBytes.Add(-total) }()
 	start := time.Now()
-	var sent int64
-	for _, k := range append(drop, todo...) {
-		if ctx.Err() != nil {
-			return
-		}
-		n, err := h.push(ctx, k, target)
-		if err != nil {
-			if ctx.Err() == nil {
-				log.Warn("fill: push chunk", "chunk", k.chunk, "err", err)
-				h.retryLater(id)
+	var sent atomic.Int64
+	// A few chunks in flight per fill keep both devices and the link busy;
+	// fills of several groups run side by side (h.sem).
+	keys := make(chan chunkKey)
+	pctx, stop := context.WithCancel(ctx)
+	defer stop()
+	var failed atomic.Bool
+	var wg sync.WaitGroup
+	for w := 0; w < fillStreams; w++ {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for k := range keys {
+				n, err := h.push(pctx, k, target)
+				if err != nil {
+					if pctx.Err() == nil && failed.CompareAndSwap(false, true) {
+						log.Warn("fill: push chunk", "chunk", k.chunk, "err", err)
+					}
+					stop()
+					continue
+				}
+				sent.Add(n)
+				h.pendingBytes.Add(-n)
+				h.doneBytes.Add(n)
+				h.rateBytes.Add(n)
+				if delta {
+					h.resyncBytes.Add(n)
+				}
 			}
-			return
+		}()
+	}
+	for _, k := range append(drop, todo...) {
+		if pctx.Err() != nil {
+			break
 		}
-		sent += n
-		h.pendingBytes.Add(-n)
-		total -= n
-		h.doneBytes.Add(n)
-		h.rateBytes.Add(n)
-		if delta {
-			h.resyncBytes.Add(n)
+		select {
+		case keys <- k:
+		case <-pctx.Done():
 		}
+	}
+	close(keys)
+	wg.Wait()
+	total -= sent.Load()
+	if failed.Load() || ctx.Err() != nil {
+		if ctx.Err() == nil {
+			h.retryLater(id)
+		}
+		return
 	}
 	// Report the fill; the leader marks the copy ready in the next map.
 	pctx, cancel := context.WithTimeout(ctx, 5*time.Second)
@@ -248,7 +278,7 @@ func (h *healer) fill(ctx context.Context, id string, ref pgRef, pgCount int, ta
 		delete(h.trackers[ref], target.DeviceID)
 		h.mu.Unlock()
 	}
-	log.Info("copy filled", "chunks", len(todo), "dropped", len(drop), "bytes", sent, "delta", delta, "seconds", time.Since(start).Seconds())
+	log.Info("copy filled", "chunks", len(todo), "dropped", len(drop), "bytes", sent.Load(), "delta", delta, "seconds", time.Since(start).Seconds())
 }
 
 // retryLater forgets a failed fill so the next observation restarts it.

@@ -6,6 +6,7 @@
 package sds
 
 import (
+	"bytes"
 	"context"
 	"encoding/binary"
 	"encoding/json"
@@ -361,12 +362,12 @@ func (s *Server) deviceFailed(d *device, cause error) {
 
 // localError turns a local device error into a retryable answer: the
 // client retries once the map no longer routes to the failed device.
+// (The device that failed was already taken out where the error arose.)
 func (s *Server) localError(d *device, err error) (wire.Response, func()) {
 	if errors.Is(err, errNoSpace) {
 		return errResp(wire.StatusNoSpace, fmt.Errorf("device %s: %w", d.path, err))
 	}
-	s.deviceFailed(d, err)
-	return errResp(wire.StatusUnavailable, fmt.Errorf("device %s failed: %w", d.path, err))
+	return errResp(wire.StatusUnavailable, fmt.Errorf("local copy: %w", err))
 }
 
 func (s *Server) publishStats(ctx context.Context) {
@@ -734,6 +735,15 @@ func (c *chunkRequest) run(ctx context.Context) (wire.Response, func()) {
 		if err := c.readLocal(cur); err != nil {
 			return s.localError(c.dev, err)
 		}
+		if c.req.Flags&wire.FlagRetry != 0 && !bytes.Equal(cur, cmp) && bytes.Equal(cur, data) {
+			// A retry after an attempt whose outcome the client did not
+			// learn: the block already holds this request's data, so that
+			// attempt took effect here. Mirror it again (the copies may
+			// have missed it) and report the success it was.
+			fwd := *c.req
+			fwd.Op, fwd.Payload, fwd.Flags = wire.OpWrite, data, c.req.Flags&^wire.FlagRetry
+			return c.mutateLocked(ctx, &fwd, func() error { return nil })
+		}
 		for i := range cur {
 			if cur[i] != cmp[i] {
 				// A normal answer (VMFS heartbeats miscompare all the
@@ -808,9 +818,16 @@ func (c *chunkRequest) mutateLocked(ctx context.Context, fwd *wire.Request, loca
 	case lerr != nil:
 		return c.s.localError(c.dev, lerr)
 	case rerr != nil:
+		// Not "stale epoch" even if a copy said so: the local write has
+		// happened, so the outcome is not definite (the client treats
+		// Unavailable as possibly applied); it retries with a fresh map.
 		var se *wire.StatusError
 		if errors.As(rerr, &se) && se.Status == wire.StatusStaleEpoch {
-			return wire.Response{Status: wire.StatusStaleEpoch, Epoch: se.Epoch}, nil
+			go func() {
+				wctx, cancel := context.WithTimeout(context.Background(), 3*time.Second)
+				defer cancel()
+				_ = c.s.cat.WaitEpoch(wctx, se.Epoch)
+			}()
 		}
 		return errResp(wire.StatusUnavailable, fmt.Errorf("mirror copy: %w", rerr))
 	}
@@ -843,13 +860,26 @@ func (s *Server) flushDevice(d *device) error {
 	return s.idx.sync()
 }
 
+// devErr attributes an I/O error to the device that returned it and takes
+// that device out of service.
+func (s *Server) devErr(d *device, err error) error {
+	if err == nil || errors.Is(err, errNoSpace) {
+		return err
+	}
+	s.deviceFailed(d, err)
+	return fmt.Errorf("device %s: %w", d.path, err)
+}
+
 func (c *chunkRequest) readLocal(buf []byte) error {
 	loc, ok := c.s.idx.lookup(c.key)
 	if !ok {
 		clear(buf) // never written or unmapped: zeros
 		return nil
 	}
-	return loc.dev.readAt(buf, loc.dev.slotOffset(loc.slot)+c.in)
+	if loc.dev.failed.Load() {
+		return fmt.Errorf("device %s is out of service", loc.dev.path)
+	}
+	return c.s.devErr(loc.dev, loc.dev.readAt(buf, loc.dev.slotOffset(loc.slot)+c.in))
 }
 
 func (c *chunkRequest) writeLocal(p []byte) error {
@@ -860,7 +890,10 @@ func (c *chunkRequest) writeLocal(p []byte) error {
 			return err
 		}
 	}
-	return loc.dev.writeAt(p, loc.dev.slotOffset(loc.slot)+c.in)
+	if loc.dev.failed.Load() {
+		return fmt.Errorf("device %s is out of service", loc.dev.path)
+	}
+	return c.s.devErr(loc.dev, loc.dev.writeAt(p, loc.dev.slotOffset(loc.slot)+c.in))
 }
 
 func (c *chunkRequest) zeroLocal(dealloc bool) error {
@@ -871,11 +904,11 @@ func (c *chunkRequest) zeroLocal(dealloc bool) error {
 	base := loc.dev.slotOffset(loc.slot)
 	if dealloc && c.in == 0 && c.n == model.ChunkSize {
 		if err := loc.dev.zero(base, model.ChunkSize); err != nil {
-			return err
+			return c.s.devErr(loc.dev, err)
 		}
 		return c.s.idx.free(c.key)
 	}
-	return loc.dev.zero(base+c.in, c.n)
+	return c.s.devErr(loc.dev, loc.dev.zero(base+c.in, c.n))
 }
 
 // PrepareDevice asks the SDS at addr to take a device (used by the gateway).

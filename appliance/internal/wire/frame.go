@@ -76,6 +76,7 @@ const (
 	FlagReplica = 1 << 1 // primary -> secondary: apply, don't forward
 	FlagUnmap   = 1 << 2
 	FlagZero    = 1 << 3 // OpChunkPut: the chunk is all zeros / deallocated
+	FlagRetry   = 1 << 4 // OpCompareWrite: a retry after an attempt of unknown outcome
 )
 
 // Status codes.
@@ -108,6 +109,10 @@ type Request struct {
 	Aux     uint64
 	Length  uint32
 	Payload []byte
+	// OnRetry, if set, is called (by the data client, not sent) when an
+	// attempt failed without a definite answer, before the request is sent
+	// again.
+	OnRetry func(*Request)
 }
 
 // Response is one decoded response.
