@@ -146,6 +146,9 @@ func (h *healer) chunksOf(ref pgRef, pgCount int) []chunkKey {
 	for _, k := range h.s.idx.chunks() {
 		v, ok := h.s.cat.Volume(k.vol)
 		if ok && v.PoolID == ref.pool && placement.PG(k.vol, k.chunk, pgCount) == ref.pg {
+			if loc, ok := h.s.idx.lookup(k); ok && loc.dev.failed.Load() {
+				continue // on a failed device: not a copy any more
+			}
 			out = append(out, k)
 		}
 	}

@@ -223,3 +223,13 @@ func (x *index) chunks() []chunkKey {
 
 func (x *index) sync() error  { return x.db.Sync() }
 func (x *index) close() error { return x.db.Close() }
+
+// forget drops chunk k's location on a failed device: the device takes no
+// more I/O, so its slot is neither zeroed nor reused; the chunk is then
+// absent here until it is written or filled again (on a healthy device).
+func (x *index) forget(k chunkKey) error {
+	x.mu.Lock()
+	delete(x.locs, k)
+	x.mu.Unlock()
+	return x.db.Batch(func(tx *bolt.Tx) error { return tx.Bucket(bucketChunks).Delete(k.bytes()) })
+}

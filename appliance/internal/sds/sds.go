@@ -884,6 +884,14 @@ func (c *chunkRequest) readLocal(buf []byte) error {
 
 func (c *chunkRequest) writeLocal(p []byte) error {
 	loc, ok := c.s.idx.lookup(c.key)
+	if ok && loc.dev.failed.Load() && loc.dev != c.dev {
+		// A stale copy on a failed device (this SDS now holds the group's
+		// copy on another device): start afresh there.
+		if err := c.s.idx.forget(c.key); err != nil {
+			return err
+		}
+		ok = false
+	}
 	if !ok {
 		var err error
 		if loc, err = c.s.idx.allocate(c.key, c.dev); err != nil {
@@ -900,6 +908,9 @@ func (c *chunkRequest) zeroLocal(dealloc bool) error {
 	loc, ok := c.s.idx.lookup(c.key)
 	if !ok {
 		return nil // already reads as zeros
+	}
+	if loc.dev.failed.Load() && loc.dev != c.dev {
+		return c.s.idx.forget(c.key)
 	}
 	base := loc.dev.slotOffset(loc.slot)
 	if dealloc && c.in == 0 && c.n == model.ChunkSize {
