@@ -391,7 +391,7 @@ func (m *maintSnapshot) checkEnter(set []SDS, mode, fsName string) ([]string, er
 			"bring the partner SDSs up and let rebuilds finish (`cairnctl system info`), or put fewer SDSs into maintenance at once",
 			what, plural(noCopy, "placement group"), example)
 	}
-	if mode == MaintenanceProtected {
+	if mode == MaintenanceProtected && len(relied) > 0 {
 		// Protected mode builds a second complete copy off the set before
 		// anything leaves: that needs two running fault domains outside it.
 		domains := map[string]bool{}

@@ -28,6 +28,16 @@ type pgRef struct {
 	pg   int
 }
 
+// fillJob is one fill; a watchdog restarts a fill that makes no progress
+// for fillStall (a peer that stopped answering, a lost wake-up).
+type fillJob struct {
+	cancel   context.CancelFunc
+	progress atomic.Int64 // Unix ns of the last progress
+	done     atomic.Bool
+}
+
+const fillStall = 20 * time.Second
+
 // tracker records the chunks of one group that changed while one of its
 // copies was away (instant maintenance), so its return costs only those.
 type tracker struct {
@@ -43,7 +53,7 @@ type healer struct {
 	mu       sync.Mutex
 	prev     map[string]*model.PlacementMap // last maps seen, by pool
 	trackers map[pgRef]map[string]*tracker  // by group, then away device
-	running  map[string]context.CancelFunc  // fills in progress, by fillID
+	running  map[string]*fillJob            // fills started, by fillID (kept once done)
 	gcSeen   map[chunkKey]bool
 
 	sem chan struct{} // bounds concurrent fills
@@ -56,7 +66,7 @@ type healer struct {
 
 func newHealer(s *Server) *healer {
 	return &healer{s: s, prev: map[string]*model.PlacementMap{}, trackers: map[pgRef]map[string]*tracker{},
-		running: map[string]context.CancelFunc{}, sem: make(chan struct{}, 4)}
+		running: map[string]*fillJob{}, sem: make(chan struct{}, 4)}
 }
 
 func fillID(r pgRef, dev string, since uint64) string {
@@ -105,19 +115,27 @@ func (h *healer) observe(ctx context.Context) {
 				if primary && c.SDSID != me && (c.State == model.CopyRebuild || c.State == model.CopyResync) {
 					id := fillID(ref, c.DeviceID, c.Since)
 					wanted[id] = true
-					if _, ok := h.running[id]; !ok {
+					j, ok := h.running[id]
+					if ok && !j.done.Load() && time.Since(time.Unix(0, j.progress.Load())) > fillStall {
+						h.s.log.Warn("fill made no progress; restarting it", "pool", ref.pool, "pg", ref.pg, "target", c.DeviceID)
+						j.cancel()
+						ok = false
+					}
+					if !ok {
 						fctx, cancel := context.WithCancel(ctx)
-						h.running[id] = cancel
-						go h.fill(fctx, id, ref, m.PGCount, c)
+						j = &fillJob{cancel: cancel}
+						j.progress.Store(time.Now().UnixNano())
+						h.running[id] = j
+						go h.fill(fctx, id, j, ref, m.PGCount, c)
 					}
 				}
 			}
 		}
 		h.prev[m.PoolID] = m
 	}
-	for id, cancel := range h.running {
+	for id, j := range h.running {
 		if !wanted[id] {
-			cancel() // the map moved on: this fill is no longer wanted
+			j.cancel() // the map moved on: this fill is no longer wanted
 			delete(h.running, id)
 		}
 	}
@@ -159,14 +177,8 @@ func (h *healer) chunksOf(ref pgRef, pgCount int) []chunkKey {
 // reports it filled. Each chunk is sent under its full-chunk lock, so no
 // write to it is in flight: the copy gets every earlier write in the chunk
 // data, and every later write through normal forwarding.
-func (h *healer) fill(ctx context.Context, id string, ref pgRef, pgCount int, target model.CopyRef) {
-	defer func() {
-		h.mu.Lock()
-		if c, ok := h.running[id]; ok {
-			c()
-		}
-		h.mu.Unlock()
-	}()
+func (h *healer) fill(ctx context.Context, id string, job *fillJob, ref pgRef, pgCount int, target model.CopyRef) {
+	defer job.cancel()
 	select {
 	case h.sem <- struct{}{}:
 	case <-ctx.Done():
@@ -198,7 +210,7 @@ func (h *healer) fill(ctx context.Context, id string, ref pgRef, pgCount int, ta
 		if err != nil {
 			if ctx.Err() == nil {
 				log.Warn("fill: list target chunks", "err", err)
-				h.retryLater(id)
+				h.retryLater(id, job)
 			}
 			return
 		}
@@ -238,6 +250,7 @@ func (h *healer) fill(ctx context.Context, id string, ref pgRef, pgCount int, ta
 					continue
 				}
 				sent.Add(n)
+				job.progress.Store(time.Now().UnixNano())
 				h.pendingBytes.Add(-n)
 				h.doneBytes.Add(n)
 				h.rateBytes.Add(n)
@@ -261,7 +274,7 @@ func (h *healer) fill(ctx context.Context, id string, ref pgRef, pgCount int, ta
 	total -= sent.Load()
 	if failed.Load() || ctx.Err() != nil {
 		if ctx.Err() == nil {
-			h.retryLater(id)
+			h.retryLater(id, job)
 		}
 		return
 	}
@@ -272,10 +285,11 @@ func (h *healer) fill(ctx context.Context, id string, ref pgRef, pgCount int, ta
 	if err != nil {
 		if ctx.Err() == nil {
 			log.Warn("fill: report", "err", err)
-			h.retryLater(id)
+			h.retryLater(id, job)
 		}
 		return
 	}
+	job.done.Store(true)
 	if target.State == model.CopyResync {
 		h.mu.Lock()
 		delete(h.trackers[ref], target.DeviceID)
@@ -285,11 +299,11 @@ func (h *healer) fill(ctx context.Context, id string, ref pgRef, pgCount int, ta
 }
 
 // retryLater forgets a failed fill so the next observation restarts it.
-func (h *healer) retryLater(id string) {
+func (h *healer) retryLater(id string, job *fillJob) {
 	time.Sleep(500 * time.Millisecond)
 	h.mu.Lock()
-	if c, ok := h.running[id]; ok {
-		c()
+	if j, ok := h.running[id]; ok && j == job {
+		j.cancel()
 		delete(h.running, id)
 	}
 	h.mu.Unlock()
