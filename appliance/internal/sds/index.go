@@ -151,8 +151,17 @@ func (x *index) lookup(k chunkKey) (location, bool) {
 
 // allocate gives chunk k a slot on d (the caller holds k's lock and found
 // it unallocated). The slot reads as zeros.
+//
+// Writes to disjoint ranges of one chunk run concurrently (range locks), so
+// two of them may both find the chunk unallocated: the second must get the
+// slot the first allocated, or the first write would land in an orphaned
+// slot and be lost.
 func (x *index) allocate(k chunkKey, d *device) (location, error) {
 	x.mu.Lock()
+	if loc, ok := x.locs[k]; ok {
+		x.mu.Unlock()
+		return loc, nil
+	}
 	sm := x.slots[d.id]
 	if sm == nil {
 		x.mu.Unlock()
