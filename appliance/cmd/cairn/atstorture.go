@@ -7,8 +7,6 @@ import (
 	"os"
 	"time"
 
-	"github.com/cairn-storage/cairn/appliance/internal/catalog"
-	"github.com/cairn-storage/cairn/appliance/internal/client"
 	"github.com/cairn-storage/cairn/appliance/internal/torture"
 )
 
@@ -35,17 +33,11 @@ func runATSTorture(ctx context.Context, args []string) error {
 		return errorf("--volume is required")
 	}
 	log := c.logger("ats-torture")
-	cli, err := c.etcd(ctx)
+	_, cl, closeClient, err := c.dataClient(ctx, log)
 	if err != nil {
 		return err
 	}
-	defer cli.Close()
-	cat, err := catalog.Open(ctx, cli, log)
-	if err != nil {
-		return err
-	}
-	cl := client.New(cat, log)
-	defer cl.Close()
+	defer closeClient()
 	v, err := cl.Open(ctx, *vol)
 	if err != nil {
 		return err

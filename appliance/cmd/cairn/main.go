@@ -19,6 +19,9 @@ import (
 	"time"
 
 	clientv3 "go.etcd.io/etcd/client/v3"
+
+	"github.com/cairn-storage/cairn/appliance/internal/catalog"
+	"github.com/cairn-storage/cairn/appliance/internal/client"
 	"go.uber.org/zap"
 )
 
@@ -125,6 +128,22 @@ func (c *common) etcd(ctx context.Context) (*clientv3.Client, error) {
 		return nil, fmt.Errorf("connect to MDM %s: %w", c.mdm, err)
 	}
 	return cli, nil
+}
+
+// dataClient connects to the MDM and opens the data client a frontend or
+// tool reads and writes volumes with. close releases both.
+func (c *common) dataClient(ctx context.Context, log *slog.Logger) (*catalog.Catalog, *client.Cluster, func(), error) {
+	cli, err := c.etcd(ctx)
+	if err != nil {
+		return nil, nil, nil, err
+	}
+	cat, err := catalog.Open(ctx, cli, log)
+	if err != nil {
+		cli.Close()
+		return nil, nil, nil, err
+	}
+	cl := client.New(cat, log)
+	return cat, cl, func() { cl.Close(); cli.Close() }, nil
 }
 
 func parse(fs *flag.FlagSet, args []string) error {

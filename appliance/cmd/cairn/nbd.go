@@ -8,8 +8,6 @@ import (
 	"os"
 	"strings"
 
-	"github.com/cairn-storage/cairn/appliance/internal/catalog"
-	"github.com/cairn-storage/cairn/appliance/internal/client"
 	"github.com/cairn-storage/cairn/appliance/internal/frontend"
 	"github.com/cairn-storage/cairn/appliance/internal/nbd"
 )
@@ -31,17 +29,11 @@ func runNBD(ctx context.Context, args []string) error {
 		return errorf("--host is required: only volumes mapped to that host are exported")
 	}
 	log := c.logger("nbd")
-	cli, err := c.etcd(ctx)
+	cat, cl, closeClient, err := c.dataClient(ctx, log)
 	if err != nil {
 		return err
 	}
-	defer cli.Close()
-	cat, err := catalog.Open(ctx, cli, log)
-	if err != nil {
-		return err
-	}
-	cl := client.New(cat, log)
-	defer cl.Close()
+	defer closeClient()
 	var l net.Listener
 	if p, ok := strings.CutPrefix(*listen, "unix:"); ok {
 		_ = os.Remove(p)

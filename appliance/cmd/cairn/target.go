@@ -9,7 +9,6 @@ import (
 
 	"github.com/cairn-storage/cairn/appliance/internal/blockdev"
 	"github.com/cairn-storage/cairn/appliance/internal/catalog"
-	"github.com/cairn-storage/cairn/appliance/internal/client"
 	"github.com/cairn-storage/cairn/appliance/internal/lio"
 	"github.com/cairn-storage/cairn/appliance/internal/model"
 	"github.com/cairn-storage/cairn/appliance/internal/scsi"
@@ -61,16 +60,11 @@ func runTarget(ctx context.Context, args []string) error {
 		}
 	}
 	log := c.logger("target")
-	cli, err := c.etcd(ctx)
+	cat, cl, closeClient, err := c.dataClient(ctx, log)
 	if err != nil {
 		return err
 	}
-	defer cli.Close()
-	cat, err := catalog.Open(ctx, cli, log)
-	if err != nil {
-		return err
-	}
-	cl := client.New(cat, log)
+	defer closeClient()
 	if len(rewrite) > 0 {
 		cl.MapAddr = func(addr string) string {
 			host, p, found := strings.Cut(addr, ":")
@@ -80,7 +74,6 @@ func runTarget(ctx context.Context, args []string) error {
 			return addr
 		}
 	}
-	defer cl.Close()
 	changed := make(chan struct{}, 1)
 	go func() {
 		for {
