@@ -20,6 +20,7 @@ func runSDS(ctx context.Context, args []string) error {
 	fs.StringVar(&cfg.Listen, "listen", "127.0.0.1:7100", "data-path listen address")
 	fs.StringVar(&cfg.Advertise, "advertise", "", "address clients use (default: the listen address)")
 	fs.StringVar(&cfg.StateDir, "state-dir", "/var/lib/cairn/sds", "chunk index directory")
+	fs.BoolVar(&cfg.ReadCache, "read-cache", true, "serve reads through the page cache (writes stay direct); --read-cache=false reads the devices directly")
 	if err := parse(fs, args); err != nil {
 		return err
 	}

@@ -38,6 +38,54 @@ type Cluster struct {
 
 	mu    sync.RWMutex
 	peers map[string]*wire.Client
+
+	idleMu  sync.RWMutex
+	idleFns map[uint64]func()
+	idleSeq uint64
+}
+
+// FlushHeld sends the reads held back by ReadAtAsync.
+func (v *Volume) FlushHeld() { v.c.FlushHeld() }
+
+// FlushHeld sends the requests held back on every connection.
+func (c *Cluster) FlushHeld() {
+	c.mu.RLock()
+	defer c.mu.RUnlock()
+	for _, p := range c.peers {
+		p.FlushHeld()
+	}
+}
+
+// OnIdle on a volume registers with its cluster (see Cluster.OnIdle).
+func (v *Volume) OnIdle(f func()) (cancel func()) { return v.c.OnIdle(f) }
+
+// OnIdle registers f to run after ReadAtAsync callbacks: whenever a
+// connection's reader has run some and is about to wait for more answers,
+// and after each callback run from anywhere else. A caller can so hold
+// work back (replies to send) while callbacks keep coming and do it once.
+// The returned function unregisters f.
+func (c *Cluster) OnIdle(f func()) (cancel func()) {
+	c.idleMu.Lock()
+	defer c.idleMu.Unlock()
+	if c.idleFns == nil {
+		c.idleFns = map[uint64]func(){}
+	}
+	c.idleSeq++
+	id := c.idleSeq
+	c.idleFns[id] = f
+	return func() {
+		c.idleMu.Lock()
+		delete(c.idleFns, id)
+		c.idleMu.Unlock()
+	}
+}
+
+func (c *Cluster) runIdle() {
+	c.idleMu.RLock()
+	defer c.idleMu.RUnlock()
+	for _, f := range c.idleFns {
+		f()
+	}
 }
 
 // New returns a data client over a catalog.
@@ -72,6 +120,7 @@ func (c *Cluster) Peer(addr string) *wire.Client {
 			dial = c.MapAddr(addr)
 		}
 		p = wire.NewClient(dial, c.ConnsPerSDS)
+		p.OnIdle = c.runIdle
 		c.peers[addr] = p
 	}
 	return p
@@ -265,6 +314,58 @@ func (v *Volume) ReadAt(ctx context.Context, p []byte, off int64) error {
 			copy(dst, resp.Payload)
 		}
 		return nil
+	})
+}
+
+// ReadAtAsync reads like ReadAt and reports the outcome to done, without a
+// goroutine of its own in the common case: a read inside one chunk whose
+// primary is live is sent at once and done runs on the connection's reader
+// when the answer arrives (so done must not block). Reads across chunks,
+// without a route yet, or whose first attempt fails go through ReadAt
+// (retries and all) on a new goroutine. p must stay untouched until done.
+// Every done is followed by the OnIdle functions (see OnIdle). With hold
+// the request may wait in a send buffer until FlushHeld: a caller with
+// several reads at hand passes hold for all but the last, or calls
+// FlushHeld before it waits for anything.
+func (v *Volume) ReadAtAsync(ctx context.Context, p []byte, off int64, hold bool, done func(error)) {
+	n := int64(len(p))
+	if err := v.check(off, n); err != nil {
+		done(err)
+		v.c.runIdle()
+		return
+	}
+	slow := func() {
+		go func() {
+			done(v.ReadAt(ctx, p, off))
+			v.c.runIdle()
+		}()
+	}
+	chunk := uint64(off) / model.ChunkSize
+	if n == 0 || uint64(off+n-1)/model.ChunkSize != chunk {
+		slow()
+		return
+	}
+	c := v.c
+	route, ok := c.Cat.ChunkRoute(v.id, chunk, pgOf)
+	if !ok || len(route.Copies) == 0 {
+		slow()
+		return
+	}
+	addr, live := c.Cat.SDSAddress(route.Copies[0].SDSID)
+	if !live {
+		slow()
+		return
+	}
+	req := &wire.Request{Op: wire.OpRead, Volume: v.id, Offset: uint64(off), Length: uint32(n), Epoch: route.Epoch}
+	c.Peer(addr).Go(req, p, c.AttemptTimeout, hold, func(resp *wire.Response, err error) {
+		if err != nil || ctx.Err() != nil || len(resp.Payload) != int(n) {
+			slow() // ReadAt retries, waits for map changes and maps errors
+			return
+		}
+		if &resp.Payload[0] != &p[0] {
+			copy(p, resp.Payload)
+		}
+		done(nil)
 	})
 }
 

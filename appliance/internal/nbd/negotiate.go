@@ -52,6 +52,9 @@ type conn struct {
 	wbuf    []byte
 	werr    error
 	pending atomic.Int64
+	// held: replies of async reads wait in wbuf for the volume's idle
+	// notification (see readAsync), which writes them in one go.
+	held atomic.Bool
 	// ioErrLogged keeps a failing volume from flooding the log.
 	ioErrLogged atomic.Bool
 }

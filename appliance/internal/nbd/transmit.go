@@ -43,6 +43,10 @@ func (c *conn) transmit(ctx context.Context) {
 	defer c.opCancel()
 	c.wbuf = make([]byte, 0, writeBufSize)
 	c.budget.wake = make(chan struct{}, 1)
+	if av, ok := c.vol.(asyncReader); ok {
+		unregister := av.OnIdle(c.flushHeld)
+		defer unregister()
+	}
 	c.log.Debug("nbd: transmission started", "size", c.size, "read_only", c.readOnly)
 
 	reason := c.readRequests(ctx)
@@ -86,7 +90,22 @@ func (c *conn) transmit(ctx context.Context) {
 // bounded by the budget. Invalid requests are answered here.
 func (c *conn) readRequests(ctx context.Context) endReason {
 	var hdr [requestHeaderLen]byte
+	// Async reads sent while more requests are already buffered are held
+	// in the volume's send buffers, and flushed before the reader waits
+	// for anything (the network, the budget) or returns.
+	av, _ := c.vol.(asyncReader)
+	held := false
+	flush := func() {
+		if held {
+			av.FlushHeld()
+			held = false
+		}
+	}
+	defer flush()
 	for {
+		if c.br.Buffered() < requestHeaderLen {
+			flush()
+		}
 		if _, err := io.ReadFull(c.br, hdr[:]); err != nil {
 			if ctx.Err() != nil {
 				return endShutdown
@@ -130,6 +149,7 @@ func (c *conn) readRequests(ctx context.Context) endReason {
 				continue
 			}
 			req.cost = int64(req.length)
+			flush() // the payload may not be here yet; the budget may wait
 			if err := c.budget.acquire(ctx, req.cost); err != nil {
 				return endShutdown
 			}
@@ -147,13 +167,56 @@ func (c *conn) readRequests(ctx context.Context) endReason {
 			if req.typ == cmdRead {
 				req.cost = int64(req.length)
 			}
+			if c.budget.full(req.cost) {
+				flush()
+			}
 			if err := c.budget.acquire(ctx, req.cost); err != nil {
 				return endShutdown
 			}
 		}
 		c.workers.Add(1)
+		if req.typ == cmdRead && req.length > 0 && av != nil {
+			hold := c.br.Buffered() >= requestHeaderLen
+			c.readAsync(av, req, hold)
+			held = held || hold
+			continue
+		}
+		flush() // keep the order of sends as the client sent them, mostly
 		go c.serve(req)
 	}
+}
+
+// asyncReader is a volume that can read without a goroutine per request
+// (the Cairn client library): the reader loop sends, the answer's arrival
+// replies.
+type asyncReader interface {
+	// ReadAtAsync with hold may leave the request unsent until FlushHeld.
+	ReadAtAsync(ctx context.Context, p []byte, off int64, hold bool, done func(error))
+	FlushHeld()
+	// OnIdle registers f to run after done callbacks, once a burst of them
+	// is over; the returned function unregisters it. Replies of async reads
+	// are held back until then and written together.
+	OnIdle(f func()) (cancel func())
+}
+
+// readAsync serves a read through an asyncReader; like serve, it replies,
+// releases the budget and ends the worker.
+func (c *conn) readAsync(av asyncReader, r request, hold bool) {
+	off, n := int64(r.off), int64(r.length)
+	start := off &^ (minBlockSize - 1)
+	end := min((off+n+minBlockSize-1)&^(minBlockSize-1), int64(c.size))
+	buf := getBuf(int(end - start))
+	av.ReadAtAsync(c.opCtx, *buf, start, hold, func(err error) {
+		if err == nil {
+			c.srv.stats.bytesRead.Add(uint64(n))
+			c.send(r.cookie, 0, (*buf)[off-start:off-start+n], true)
+		} else {
+			c.send(r.cookie, c.errorCode(err, r.typ), nil, true)
+		}
+		putBuf(buf)
+		c.budget.release(r.cost)
+		c.workers.Done()
+	})
 }
 
 func (c *conn) readEnd(ctx context.Context) endReason {
@@ -293,7 +356,12 @@ func (c *conn) errorCode(err error, typ uint16) uint32 {
 
 // reply sends a simple reply. Safe for concurrent use. data, if any, is
 // copied or written before reply returns.
-func (c *conn) reply(cookie uint64, code uint32, data []byte) {
+func (c *conn) reply(cookie uint64, code uint32, data []byte) { c.send(cookie, code, data, false) }
+
+// send appends a reply to the write buffer; the last of the replies being
+// sent concurrently writes the buffer, unless hold is set: then it stays
+// until flushHeld (a full buffer is written anyway).
+func (c *conn) send(cookie uint64, code uint32, data []byte, hold bool) {
 	if code != 0 {
 		c.srv.stats.errors.Add(1)
 	}
@@ -319,8 +387,13 @@ func (c *conn) reply(cookie uint64, code uint32, data []byte) {
 	// The last pending reply flushes: whoever else is pending will take
 	// the lock after us and flush in turn.
 	if c.pending.Add(-1) == 0 && c.werr == nil && len(c.wbuf) > 0 {
-		_, c.werr = c.nc.Write(c.wbuf)
-		c.wbuf = c.wbuf[:0]
+		if hold && len(c.wbuf) < cap(c.wbuf)/2 {
+			c.held.Store(true)
+		} else {
+			_, c.werr = c.nc.Write(c.wbuf)
+			c.wbuf = c.wbuf[:0]
+			c.held.Store(false)
+		}
 	}
 	var failed error
 	if !hadErr {
@@ -328,13 +401,35 @@ func (c *conn) reply(cookie uint64, code uint32, data []byte) {
 	}
 	c.wmu.Unlock()
 	if failed != nil {
-		if !errors.Is(failed, net.ErrClosed) && !errors.Is(failed, os.ErrDeadlineExceeded) {
-			c.log.Debug("nbd: send reply failed; dropping connection", "err", failed)
-		}
-		// Unblock the reader; the client cannot get its answers any more.
-		c.opCancel()
-		c.nc.Close()
+		c.sendFailed(failed)
 	}
+}
+
+// flushHeld writes replies held back by send.
+func (c *conn) flushHeld() {
+	if !c.held.Load() {
+		return
+	}
+	c.wmu.Lock()
+	var failed error
+	if c.held.Swap(false) && c.werr == nil && len(c.wbuf) > 0 {
+		_, c.werr = c.nc.Write(c.wbuf)
+		c.wbuf = c.wbuf[:0]
+		failed = c.werr
+	}
+	c.wmu.Unlock()
+	if failed != nil {
+		c.sendFailed(failed)
+	}
+}
+
+func (c *conn) sendFailed(err error) {
+	if !errors.Is(err, net.ErrClosed) && !errors.Is(err, os.ErrDeadlineExceeded) {
+		c.log.Debug("nbd: send reply failed; dropping connection", "err", err)
+	}
+	// Unblock the reader; the client cannot get its answers any more.
+	c.opCancel()
+	c.nc.Close()
 }
 
 // budget bounds requests in flight on a connection and the payload memory
@@ -344,6 +439,13 @@ type budget struct {
 	count int
 	bytes int64
 	wake  chan struct{}
+}
+
+// full reports whether acquire would wait now.
+func (b *budget) full(cost int64) bool {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return !(b.count < maxInFlight && (b.bytes+cost <= maxInFlightBytes || b.bytes == 0))
 }
 
 func (b *budget) acquire(ctx context.Context, cost int64) error {

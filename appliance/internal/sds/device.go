@@ -104,9 +104,12 @@ func CheckStablePath(path string, force bool) error { return model.CheckDevicePa
 
 // device is one open data device.
 type device struct {
-	id    string
-	path  string
-	f     *os.File
+	id   string
+	path string
+	f    *os.File
+	// rc reads chunk data through the page cache (the read cache), when
+	// enabled and f is O_DIRECT; nil otherwise.
+	rc    *os.File
 	align int64 // I/O alignment the file accepts (512 or 4096)
 	block bool  // a block device (else a regular file)
 	super *superblock
@@ -150,7 +153,9 @@ func allZero(b []byte) bool {
 // openDevice opens path for exclusive use with O_DIRECT where the file
 // allows it. For block devices O_EXCL makes the kernel refuse a device that
 // is mounted or held by another user; for files an exclusive flock does.
-func openDevice(path string) (*device, error) {
+// With readCache, chunk reads go through a second, buffered, read-only
+// descriptor (see readCachedAt).
+func openDevice(path string, readCache bool) (*device, error) {
 	st, err := os.Stat(path)
 	if err != nil {
 		return nil, fmt.Errorf("device %s: %w", path, err)
@@ -185,6 +190,13 @@ func openDevice(path string) (*device, error) {
 		probe := bufpool.Aligned(4096)
 		if _, err := f.ReadAt(probe[:512], 512); err != nil && errors.Is(err, unix.EINVAL) {
 			d.align = 4096
+		}
+		if readCache {
+			// No O_EXCL: this process already holds the device.
+			if d.rc, err = os.OpenFile(path, os.O_RDONLY|unix.O_CLOEXEC, 0); err != nil {
+				f.Close()
+				return nil, fmt.Errorf("open device %s for the read cache: %w", path, err)
+			}
 		}
 	}
 	return d, nil
@@ -254,6 +266,23 @@ func (d *device) readAt(p []byte, off int64) error {
 	}
 	copy(p, b[off-start:])
 	return nil
+}
+
+// readCachedAt reads chunk data through the page cache when the read cache
+// is on, else as readAt. Coherence: direct writes, hole punching and
+// zeroing invalidate the cached pages they cover, and every chunk read or
+// write holds its range lock rounded to 4 KiB (whole pages, as slots start
+// on page boundaries), so no read can refill a page with old data while a
+// write to it is in progress.
+func (d *device) readCachedAt(p []byte, off int64) error {
+	if d.rc == nil {
+		return d.readAt(p, off)
+	}
+	if d.injected() {
+		return errInjected
+	}
+	_, err := d.rc.ReadAt(p, off)
+	return err
 }
 
 // writeAt writes p at device offset off; unaligned writes read-modify-write
@@ -329,4 +358,9 @@ func (d *device) sync() error {
 	return nil
 }
 
-func (d *device) close() error { return d.f.Close() }
+func (d *device) close() error {
+	if d.rc != nil {
+		d.rc.Close()
+	}
+	return d.f.Close()
+}

@@ -181,7 +181,7 @@ func (c *Cluster) StartSDS(i int) {
 	ctx, cancel := context.WithCancel(c.ctx)
 	s.cancel, s.done = cancel, make(chan error, 1)
 	go func() {
-		s.done <- sds.Run(ctx, sds.Config{Name: s.Name, Listen: s.Addr, StateDir: s.State, Etcd: c.Etcd, Logger: c.Log, StatsInterval: 500 * time.Millisecond})
+		s.done <- sds.Run(ctx, sds.Config{Name: s.Name, Listen: s.Addr, StateDir: s.State, Etcd: c.Etcd, Logger: c.Log, StatsInterval: 500 * time.Millisecond, ReadCache: true})
 	}()
 	if c.Cat != nil {
 		c.waitLive(s.ID)

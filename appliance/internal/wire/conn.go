@@ -28,6 +28,12 @@ type Client struct {
 	dialMu  sync.Mutex
 	closed  atomic.Bool
 	Timeout time.Duration // dial timeout
+	// OnIdle, if set (before the first request), runs on a connection's
+	// reader each time it has handled the answers that had arrived and is
+	// about to wait for more, and after callbacks run elsewhere (timeouts,
+	// a failed connection): callers of Go may hold back work (a reply to
+	// send) until then and do it once for the whole burst.
+	OnIdle func()
 }
 
 // NewClient returns a client for addr using n connections (n >= 1).
@@ -72,8 +78,9 @@ func (c *Client) conn(ctx context.Context) (*clientConn, error) {
 	if tc, ok := nc.(*net.TCPConn); ok {
 		_ = tc.SetNoDelay(true)
 	}
-	cc := &clientConn{c: nc, bw: bufio.NewWriterSize(nc, 256<<10), pending: map[uint64]*call{}}
+	cc := &clientConn{c: nc, bw: bufio.NewWriterSize(nc, 256<<10), pending: map[uint64]*call{}, gone: make(chan struct{}), onIdle: c.OnIdle}
 	go cc.readLoop()
+	go cc.sweep()
 	c.conns[i].Store(cc)
 	if c.closed.Load() {
 		cc.fail(ErrClosed)
@@ -98,7 +105,33 @@ type call struct {
 	dst  []byte
 	err  error
 	done chan struct{}
+	// cb, for calls made with Go, replaces done: it runs on the reader
+	// (or, at the deadline, on the sweeper) with the outcome.
+	cb       func(*Response, error)
+	deadline int64 // unix ns; calls made with Go only
 }
+
+// finish completes a call: its callback or its waiter.
+func (cl *call) finish() {
+	if cl.cb == nil {
+		cl.done <- struct{}{}
+		return
+	}
+	cb := cl.cb
+	if cl.err != nil {
+		cb(nil, cl.err)
+		return
+	}
+	resp := cl.resp
+	if resp.Status != StatusOK {
+		cb(&resp, &StatusError{Status: resp.Status, Aux: resp.Aux, Epoch: resp.Epoch, Message: string(resp.Payload)})
+		return
+	}
+	cb(&resp, nil)
+}
+
+// ErrTimeout fails a call made with Go that got no answer in time.
+var ErrTimeout = errors.New("wire: no answer in time")
 
 var callPool = sync.Pool{New: func() any { return &call{done: make(chan struct{}, 1)} }}
 
@@ -113,6 +146,16 @@ type clientConn struct {
 	nextID  uint64
 	broken  atomic.Bool
 	err     error
+	gone    chan struct{} // closed by fail: stops the sweeper
+	async   atomic.Int32  // calls made with Go in flight
+	held    atomic.Bool   // requests sent with hold wait in bw
+	onIdle  func()
+}
+
+func (cc *clientConn) idle() {
+	if cc.onIdle != nil {
+		cc.onIdle()
+	}
 }
 
 func (cc *clientConn) fail(err error) {
@@ -120,47 +163,101 @@ func (cc *clientConn) fail(err error) {
 	if cc.err == nil {
 		cc.err = err
 	}
-	cc.broken.Store(true)
+	first := !cc.broken.Swap(true)
 	p := cc.pending
 	cc.pending = map[uint64]*call{}
 	cc.mu.Unlock()
+	if first {
+		close(cc.gone)
+	}
 	cc.c.Close()
 	for _, cl := range p {
 		cl.err = cc.err
-		cl.done <- struct{}{}
+		cc.release(cl)
+		cl.finish()
+	}
+	cc.idle()
+}
+
+// release counts a call made with Go as finished.
+func (cc *clientConn) release(cl *call) {
+	if cl.cb != nil {
+		cc.async.Add(-1)
+	}
+}
+
+// sweep fails calls made with Go that are past their deadline (a
+// partitioned SDS never answers), until the connection fails.
+func (cc *clientConn) sweep() {
+	t := time.NewTicker(250 * time.Millisecond)
+	defer t.Stop()
+	var late []*call
+	for {
+		select {
+		case <-cc.gone:
+			return
+		case <-t.C:
+		}
+		if cc.async.Load() == 0 {
+			continue
+		}
+		now := time.Now().UnixNano()
+		cc.mu.Lock()
+		for id, cl := range cc.pending {
+			if cl.cb != nil && now > cl.deadline {
+				delete(cc.pending, id)
+				late = append(late, cl)
+			}
+		}
+		cc.mu.Unlock()
+		for _, cl := range late {
+			cl.err = fmt.Errorf("%w from %s", ErrTimeout, cc.c.RemoteAddr())
+			cc.release(cl)
+			cl.finish()
+		}
+		if len(late) > 0 {
+			cc.idle()
+		}
+		late = late[:0]
+	}
+}
+
+// Go sends req without waiting. done runs once, on the connection's reader
+// goroutine (or the deadline sweeper), followed at some point by OnIdle,
+// with the response — its payload in
+// dst when it fits — or an error (a *StatusError for non-OK statuses,
+// ErrTimeout after timeout, a connection error). done must not block: it
+// holds up every answer on that connection. It may run before Go returns.
+//
+// With hold, the request may stay in the send buffer until FlushHeld (or
+// any other send) writes it: a caller with more requests at hand sends them
+// all with one system call. It must call FlushHeld before it waits for
+// anything.
+func (c *Client) Go(req *Request, dst []byte, timeout time.Duration, hold bool, done func(*Response, error)) {
+	cc, err := c.conn(context.Background())
+	if err != nil {
+		done(nil, err)
+		if c.OnIdle != nil {
+			c.OnIdle()
+		}
+		return
+	}
+	cl := &call{dst: dst, cb: done, deadline: time.Now().Add(timeout).UnixNano()}
+	cc.async.Add(1)
+	if err := cc.send(req, cl, hold); err != nil {
+		cc.async.Add(-1)
+		done(nil, err)
+		cc.idle()
 	}
 }
 
 func (cc *clientConn) do(ctx context.Context, req *Request, dst []byte) (*Response, error) {
 	cl := callPool.Get().(*call)
 	cl.dst, cl.err, cl.resp = dst, nil, Response{}
-	cc.mu.Lock()
-	if cc.err != nil {
-		err := cc.err
-		cc.mu.Unlock()
+	if err := cc.send(req, cl, false); err != nil {
 		callPool.Put(cl)
 		return nil, err
 	}
-	cc.nextID++
-	req.ID = cc.nextID
-	cc.pending[req.ID] = cl
-	cc.mu.Unlock()
-
-	cc.queued.Add(1)
-	cc.wmu.Lock()
-	PutRequestHeader(cc.hdr[:], req)
-	_, werr := cc.bw.Write(cc.hdr[:])
-	if werr == nil && len(req.Payload) > 0 {
-		_, werr = cc.bw.Write(req.Payload)
-	}
-	if cc.queued.Add(-1) == 0 && werr == nil {
-		werr = cc.bw.Flush()
-	}
-	cc.wmu.Unlock()
-	if werr != nil {
-		cc.fail(fmt.Errorf("send to %s: %w", cc.c.RemoteAddr(), werr))
-	}
-
 	select {
 	case <-cl.done:
 	case <-ctx.Done():
@@ -187,10 +284,71 @@ func (cc *clientConn) do(ctx context.Context, req *Request, dst []byte) (*Respon
 	return &resp, nil
 }
 
+// send registers cl and writes req. An error means cl was not registered
+// (the connection had failed); a failed write fails the connection, and
+// with it cl.
+func (cc *clientConn) send(req *Request, cl *call, hold bool) error {
+	cc.mu.Lock()
+	if cc.err != nil {
+		err := cc.err
+		cc.mu.Unlock()
+		return err
+	}
+	cc.nextID++
+	req.ID = cc.nextID
+	cc.pending[req.ID] = cl
+	cc.mu.Unlock()
+
+	cc.queued.Add(1)
+	cc.wmu.Lock()
+	PutRequestHeader(cc.hdr[:], req)
+	_, werr := cc.bw.Write(cc.hdr[:])
+	if werr == nil && len(req.Payload) > 0 {
+		_, werr = cc.bw.Write(req.Payload)
+	}
+	if cc.queued.Add(-1) == 0 && werr == nil {
+		if hold {
+			cc.held.Store(true)
+		} else {
+			werr = cc.bw.Flush()
+			cc.held.Store(false)
+		}
+	}
+	cc.wmu.Unlock()
+	if werr != nil {
+		cc.fail(fmt.Errorf("send to %s: %w", cc.c.RemoteAddr(), werr))
+	}
+	return nil
+}
+
+// FlushHeld writes requests held back by Go.
+func (c *Client) FlushHeld() {
+	for i := range c.conns {
+		cc := c.conns[i].Load()
+		if cc == nil || !cc.held.Load() {
+			continue
+		}
+		cc.wmu.Lock()
+		var werr error
+		if cc.held.Swap(false) {
+			werr = cc.bw.Flush()
+		}
+		cc.wmu.Unlock()
+		if werr != nil {
+			cc.fail(fmt.Errorf("send to %s: %w", cc.c.RemoteAddr(), werr))
+		}
+	}
+}
+
 func (cc *clientConn) readLoop() {
 	br := bufio.NewReaderSize(cc.c, 256<<10)
 	var hdr [RespHeader]byte
+	ran := false // callbacks of Go ran since the last OnIdle
 	for {
+		if ran && br.Buffered() < RespHeader {
+			cc.idle() // callbacks ran and we are about to wait for the network
+			ran = false
+		}
 		if _, err := io.ReadFull(br, hdr[:]); err != nil {
 			cc.fail(fmt.Errorf("connection to %s: %w", cc.c.RemoteAddr(), err))
 			return
@@ -217,7 +375,8 @@ func (cc *clientConn) readLoop() {
 			if _, err := io.ReadFull(br, buf); err != nil {
 				if cl != nil {
 					cl.err = fmt.Errorf("connection to %s: %w", cc.c.RemoteAddr(), err)
-					cl.done <- struct{}{}
+					cc.release(cl)
+					cl.finish()
 				}
 				cc.fail(err)
 				return
@@ -227,7 +386,8 @@ func (cc *clientConn) readLoop() {
 		if crc != want {
 			if cl != nil {
 				cl.err = ErrChecksum
-				cl.done <- struct{}{}
+				cc.release(cl)
+				cl.finish()
 			}
 			cc.fail(fmt.Errorf("from %s: %w", cc.c.RemoteAddr(), ErrChecksum))
 			return
@@ -237,7 +397,9 @@ func (cc *clientConn) readLoop() {
 		}
 		r.Payload = buf
 		cl.resp = r
-		cl.done <- struct{}{}
+		ran = ran || cl.cb != nil
+		cc.release(cl)
+		cl.finish()
 	}
 }
 
@@ -250,6 +412,16 @@ const MaxInFlight = 256
 
 // Serve accepts connections on l and serves them with h until ctx ends.
 func Serve(ctx context.Context, l net.Listener, h Handler, log *slog.Logger) error {
+	return ServeInline(ctx, l, h, nil, log)
+}
+
+// ServeInline is Serve where requests for which inline returns true are
+// served on the connection's reader goroutine, in arrival order, and their
+// replies are sent together while more requests are already buffered (one
+// send for a burst). It suits short requests such as small reads: no
+// goroutine hand-off, fewer system calls. Everything else gets its own
+// goroutine, as with Serve.
+func ServeInline(ctx context.Context, l net.Listener, h Handler, inline func(*Request) bool, log *slog.Logger) error {
 	var wg sync.WaitGroup
 	conns := map[net.Conn]struct{}{}
 	var mu sync.Mutex
@@ -284,7 +456,8 @@ func Serve(ctx context.Context, l net.Listener, h Handler, log *slog.Logger) err
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			serveConn(ctx, c, h, log)
+			sc := &serverConn{c: c, bw: bufio.NewWriterSize(c, 256<<10)}
+			sc.serve(ctx, h, inline, log)
 			mu.Lock()
 			delete(conns, c)
 			mu.Unlock()
@@ -292,18 +465,86 @@ func Serve(ctx context.Context, l net.Listener, h Handler, log *slog.Logger) err
 	}
 }
 
-func serveConn(ctx context.Context, c net.Conn, h Handler, log *slog.Logger) {
+// maxHeld bounds the inline replies buffered before a flush.
+const maxHeld = 16
+
+// serverConn is one served connection's reply side.
+type serverConn struct {
+	c      net.Conn
+	wmu    sync.Mutex
+	bw     *bufio.Writer
+	queued atomic.Int32 // replies about to be written: the last one flushes
+	dirty  bool         // inline replies written but not flushed (reader only, under wmu)
+	broken atomic.Bool
+}
+
+// send writes one reply. flush=false leaves it buffered (the reader flushes
+// before it waits for more requests).
+func (sc *serverConn) send(req *Request, resp Response, release func(), flush bool) {
+	resp.ID = req.ID
+	var rh [RespHeader]byte
+	PutResponseHeader(rh[:], &resp)
+	sc.queued.Add(1) // before the lock: a writer that sees others queued leaves the flush to them
+	sc.wmu.Lock()
+	if !sc.broken.Load() {
+		_, err := sc.bw.Write(rh[:])
+		if err == nil && len(resp.Payload) > 0 {
+			_, err = sc.bw.Write(resp.Payload)
+		}
+		if sc.queued.Add(-1) == 0 && err == nil {
+			if flush {
+				err = sc.bw.Flush()
+				sc.dirty = false
+			} else {
+				sc.dirty = true
+			}
+		}
+		if err != nil {
+			sc.broken.Store(true)
+			sc.c.Close()
+		}
+	} else {
+		sc.queued.Add(-1)
+	}
+	sc.wmu.Unlock()
+	if release != nil {
+		release()
+	}
+	if req.Payload != nil {
+		bufpool.Put(req.Payload)
+	}
+}
+
+// flushInline sends inline replies left buffered.
+func (sc *serverConn) flushInline() {
+	sc.wmu.Lock()
+	if sc.dirty && !sc.broken.Load() {
+		if err := sc.bw.Flush(); err != nil {
+			sc.broken.Store(true)
+			sc.c.Close()
+		}
+	}
+	sc.dirty = false
+	sc.wmu.Unlock()
+}
+
+func (sc *serverConn) serve(ctx context.Context, h Handler, inline func(*Request) bool, log *slog.Logger) {
+	c := sc.c
 	defer c.Close()
 	br := bufio.NewReaderSize(c, 256<<10)
-	bw := bufio.NewWriterSize(c, 256<<10)
-	var wmu sync.Mutex
-	var queued atomic.Int32
-	var broken atomic.Bool
 	sem := make(chan struct{}, MaxInFlight)
 	var wg sync.WaitGroup
 	defer wg.Wait()
+	defer sc.flushInline()
 	var hdr [ReqHeader]byte
+	held := 0 // inline replies since the last flush
 	for {
+		// Flush before waiting for the network, and every maxHeld replies
+		// so a long burst does not hold its first answers back.
+		if held > 0 && (br.Buffered() < ReqHeader || held >= maxHeld) {
+			sc.flushInline()
+			held = 0
+		}
 		req := &Request{}
 		if err := ReadRequest(br, hdr[:], req, bufpool.Get); err != nil {
 			if !errors.Is(err, io.EOF) && !errors.Is(err, net.ErrClosed) && ctx.Err() == nil {
@@ -314,38 +555,18 @@ func serveConn(ctx context.Context, c net.Conn, h Handler, log *slog.Logger) {
 			}
 			return
 		}
+		if inline != nil && inline(req) {
+			resp, release := h(ctx, req)
+			sc.send(req, resp, release, false)
+			held++
+			continue
+		}
 		sem <- struct{}{}
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
 			resp, release := h(ctx, req)
-			resp.ID = req.ID
-			var rh [RespHeader]byte
-			PutResponseHeader(rh[:], &resp)
-			queued.Add(1) // before the lock: a writer that sees others queued leaves the flush to them
-			wmu.Lock()
-			var err error
-			if !broken.Load() {
-				if _, err = bw.Write(rh[:]); err == nil && len(resp.Payload) > 0 {
-					_, err = bw.Write(resp.Payload)
-				}
-				if queued.Add(-1) == 0 && err == nil {
-					err = bw.Flush()
-				}
-				if err != nil {
-					broken.Store(true)
-					c.Close()
-				}
-			} else {
-				queued.Add(-1)
-			}
-			wmu.Unlock()
-			if release != nil {
-				release()
-			}
-			if req.Payload != nil {
-				bufpool.Put(req.Payload)
-			}
+			sc.send(req, resp, release, true)
 			<-sem
 		}()
 	}
