@@ -20,7 +20,8 @@ func readAsync(vol *client.Volume, p []byte, off int64) error {
 	return <-ch
 }
 
-// TestReadAtAsync: the goroutine-free read path returns what was written,
+// TestReadAtAsync: the goroutine-free read path returns what was written
+// (and WriteAtAsync writes what is read back),
 // in and across chunks and concurrently, refuses reads past the end, and
 // falls back to the retrying path when the primary is gone. The SDSs run
 // with the read cache, so overwrites between reads also check that cached
@@ -66,6 +67,34 @@ func TestReadAtAsync(t *testing.T) {
 	}
 	for round := 0; round < 5; round++ {
 		check(round)
+		if round == 2 {
+			// Rewrite the volume through WriteAtAsync, many in flight,
+			// in and across chunks, then check it through ReadAt.
+			rng.Read(data)
+			var wg sync.WaitGroup
+			errs := make(chan error, 64)
+			for off := int64(0); off < vol.Size(); {
+				n := min(int64(rng.Intn(16)+1)*4096, vol.Size()-off)
+				wg.Add(1)
+				vol.WriteAtAsync(ctx, data[off:off+n], off, 0, true, func(err error) {
+					if err != nil {
+						errs <- err
+					}
+					wg.Done()
+				})
+				off += n
+			}
+			vol.FlushHeld() // the held ones, on every connection
+			wg.Wait()
+			close(errs)
+			for err := range errs {
+				t.Fatalf("async write: %v", err)
+			}
+			got := make([]byte, vol.Size())
+			if err := vol.ReadAt(ctx, got, 0); err != nil || !bytes.Equal(got, data) {
+				t.Fatalf("after async writes: err %v, equal %v", err, bytes.Equal(got, data))
+			}
+		}
 		// Overwrite pieces just read (cached on the SDSs), unaligned to
 		// pages included, then read them again.
 		for i := 0; i < 32; i++ {

@@ -328,16 +328,40 @@ func (v *Volume) ReadAt(ctx context.Context, p []byte, off int64) error {
 // several reads at hand passes hold for all but the last, or calls
 // FlushHeld before it waits for anything.
 func (v *Volume) ReadAtAsync(ctx context.Context, p []byte, off int64, hold bool, done func(error)) {
-	n := int64(len(p))
+	req := &wire.Request{Op: wire.OpRead, Volume: v.id, Offset: uint64(off), Length: uint32(len(p))}
+	v.async(ctx, req, p, hold, func() error { return v.ReadAt(ctx, p, off) }, func(resp *wire.Response) bool {
+		if len(resp.Payload) != len(p) {
+			return false
+		}
+		if &resp.Payload[0] != &p[0] {
+			copy(p, resp.Payload)
+		}
+		return true
+	}, done)
+}
+
+// WriteAtAsync writes like WriteAt, the way ReadAtAsync reads: p must stay
+// untouched until done.
+func (v *Volume) WriteAtAsync(ctx context.Context, p []byte, off int64, flags blockdev.WriteFlags, hold bool, done func(error)) {
+	req := &wire.Request{Op: wire.OpWrite, Flags: wflags(flags), Volume: v.id, Offset: uint64(off), Length: uint32(len(p)), Payload: p}
+	v.async(ctx, req, nil, hold, func() error { return v.WriteAt(ctx, p, off, flags) }, nil, done)
+}
+
+// async sends a one-chunk request to its primary without waiting (see
+// ReadAtAsync); sync is the retrying path, taken for anything else or
+// after a failed attempt; accept checks an OK answer (nil: any).
+func (v *Volume) async(ctx context.Context, req *wire.Request, dst []byte, hold bool, sync func() error, accept func(*wire.Response) bool, done func(error)) {
+	c := v.c
+	off, n := int64(req.Offset), int64(req.Length)
 	if err := v.check(off, n); err != nil {
 		done(err)
-		v.c.runIdle()
+		c.runIdle()
 		return
 	}
 	slow := func() {
 		go func() {
-			done(v.ReadAt(ctx, p, off))
-			v.c.runIdle()
+			done(sync())
+			c.runIdle()
 		}()
 	}
 	chunk := uint64(off) / model.ChunkSize
@@ -345,7 +369,6 @@ func (v *Volume) ReadAtAsync(ctx context.Context, p []byte, off int64, hold bool
 		slow()
 		return
 	}
-	c := v.c
 	route, ok := c.Cat.ChunkRoute(v.id, chunk, pgOf)
 	if !ok || len(route.Copies) == 0 {
 		slow()
@@ -356,14 +379,11 @@ func (v *Volume) ReadAtAsync(ctx context.Context, p []byte, off int64, hold bool
 		slow()
 		return
 	}
-	req := &wire.Request{Op: wire.OpRead, Volume: v.id, Offset: uint64(off), Length: uint32(n), Epoch: route.Epoch}
-	c.Peer(addr).Go(req, p, c.AttemptTimeout, hold, func(resp *wire.Response, err error) {
-		if err != nil || ctx.Err() != nil || len(resp.Payload) != int(n) {
-			slow() // ReadAt retries, waits for map changes and maps errors
+	req.Epoch = route.Epoch
+	c.Peer(addr).Go(req, dst, c.AttemptTimeout, hold, func(resp *wire.Response, err error) {
+		if err != nil || ctx.Err() != nil || (accept != nil && !accept(resp)) {
+			slow() // the sync path retries, waits for map changes and maps errors
 			return
-		}
-		if &resp.Payload[0] != &p[0] {
-			copy(p, resp.Payload)
 		}
 		done(nil)
 	})

@@ -94,6 +94,10 @@ func (c *conn) readRequests(ctx context.Context) endReason {
 	// in the volume's send buffers, and flushed before the reader waits
 	// for anything (the network, the budget) or returns.
 	av, _ := c.vol.(asyncReader)
+	aw, _ := c.vol.(asyncWriter)
+	if av == nil {
+		aw = nil // held sends are flushed through av
+	}
 	held := false
 	flush := func() {
 		if held {
@@ -181,6 +185,12 @@ func (c *conn) readRequests(ctx context.Context) endReason {
 			held = held || hold
 			continue
 		}
+		if req.typ == cmdWrite && req.length > 0 && aw != nil {
+			hold := c.br.Buffered() >= requestHeaderLen
+			c.writeAsync(aw, req, hold)
+			held = held || hold
+			continue
+		}
 		flush() // keep the order of sends as the client sent them, mostly
 		go c.serve(req)
 	}
@@ -197,6 +207,29 @@ type asyncReader interface {
 	// is over; the returned function unregisters it. Replies of async reads
 	// are held back until then and written together.
 	OnIdle(f func()) (cancel func())
+}
+
+// asyncWriter writes the way asyncReader reads.
+type asyncWriter interface {
+	WriteAtAsync(ctx context.Context, p []byte, off int64, flags blockdev.WriteFlags, hold bool, done func(error))
+}
+
+// writeAsync serves a write through an asyncWriter, like readAsync.
+func (c *conn) writeAsync(aw asyncWriter, r request, hold bool) {
+	var flags blockdev.WriteFlags
+	if r.flags&cmdFlagFUA != 0 {
+		flags |= blockdev.FUA
+	}
+	n := int64(r.length)
+	aw.WriteAtAsync(c.opCtx, *r.buf, int64(r.off), flags, hold, func(err error) {
+		putBuf(r.buf)
+		if err == nil {
+			c.srv.stats.bytesWritten.Add(uint64(n))
+		}
+		c.send(r.cookie, c.errorCode(err, r.typ), nil, true)
+		c.budget.release(r.cost)
+		c.workers.Done()
+	})
 }
 
 // readAsync serves a read through an asyncReader; like serve, it replies,
