@@ -4,7 +4,6 @@ import (
 	"bytes"
 	"context"
 	"errors"
-	"log/slog"
 	"net"
 	"sync"
 	"testing"
@@ -52,28 +51,18 @@ func goWait(c *Client, req *Request, dst []byte, timeout time.Duration) (*Respon
 // Inline reads and goroutine writes on one connection, many in flight,
 // through Go and Do together: every answer reaches its caller.
 func TestGoWithInlineServer(t *testing.T) {
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	ctx, cancel := context.WithCancel(context.Background())
-	done := make(chan struct{})
-	go func() {
-		defer close(done)
-		ServeInline(ctx, l, func(ctx context.Context, r *Request) (Response, func()) {
-			switch r.Op {
-			case OpRead:
-				return Response{Payload: bytes.Repeat([]byte{byte(r.Offset)}, int(r.Length))}, nil
-			case OpWrite:
-				time.Sleep(time.Millisecond)
-				return Response{Aux: uint64(len(r.Payload))}, nil
-			}
-			return Errorf(StatusUnsupported, "op %d", r.Op), nil
-		}, func(r *Request) bool { return r.Op == OpRead }, slog.Default())
-	}()
-	defer func() { cancel(); <-done }()
+	addr := startServer(t, func(ctx context.Context, r *Request) (Response, func()) {
+		switch r.Op {
+		case OpRead:
+			return Response{Payload: bytes.Repeat([]byte{byte(r.Offset)}, int(r.Length))}, nil
+		case OpWrite:
+			time.Sleep(time.Millisecond)
+			return Response{Aux: uint64(len(r.Payload))}, nil
+		}
+		return Errorf(StatusUnsupported, "op %d", r.Op), nil
+	}, func(r *Request) bool { return r.Op == OpRead })
 
-	c := NewClient(l.Addr().String(), 2)
+	c := NewClient(addr, 2)
 	defer c.Close()
 	var wg sync.WaitGroup
 	for i := 0; i < 300; i++ {

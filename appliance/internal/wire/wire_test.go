@@ -11,7 +11,9 @@ import (
 	"time"
 )
 
-func startEcho(t *testing.T) string {
+// startServer serves h (with inline, if not nil) on a loopback port until
+// the test ends, and returns the address.
+func startServer(t *testing.T, h Handler, inline func(*Request) bool) string {
 	t.Helper()
 	l, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
@@ -21,22 +23,27 @@ func startEcho(t *testing.T) string {
 	done := make(chan struct{})
 	go func() {
 		defer close(done)
-		Serve(ctx, l, func(ctx context.Context, r *Request) (Response, func()) {
-			switch r.Op {
-			case OpRead:
-				// reply with Length bytes of the offset's low byte; slow for odd offsets
-				if r.Offset%2 == 1 {
-					time.Sleep(20 * time.Millisecond)
-				}
-				return Response{Epoch: r.Epoch, Payload: bytes.Repeat([]byte{byte(r.Offset)}, int(r.Length))}, nil
-			case OpWrite:
-				return Response{Aux: uint64(len(r.Payload))}, nil
-			}
-			return Errorf(StatusUnsupported, "op %d", r.Op), nil
-		}, slog.Default())
+		ServeInline(ctx, l, h, inline, slog.Default())
 	}()
 	t.Cleanup(func() { cancel(); <-done })
 	return l.Addr().String()
+}
+
+func startEcho(t *testing.T) string {
+	t.Helper()
+	return startServer(t, func(ctx context.Context, r *Request) (Response, func()) {
+		switch r.Op {
+		case OpRead:
+			// reply with Length bytes of the offset's low byte; slow for odd offsets
+			if r.Offset%2 == 1 {
+				time.Sleep(20 * time.Millisecond)
+			}
+			return Response{Epoch: r.Epoch, Payload: bytes.Repeat([]byte{byte(r.Offset)}, int(r.Length))}, nil
+		case OpWrite:
+			return Response{Aux: uint64(len(r.Payload))}, nil
+		}
+		return Errorf(StatusUnsupported, "op %d", r.Op), nil
+	}, nil)
 }
 
 func TestRoundTripOutOfOrder(t *testing.T) {
