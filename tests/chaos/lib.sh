@@ -90,6 +90,47 @@ down_wait() {
 	kill "$DOWN_WATCH_PID" 2>/dev/null || true
 	fail "$1 not shown down by the gateway within $2 s"
 }
+# rebuilt_watch: poll the gateway (GET /api/v1/system every 50 ms, inside
+# the core namespace) until it has shown some group degraded or rebuilding
+# and then every group back to two ready copies (no degraded, rebuilding,
+# resyncing or rebalancing group); the Unix ms of that answer goes to
+# $S/rebuilt. Pending bytes are not waited for: they come from statistics
+# the SDSs publish every 2 s, while a group is marked ready only after its
+# fill reported, so the map alone says when the data is rebuilt. Start it
+# before the fault; rebuilt_wait collects it.
+rebuilt_watch() {
+	rm -f "$S/rebuilt"
+	# shellcheck disable=SC2016
+	timeout 300 ip netns exec "$CORE" bash -c '
+		seen=0
+		while :; do
+			r=$(curl -s -m 2 --cacert "$2" -H "Authorization: Bearer $1" https://127.0.0.1:8443/api/v1/system) || r=""
+			g=$(jq -r ".rebuild | .degraded_groups + .rebuilding_groups + .resyncing_groups + .rebalancing_groups" <<<"$r" 2>/dev/null) || g=""
+			if [ -n "$g" ] && [ "$g" != null ]; then
+				if ((g > 0)); then
+					seen=1
+				elif ((seen)); then
+					date +%s%3N >"$3"
+					exit 0
+				fi
+			fi
+			sleep 0.05
+		done' _ "$(jq -r .token "$CAIRNCTL_CONFIG")" "$S/gateway/cert.pem" "$S/rebuilt" &
+	REBUILT_WATCH_PID=$!
+}
+# rebuilt_wait SECONDS: the Unix ms at which the pool was first shown healed.
+rebuilt_wait() {
+	local i
+	for ((i = 0; i < $1 * 10; i++)); do
+		if [ -s "$S/rebuilt" ]; then
+			cat "$S/rebuilt"
+			return 0
+		fi
+		sleep 0.1
+	done
+	kill "$REBUILT_WATCH_PID" 2>/dev/null || true
+	fail "the pool was not shown healed within $1 s"
+}
 # mdm_reacted_after MS: Unix ms of the leader's first placement map change
 # after MS (the system's own detection; informational).
 mdm_reacted_after() {

@@ -76,6 +76,8 @@ func (s *Server) apiRoutes() []route {
 		route{"POST", p("/volumes/{ref}/map"), O, s.mapVolume},
 		route{"POST", p("/volumes/{ref}/unmap"), O, s.unmapVolume},
 		route{"PATCH", p("/users/{ref}"), A, s.updateUser},
+		route{"PATCH", p("/pools/{ref}"), A, s.updatePool},
+		route{"PATCH", p("/sds/{ref}"), A, s.updateSDS},
 		route{"POST", p("/sds/{ref}/maintenance"), O, s.enterSDSMaintenance},
 		route{"DELETE", p("/sds/{ref}/maintenance"), O, s.exitSDSMaintenance},
 		route{"POST", p("/faultsets/{ref}/maintenance"), O, s.enterFaultSetMaintenance},

@@ -264,6 +264,7 @@ type poolView struct {
 func (w *world) poolView(p model.StoragePool) poolView {
 	c := model.ComputePoolCapacity(p, values(w.devices), values(w.sdss), values(w.volumes))
 	v := poolView{StoragePool: p, PDName: w.pds[p.PDID].Name, Capacity: c, Redundant: c.FaultDomains >= 2}
+	v.RebuildPolicy = p.Policy() // "" in pools created before policies: unlimited
 	for _, vol := range w.volumes {
 		if vol.PoolID == p.ID {
 			v.Volumes++

@@ -254,12 +254,13 @@ func (c *Controller) heal(ctx context.Context, p model.StoragePool, cur *model.P
 			moving++
 		}
 		if !sameCopies(n, copies) {
-			changed++
-			for _, cp := range copies {
-				if (cp.State == model.CopyRebuild || cp.State == model.CopyResync) && !slices.ContainsFunc(n, func(x model.CopyRef) bool { return x.DeviceID == cp.DeviceID && x.State == cp.State }) {
-					consumed = append(consumed, FilledPrefix+p.ID+"/"+placement.FillKey(pg, cp.DeviceID))
-				}
+			done := consumedFills(p.ID, pg, copies, n)
+			if len(consumed)+len(done) > maxFillsPerMap {
+				next.PGs[pg] = copies // next round (fillbatch.go)
+				continue
 			}
+			changed++
+			consumed = append(consumed, done...)
 		}
 		if len(n) == 0 || n[0].State != model.CopyReady {
 			c.Log.Error("placement group has no complete copy: its data is unavailable until a failed SDS returns", "pool", p.Name, "pg", pg)

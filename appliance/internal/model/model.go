@@ -81,6 +81,9 @@ type SDS struct {
 	FaultSetID string `json:"fault_set_id,omitempty"` // empty: the SDS is its own fault set
 	Address    string `json:"address"`                // data-path host:port
 	State      string `json:"state"`
+	// RebuildMBps caps the fill traffic (rebuild, resync, rebalance) this
+	// SDS sends, in MB/s (10^6 bytes); 0: no cap.
+	RebuildMBps int `json:"rebuild_mbps"`
 }
 
 // Device states.
@@ -109,6 +112,12 @@ type StoragePool struct {
 	PGCount      int    `json:"pg_count"`
 	// ZeroPadding is always true: unwritten or unmapped blocks read as zeros.
 	ZeroPadding bool `json:"zero_padding"`
+	// RebuildPolicy paces the fills (rebuild, resync, rebalance) of the
+	// pool's groups on each SDS: RebuildUnlimited (also when empty),
+	// RebuildLimitIO (RebuildMaxIO fill I/Os at once per SDS) or
+	// RebuildFavorAppIO. See ops_rebuild.go.
+	RebuildPolicy string `json:"rebuild_policy"`
+	RebuildMaxIO  int    `json:"rebuild_max_io,omitempty"`
 }
 
 // Mapping exposes a volume to a host.

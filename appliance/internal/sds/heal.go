@@ -16,8 +16,15 @@ import (
 	"github.com/cairn-storage/cairn/appliance/internal/wire"
 )
 
-// fillStreams is the number of chunks one fill sends at once.
-const fillStreams = 4
+// fillStreams is the number of chunks one fill sends at once, and
+// maxFills the number of fills an SDS runs at once. Pushes in flight over
+// all fills are bounded by maxPushes and the pacing (throttle.go); many
+// fills side by side keep the pushes flowing while some fills list the
+// target's chunks, wait for in-flight writes or report.
+const (
+	fillStreams = 4
+	maxFills    = 16
+)
 
 // FilledPrefix mirrors mdm.FilledPrefix (the MDM imports nothing of the SDS).
 const FilledPrefix = model.Prefix + "filled/"
@@ -29,11 +36,15 @@ type pgRef struct {
 }
 
 // fillJob is one fill; a watchdog restarts a fill that makes no progress
-// for fillStall (a peer that stopped answering, a lost wake-up).
+// for fillStall (a peer that stopped answering, a lost wake-up). Waiting
+// for a fill slot or for the pacing (a low bandwidth cap, a busy SDS under
+// favor-app-io) is not a stall.
 type fillJob struct {
 	cancel   context.CancelFunc
 	progress atomic.Int64 // Unix ns of the last progress
 	done     atomic.Bool
+	started  atomic.Bool  // holds a fill slot
+	pacing   atomic.Int32 // pushes waiting for the pacing
 }
 
 const fillStall = 20 * time.Second
@@ -56,17 +67,25 @@ type healer struct {
 	running  map[string]*fillJob            // fills started, by fillID (kept once done)
 	gcSeen   map[chunkKey]bool
 
-	sem chan struct{} // bounds concurrent fills
+	sem  chan struct{} // bounds concurrent fills
+	pace *pacer        // paces their pushes: policy, bandwidth cap
 
 	pendingBytes atomic.Int64
 	doneBytes    atomic.Int64
 	resyncBytes  atomic.Int64
 	rateBytes    atomic.Int64 // bytes pushed, for the rate
+	staleRetries atomic.Int64 // pushes sent again at a newer epoch
 }
 
 func newHealer(s *Server) *healer {
+	capMBs := func() int {
+		x, _ := s.cat.SDS(s.id)
+		return x.RebuildMBps
+	}
+	appOps := func() uint64 { return s.total.readOps.Load() + s.total.writeOps.Load() }
 	return &healer{s: s, prev: map[string]*model.PlacementMap{}, trackers: map[pgRef]map[string]*tracker{},
-		running: map[string]*fillJob{}, sem: make(chan struct{}, 4)}
+		running: map[string]*fillJob{}, sem: make(chan struct{}, maxFills),
+		pace: newPacer(realClock{}, s.cat.Pool, capMBs, appOps)}
 }
 
 func fillID(r pgRef, dev string, since uint64) string {
@@ -116,7 +135,7 @@ func (h *healer) observe(ctx context.Context) {
 					id := fillID(ref, c.DeviceID, c.Since)
 					wanted[id] = true
 					j, ok := h.running[id]
-					if ok && !j.done.Load() && time.Since(time.Unix(0, j.progress.Load())) > fillStall {
+					if ok && !j.done.Load() && j.started.Load() && j.pacing.Load() == 0 && time.Since(time.Unix(0, j.progress.Load())) > fillStall {
 						h.s.log.Warn("fill made no progress; restarting it", "pool", ref.pool, "pg", ref.pg, "target", c.DeviceID)
 						j.cancel()
 						ok = false
@@ -184,7 +203,11 @@ func (h *healer) fill(ctx context.Context, id string, job *fillJob, ref pgRef, p
 	case <-ctx.Done():
 		return
 	}
-	defer func() { <-h.sem }()
+	var releaseOnce sync.Once
+	release := func() { releaseOnce.Do(func() { <-h.sem }) }
+	defer release()
+	job.started.Store(true)
+	job.progress.Store(time.Now().UnixNano())
 	log := h.s.log.With("pool", ref.pool, "pg", ref.pg, "target", target.DeviceID, "mode", target.State)
 	// Writes already holding a range may have been routed by a map that
 	// did not list this copy: wait for them, so that what is listed (or
@@ -228,6 +251,7 @@ func (h *healer) fill(ctx context.Context, id string, job *fillJob, ref pgRef, p
 	h.pendingBytes.Add(total)
 	defer func() { h.pendingBytes.Add(-total) }()
 	start := time.Now()
+	stale0 := h.staleRetries.Load()
 	var sent atomic.Int64
 	// A few chunks in flight per fill keep both devices and the link busy;
 	// fills of several groups run side by side (h.sem).
@@ -241,7 +265,7 @@ func (h *healer) fill(ctx context.Context, id string, job *fillJob, ref pgRef, p
 		go func() {
 			defer wg.Done()
 			for k := range keys {
-				n, err := h.push(pctx, k, target)
+				n, err := h.push(pctx, job, ref.pool, k, target)
 				if err != nil {
 					if pctx.Err() == nil && failed.CompareAndSwap(false, true) {
 						log.Warn("fill: push chunk", "chunk", k.chunk, "err", err)
@@ -272,6 +296,7 @@ func (h *healer) fill(ctx context.Context, id string, job *fillJob, ref pgRef, p
 	close(keys)
 	wg.Wait()
 	total -= sent.Load()
+	release() // reporting needs no slot: let the next fill start pushing
 	if failed.Load() || ctx.Err() != nil {
 		if ctx.Err() == nil {
 			h.retryLater(id, job)
@@ -295,7 +320,8 @@ func (h *healer) fill(ctx context.Context, id string, job *fillJob, ref pgRef, p
 		delete(h.trackers[ref], target.DeviceID)
 		h.mu.Unlock()
 	}
-	log.Info("copy filled", "chunks", len(todo), "dropped", len(drop), "bytes", sent.Load(), "delta", delta, "seconds", time.Since(start).Seconds())
+	log.Info("copy filled", "chunks", len(todo), "dropped", len(drop), "bytes", sent.Load(), "delta", delta, "seconds", time.Since(start).Seconds(),
+		"stale_retries_sds", h.staleRetries.Load()-stale0)
 }
 
 // retryLater forgets a failed fill so the next observation restarts it.
@@ -326,9 +352,26 @@ func (h *healer) remoteChunks(ctx context.Context, ref pgRef, target model.CopyR
 	if err != nil {
 		return nil, err
 	}
-	resp, err := p.Do(ctx, &wire.Request{Op: wire.OpChunkList, Epoch: h.s.cat.Epoch(), Offset: uint64(ref.pg), Payload: []byte(ref.pool)}, nil)
-	if err != nil {
-		return nil, err
+	// Fills finishing elsewhere bump the epoch all through a rebuild: a
+	// list answered "stale" is asked again at the newer epoch rather than
+	// failing the fill (which would restart it only after retryLater).
+	req := &wire.Request{Op: wire.OpChunkList, Epoch: h.s.cat.Epoch(), Offset: uint64(ref.pg), Payload: []byte(ref.pool)}
+	var resp *wire.Response
+	for attempt := 0; ; attempt++ {
+		pctx, cancel := context.WithTimeout(ctx, 30*time.Second)
+		resp, err = p.Do(pctx, req, nil)
+		cancel()
+		var se *wire.StatusError
+		if err == nil {
+			break
+		}
+		if attempt >= 20 || !errors.As(err, &se) || se.Status != wire.StatusStaleEpoch {
+			return nil, err
+		}
+		wctx, wcancel := context.WithTimeout(ctx, 2*time.Second)
+		_ = h.s.cat.WaitEpoch(wctx, se.Epoch)
+		wcancel()
+		req.Epoch = max(h.s.cat.Epoch(), se.Epoch)
 	}
 	var out []chunkKey
 	for b := resp.Payload; len(b) >= 16; b = b[16:] {
@@ -337,12 +380,25 @@ func (h *healer) remoteChunks(ctx context.Context, ref pgRef, target model.CopyR
 	return out, nil
 }
 
-// push sends one whole chunk (or its absence) to the target copy.
-func (h *healer) push(ctx context.Context, k chunkKey, target model.CopyRef) (int64, error) {
+// push sends one whole chunk (or its absence) to the target copy, once the
+// pacing admits it.
+func (h *healer) push(ctx context.Context, job *fillJob, pool string, k chunkKey, target model.CopyRef) (int64, error) {
 	p, err := h.peer(target)
 	if err != nil {
 		return 0, err
 	}
+	var size int64
+	if _, ok := h.s.idx.lookup(k); ok {
+		size = model.ChunkSize // an absent chunk costs no bandwidth
+	}
+	job.pacing.Add(1)
+	leave, err := h.pace.admit(ctx, pool, size)
+	job.pacing.Add(-1)
+	if err != nil {
+		return 0, err
+	}
+	defer leave()
+	job.progress.Store(time.Now().UnixNano())
 	unlock := h.s.locks.lock(k, 0, model.ChunkSize)
 	defer unlock()
 	sender, _ := strconv.ParseUint(h.s.id, 16, 64)
@@ -373,6 +429,7 @@ func (h *healer) push(ctx context.Context, k chunkKey, target model.CopyRef) (in
 		if err == nil || attempt >= 20 || !errors.As(err, &se) || se.Status != wire.StatusStaleEpoch {
 			return n, err
 		}
+		h.staleRetries.Add(1)
 		wctx, wcancel := context.WithTimeout(ctx, 2*time.Second)
 		_ = h.s.cat.WaitEpoch(wctx, se.Epoch)
 		wcancel()

@@ -1,0 +1,148 @@
+package model
+
+// Rebuild pacing: a pool's rebuild policy and an SDS's bandwidth cap for
+// fill traffic (rebuild, resync, rebalance). Both live in the objects
+// themselves, so every SDS sees a change through its catalog watch and
+// applies it to the fills it is running within a second or so.
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"strings"
+
+	clientv3 "go.etcd.io/etcd/client/v3"
+)
+
+// Rebuild policies of a pool.
+const (
+	// RebuildUnlimited: fills run as fast as the devices and links allow.
+	RebuildUnlimited = "unlimited"
+	// RebuildLimitIO: at most StoragePool.RebuildMaxIO fill I/Os (one
+	// chunk each) of the pool in flight per SDS.
+	RebuildLimitIO = "limit-concurrent-io"
+	// RebuildFavorAppIO: while the SDS serves application I/O (some
+	// completed within the last few milliseconds), at most one fill I/O
+	// of the pool at a time; full speed when it is idle.
+	RebuildFavorAppIO = "favor-app-io"
+)
+
+// Bounds of the pacing settings.
+const (
+	MaxRebuildMaxIO = 64
+	MaxRebuildMBps  = 100000
+)
+
+// RebuildPolicies lists the valid policies, for messages and help texts.
+var RebuildPolicies = []string{RebuildUnlimited, RebuildLimitIO, RebuildFavorAppIO}
+
+// Policy is the pool's rebuild policy; an empty one (pools created before
+// policies existed) is RebuildUnlimited.
+func (p StoragePool) Policy() string {
+	if p.RebuildPolicy == "" {
+		return RebuildUnlimited
+	}
+	return p.RebuildPolicy
+}
+
+// PoolUpdate changes a pool's settings; nil fields stay as they are.
+type PoolUpdate struct {
+	RebuildPolicy *string `json:"rebuild_policy,omitempty"`
+	// RebuildMaxIO: fill I/Os in flight per SDS, 1..MaxRebuildMaxIO; only
+	// with the policy limit-concurrent-io.
+	RebuildMaxIO *int `json:"rebuild_max_io,omitempty"`
+}
+
+// applyPoolUpdate validates up against p and returns the updated pool.
+func applyPoolUpdate(p StoragePool, up PoolUpdate) (StoragePool, error) {
+	if up.RebuildPolicy == nil && up.RebuildMaxIO == nil {
+		return p, invalidf("pool %q: give rebuild_policy and/or rebuild_max_io", p.Name)
+	}
+	policy := p.Policy()
+	if up.RebuildPolicy != nil {
+		policy = *up.RebuildPolicy
+		known := false
+		for _, k := range RebuildPolicies {
+			known = known || policy == k
+		}
+		if !known {
+			return p, invalidf("pool %q: rebuild_policy %q: use one of %s", p.Name, policy, strings.Join(RebuildPolicies, ", "))
+		}
+	}
+	maxIO := p.RebuildMaxIO
+	if up.RebuildMaxIO != nil {
+		maxIO = *up.RebuildMaxIO
+		if policy != RebuildLimitIO {
+			return p, invalidf("pool %q: rebuild_max_io applies only to the policy %s (the policy is %s)", p.Name, RebuildLimitIO, policy)
+		}
+		if maxIO < 1 || maxIO > MaxRebuildMaxIO {
+			return p, invalidf("pool %q: rebuild_max_io %d must be between 1 and %d", p.Name, maxIO, MaxRebuildMaxIO)
+		}
+	}
+	switch {
+	case policy == RebuildLimitIO && maxIO == 0:
+		return p, invalidf("pool %q: the policy %s needs rebuild_max_io (fill I/Os at once per SDS, 1-%d)", p.Name, RebuildLimitIO, MaxRebuildMaxIO)
+	case policy != RebuildLimitIO:
+		maxIO = 0 // meaningless for the other policies: not kept
+	}
+	p.RebuildPolicy, p.RebuildMaxIO = policy, maxIO
+	return p, nil
+}
+
+// UpdatePool changes a pool's rebuild policy. A refused request changes
+// nothing.
+func (s *Store) UpdatePool(ctx context.Context, ref string, up PoolUpdate) (StoragePool, error) {
+	p, rev, err := fetch[StoragePool](ctx, s, KindPool, ref)
+	if err != nil {
+		return p, err
+	}
+	np, err := applyPoolUpdate(p, up)
+	if err != nil {
+		return p, err
+	}
+	return np, s.replace(ctx, KindPool, np.ID, np.Name, rev, np)
+}
+
+// SDSUpdate changes an SDS's settings; nil fields stay as they are.
+type SDSUpdate struct {
+	// RebuildMBps caps the SDS's outgoing fill traffic (MB/s); 0 removes
+	// the cap.
+	RebuildMBps *int `json:"rebuild_mbps,omitempty"`
+}
+
+func applySDSUpdate(x SDS, up SDSUpdate) (SDS, error) {
+	if up.RebuildMBps == nil {
+		return x, invalidf("SDS %q: give rebuild_mbps (MB/s, 0 for no cap)", x.Name)
+	}
+	if v := *up.RebuildMBps; v < 0 || v > MaxRebuildMBps {
+		return x, invalidf("SDS %q: rebuild_mbps %d must be between 0 (no cap) and %d", x.Name, v, MaxRebuildMBps)
+	}
+	x.RebuildMBps = *up.RebuildMBps
+	return x, nil
+}
+
+// UpdateSDS changes an SDS's rebuild bandwidth cap. A refused request
+// changes nothing.
+func (s *Store) UpdateSDS(ctx context.Context, ref string, up SDSUpdate) (SDS, error) {
+	x, rev, err := fetch[SDS](ctx, s, KindSDS, ref)
+	if err != nil {
+		return x, err
+	}
+	nx, err := applySDSUpdate(x, up)
+	if err != nil {
+		return x, err
+	}
+	return nx, s.replace(ctx, KindSDS, nx.ID, nx.Name, rev, nx)
+}
+
+// replace writes an object unless it changed since rev (a concurrent
+// change, e.g. the SDS entering maintenance, is then not overwritten).
+func (s *Store) replace(ctx context.Context, kind, id, name string, rev int64, v any) error {
+	b, err := json.Marshal(v)
+	if err != nil {
+		return err
+	}
+	key := Key(kind, id)
+	return s.txn(ctx, fmt.Sprintf("%s %q", kindNoun[kind], name),
+		[]clientv3.Cmp{clientv3.Compare(clientv3.ModRevision(key), "=", rev)}, clientv3.OpPut(key, string(b)))
+}

@@ -1,0 +1,112 @@
+package sds_test
+
+import (
+	"bytes"
+	"context"
+	"math/rand"
+	"testing"
+	"time"
+
+	"github.com/cairn-storage/cairn/appliance/internal/model"
+	"github.com/cairn-storage/cairn/appliance/internal/testcluster"
+)
+
+const MiB = 1 << 20
+
+// healthy reports whether every group has two ready copies, none on the
+// excluded SDS.
+func healthy(c *testcluster.Cluster, exclude string) bool {
+	m, ok := c.Cat.Map(c.PoolID)
+	if !ok {
+		return false
+	}
+	for _, pg := range m.PGs {
+		if len(pg) != 2 {
+			return false
+		}
+		for _, cp := range pg {
+			if cp.State != model.CopyReady || cp.SDSID == exclude {
+				return false
+			}
+		}
+	}
+	return true
+}
+
+func doneBytes(t *testing.T, c *testcluster.Cluster, id string) int64 {
+	t.Helper()
+	var st model.SDSStats
+	if _, err := c.Store.Get(context.Background(), model.StatsKey(id), &st); err != nil {
+		t.Fatalf("stats of SDS %s: %v", id, err)
+	}
+	return st.Rebuild.DoneBytes
+}
+
+// TestRebuildBandwidthCap: a rebuild under a per-SDS cap, set through the
+// model while the SDSs run, sends no faster than the cap (with a margin),
+// completes, and loses nothing.
+func TestRebuildBandwidthCap(t *testing.T) {
+	const capMBs = 10
+	c := testcluster.Start(t, testcluster.Options{SDSs: 4, DevicesPerSDS: 1, DeviceSize: 512 * MiB, PGCount: 32})
+	vol := c.CreateVolume("capped", 1<<30, true)
+	ctx := context.Background()
+	data := make([]byte, 96*MiB)
+	rand.New(rand.NewSource(7)).Read(data)
+	if err := vol.WriteAt(ctx, data, 0, 0); err != nil {
+		t.Fatal(err)
+	}
+	for _, s := range c.SDSs {
+		up := capMBs
+		if _, err := c.Store.UpdateSDS(ctx, s.Name, model.SDSUpdate{RebuildMBps: &up}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	// The SDSs' catalogs follow the same etcd watch as this one.
+	deadline := time.Now().Add(5 * time.Second)
+	for _, s := range c.SDSs {
+		for x, _ := c.Cat.SDS(s.ID); x.RebuildMBps != capMBs; x, _ = c.Cat.SDS(s.ID) {
+			if time.Now().After(deadline) {
+				t.Fatalf("SDS %s: cap not seen after 5 s", s.Name)
+			}
+			time.Sleep(10 * time.Millisecond)
+		}
+	}
+	time.Sleep(200 * time.Millisecond)
+
+	survivors := []int{0, 2, 3}
+	done0 := map[int]int64{}
+	for _, i := range survivors {
+		done0[i] = doneBytes(t, c, c.SDSs[i].ID)
+	}
+	start := time.Now()
+	c.StopSDS(1) // a graceful stop revokes the lease: the rebuild starts at once
+	for !healthy(c, c.SDSs[1].ID) {
+		if time.Since(start) > 60*time.Second {
+			t.Fatal("pool not healthy 60 s after the SDS stopped")
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	took := time.Since(start)
+	time.Sleep(1200 * time.Millisecond) // statistics are published every 500 ms
+	var total int64
+	for _, i := range survivors {
+		sent := doneBytes(t, c, c.SDSs[i].ID) - done0[i]
+		total += sent
+		rate := float64(sent) / 1e6 / took.Seconds()
+		t.Logf("%s sent %d MiB in %s: %.1f MB/s (cap %d MB/s)", c.SDSs[i].Name, sent/MiB, took.Round(time.Millisecond), rate, capMBs)
+		if rate > 1.5*capMBs {
+			t.Errorf("%s sent at %.1f MB/s, more than 1.5 × its %d MB/s cap", c.SDSs[i].Name, rate, capMBs)
+		}
+	}
+	// The stopped SDS held about half of the 2 × 96 MiB of copies.
+	if total < 30*MiB {
+		t.Fatalf("only %d MiB rebuilt: the test measured nothing", total/MiB)
+	}
+	got := make([]byte, len(data))
+	if err := vol.ReadAt(ctx, got, 0); err != nil {
+		t.Fatal(err)
+	}
+	if !bytes.Equal(got, data) {
+		t.Fatal("data differs after the capped rebuild")
+	}
+}
