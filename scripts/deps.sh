@@ -6,8 +6,9 @@ what=${1:-test}
 pkgs=(libnbd-bin fio qemu-utils iproute2 python3)
 case $what in
 test) pkgs+=(nbdkit qemu-system-x86 libiscsi-bin libiscsi-dev gcc file busybox-static cpio kmod xz-utils e2fsprogs debootstrap
-	nftables iptables bc jq curl openssl packer parted fdisk dosfstools mtools openssh-client) ;;
-bench) pkgs+=(nbdkit gnuplot-nox ceph-mon ceph-osd ceph-mgr ceph-common uuid-runtime libiscsi-bin) ;;
+	nftables iptables bc jq curl openssl packer parted fdisk dosfstools mtools openssh-client socat) ;;
+bench) pkgs+=(nbdkit gnuplot-nox ceph-mon ceph-osd ceph-mgr ceph-common uuid-runtime libiscsi-bin libiscsi-dev
+	qemu-system-x86 busybox-static cpio kmod xz-utils e2fsprogs debootstrap gcc socat) ;;
 esac
 missing=()
 for p in "${pkgs[@]}"; do

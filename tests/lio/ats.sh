@@ -12,6 +12,8 @@
 set -euo pipefail
 HERE=$(cd "$(dirname "$0")" && pwd)
 REPO=$(cd "$HERE/../.." && pwd)
+# shellcheck source=lib.sh
+. "$HERE/lib.sh"
 LIO_CACHE=${LIO_CACHE:-${CAIRN_CACHE:-$HOME/.cache/cairn}/lio}
 export LIO_CACHE
 WORK=$LIO_CACHE/ats-run
@@ -29,14 +31,14 @@ fail() { echo "FAIL: $*" >&2; exit 1; }
 rm -rf "$WORK"; mkdir -p "$WORK/stage"
 cluster_down() { :; }
 trap '"$HERE/run-guest.sh" stop; cluster_down' EXIT
-bash "$HERE/build-guest.sh" > "$WORK/build-guest.log" 2>&1 || { cat "$WORK/build-guest.log"; exit 1; }
+lio_build_guest "$WORK/build-guest.log"
 gcc -O2 -Wall -o "$WORK/caw-race" "$HERE/caw-race.c" -liscsi -lpthread
 if [ -z "${CAIRN_TARGET_CMD:-}" ] && [ "${ATS_BACKEND:-cluster}" = cluster ]; then
   # Default: the real thing. A Cairn cluster on the host; two `cairn target`
   # processes in the guest (two SVMs: own IQN, own backstores and rings, own
   # relative port) export the same volume; ATS is decided by the volume's
   # primary SDS, not by either target.
-  (cd "$REPO/appliance" && CGO_ENABLED=0 nice go build -o "$WORK/stage/cairn" ./cmd/cairn)
+  lio_build_cairn "$WORK/stage"
   CAIRN_IQN=$IQN1
   # shellcheck source=cairn-cluster.sh
   . "$HERE/cairn-cluster.sh"
@@ -55,9 +57,7 @@ phase boot
 U1=iscsi://127.0.0.1:$PORT/$IQN1/0
 U2=iscsi://127.0.0.1:$PORT/$IQN2/0
 for u in "$U1" "$U2"; do
-  ok=0
-  for _ in $(seq 1 120); do iscsi-inq -i "$INI1" "$u" > /dev/null 2>&1 && { ok=1; break; }; sleep 0.5; done
-  [ $ok = 1 ] || { "$HERE/run-guest.sh" cmd "tail -20 /tmp/target.log"; fail "$u not reachable"; }
+  lio_wait_lun "$INI1" "$u" 60 || { "$HERE/run-guest.sh" cmd "tail -20 /tmp/target.log"; fail "$u not reachable"; }
 done
 phase targets-up
 

@@ -3,17 +3,22 @@
 # to libiscsi's two initiator names, and lets the guest's `cairn target`
 # reach the MDM and the SDSs through qemu guestfwd (10.0.2.100 in the guest
 # is 127.0.0.1 on the host; nothing else is reachable: restrict=on).
+# Env: CL_STATE (cluster state directory; default: a new /tmp directory,
+# removed by cluster_down), CLUSTER_VOLUME_SIZE (1GiB), CLUSTER_INITIATORS
+# (initiator IQNs the volume is mapped to; default "$INI1 $INI2").
 _root=$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)
-CL_STATE=$(mktemp -d /tmp/cairn-lio.XXXXXX)
-"$_root/tests/lib/cluster.sh" start "$CL_STATE" --volume-size 1GiB --volume lun0 >"$CL_STATE/start.log" 2>&1 ||
+if [ -z "${CL_STATE:-}" ]; then CL_STATE=$(mktemp -d /tmp/cairn-lio.XXXXXX); _cl_owned=1; else mkdir -p "$CL_STATE"; _cl_owned=0; fi
+"$_root/tests/lib/cluster.sh" start "$CL_STATE" --volume-size "${CLUSTER_VOLUME_SIZE:-1GiB}" --volume lun0 >"$CL_STATE/start.log" 2>&1 ||
 	{ cat "$CL_STATE/start.log"; echo "cairn-cluster.sh: cluster did not start" >&2; exit 1; }
 # shellcheck disable=SC1091
 . "$CL_STATE/ports.env"
 _ctl() { CAIRNCTL_CONFIG=$CL_STATE/cairnctl.json "$_root/appliance/bin/cairnctl" "$@"; }
-_ctl host create libiscsi-1 --type iscsi --iqn "$INI1" >/dev/null
-_ctl host create libiscsi-2 --type iscsi --iqn "$INI2" >/dev/null
-_ctl volume map lun0 --host libiscsi-1 >/dev/null
-_ctl volume map lun0 --host libiscsi-2 >/dev/null
+_i=0
+for _ini in ${CLUSTER_INITIATORS:-$INI1 $INI2}; do
+	_i=$((_i + 1))
+	_ctl host create "initiator-$_i" --type iscsi --iqn "$_ini" >/dev/null
+	_ctl volume map lun0 --host "initiator-$_i" >/dev/null
+done
 GUESTFWD="10.0.2.100:$MDM1_CLIENT=$MDM1_CLIENT"
 for ((_i = 1; _i <= SDS_COUNT; _i++)); do
 	_p=SDS${_i}_PORT
@@ -22,5 +27,5 @@ done
 CAIRN_TARGET_CMD="env GOMAXPROCS=1 /cairn/cairn target --mdm http://10.0.2.100:$MDM1_CLIENT --iqn $CAIRN_IQN --sds-addr-map 127.0.0.1=10.0.2.100 --log-level warn"
 cluster_down() {
 	"$_root/tests/lib/cluster.sh" stop "$CL_STATE" >/dev/null 2>&1 || true
-	[ "${KEEP_STATE:-0}" = 1 ] || rm -rf "$CL_STATE"
+	[ "${KEEP_STATE:-0}" = 1 ] || [ "$_cl_owned" = 0 ] || rm -rf "$CL_STATE"
 }

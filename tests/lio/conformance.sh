@@ -22,6 +22,8 @@
 set -euo pipefail
 HERE=$(cd "$(dirname "$0")" && pwd)
 REPO=$(cd "$HERE/../.." && pwd)
+# shellcheck source=lib.sh
+. "$HERE/lib.sh"
 LIO_CACHE=${LIO_CACHE:-${CAIRN_CACHE:-$HOME/.cache/cairn}/lio}
 export LIO_CACHE
 WORK=$LIO_CACHE/conformance-run   # logs of the last run stay here
@@ -50,14 +52,14 @@ rm -rf "$WORK"; mkdir -p "$WORK/stage"
 cluster_down() { :; }
 trap '"$HERE/run-guest.sh" stop; cluster_down' EXIT
 
-bash "$HERE/build-guest.sh" > "$WORK/build-guest.log" 2>&1 || { cat "$WORK/build-guest.log"; exit 1; }
+lio_build_guest "$WORK/build-guest.log"
 phase build-guest
 
 install -m 755 "$HERE/guest-fileio.sh" "$WORK/stage/"
 if [ "${CAIRN_CLUSTER_SCRIPT:-}" = memory ]; then CAIRN_CLUSTER_SCRIPT=""; MEMORY_TARGET=1; fi
 if [ -n "${CAIRN_CLUSTER_SCRIPT:-}" ]; then
   # The real thing: `cairn target` in the guest over a Cairn cluster on the host.
-  (cd "$REPO/appliance" && CGO_ENABLED=0 nice go build -o "$WORK/stage/cairn" ./cmd/cairn)
+  lio_build_cairn "$WORK/stage"
   echo "the Cairn cluster (3 SDSs, 2 copies, on the host) through \`cairn target\` and the client library" > "$WORK/backend.txt"
 elif [ -z "${CAIRN_TARGET_CMD:-}" ]; then
   (cd "$REPO/appliance" && CGO_ENABLED=0 nice go build -o "$WORK/stage/memtarget" ./internal/target/memtarget)
@@ -86,12 +88,7 @@ g "/cairn/guest-fileio.sh $FILEIO_IQN $VOLUME_MIB"
 g "nohup $CAIRN_TARGET_CMD > /tmp/cairn-target.log 2>&1 &"
 CAIRN_URL=iscsi://127.0.0.1:$PORT/$CAIRN_IQN/0
 LIO_URL=iscsi://127.0.0.1:$PORT/$FILEIO_IQN/0
-ready=0
-for _ in $(seq 1 120); do
-  if iscsi-inq -i "$INI1" "$CAIRN_URL" > "$WORK/cairn-inq.txt" 2>&1; then ready=1; break; fi
-  sleep 1
-done
-if [ $ready != 1 ]; then
+if ! lio_wait_lun "$INI1" "$CAIRN_URL" 120 "$WORK/cairn-inq.txt"; then
   cat "$WORK/cairn-inq.txt"; g "tail -30 /tmp/cairn-target.log"; echo "conformance: Cairn LUN not reachable at $CAIRN_URL" >&2; exit 1
 fi
 iscsi-inq -i "$INI1" "$LIO_URL" > "$WORK/lio-inq.txt"

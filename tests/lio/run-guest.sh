@@ -11,18 +11,32 @@
 # 3260 is forwarded from 127.0.0.1:$PORT (a free loopback port unless PORT is set). GUESTFWD
 # ("guestaddr:port=hostport ...", e.g. "10.0.2.100:2379=2379") opens guest-initiated connections
 # to 127.0.0.1:hostport on the host (one `busybox nc` per connection), for a Cairn cluster that
-# runs on the host.
+# runs on the host (socat if installed, else busybox nc; GUESTFWD_RELAY=nc forces nc).
 # Disks: vda = the cached rootfs image (snapshot=on: never modified); vdb = an ext4 image made
 # from $CAIRN_DIR (the cairn binary and guest scripts), mounted at /cairn (also on PATH).
 # The kernel gets tsc=reliable clocksource=tsc: under TCG it would otherwise pick the HPET, and
 # every clock read of a Go program (the Cairn target) becomes an emulated MMIO access.
-# Env: RUN (state dir, default $LIO_CACHE/run), PORT, MEM (MiB, 1024), SMP (2), CAIRN_DIR, GUESTFWD.
+# Env: RUN (state dir, default $LIO_CACHE/run), PORT, MEM (MiB, 1024), SMP (2), CAIRN_DIR, GUESTFWD,
+# GUESTFWD_RELAY (nc: busybox nc even when socat is installed), NET_OPTS (extra virtio-net-pci
+# properties, e.g. tx=timer).
 set -euo pipefail
 HERE=$(cd "$(dirname "$0")" && pwd)
 LIO_CACHE=${LIO_CACHE:-${CAIRN_CACHE:-$HOME/.cache/cairn}/lio}
 G=$LIO_CACHE/guest
 RUN=${RUN:-$LIO_CACHE/run}
 now() { date +%s.%N; }
+
+# relay PORT: the command qemu runs per guest connection of a guestfwd (its stdio is the
+# connection). socat with TCP_NODELAY when installed: busybox nc leaves Nagle on, and a
+# request it forwards in two writes waits for the host's delayed ACK (tens of ms per I/O
+# at queue depth 1). ",," is a literal comma inside qemu's -netdev option string.
+relay() {
+  if [ "${GUESTFWD_RELAY:-auto}" != nc ] && command -v socat >/dev/null; then
+    echo "socat STDIO TCP:127.0.0.1:$1,,nodelay"
+  else
+    echo "busybox nc 127.0.0.1 $1"
+  fi
+}
 
 free_port() { python3 -c 'import socket;s=socket.socket();s.bind(("127.0.0.1",0));print(s.getsockname()[1])'; }
 
@@ -45,7 +59,7 @@ start() {
   fi
   local net="user,id=n0,restrict=on,hostfwd=tcp:127.0.0.1:${PORT}-:3260"
   for fw in ${GUESTFWD:-}; do
-    net="$net,guestfwd=tcp:${fw%%=*}-cmd:busybox nc 127.0.0.1 ${fw#*=}"
+    net="$net,guestfwd=tcp:${fw%%=*}-cmd:$(relay "${fw#*=}")"
   done
   local t0; t0=$(now)
   qemu-system-x86_64 -accel tcg,thread=multi -cpu max -smp "${SMP:-2}" -m "${MEM:-1024}" \
@@ -53,7 +67,7 @@ start() {
     -kernel "$G/vmlinuz" -initrd "$G/initrd.cpio.gz" \
     -append "console=ttyS0 panic=-1 quiet tsc=reliable clocksource=tsc ${APPEND_EXTRA:-}" \
     -chardev pipe,id=con,path="$RUN/con" -serial chardev:con \
-    -netdev "$net" -device virtio-net-pci,netdev=n0,romfile= \
+    -netdev "$net" -device "virtio-net-pci,netdev=n0,romfile=${NET_OPTS:+,$NET_OPTS}" \
     -drive "file=$G/rootfs.img,if=none,id=d0,format=raw,snapshot=on" -device virtio-blk-pci,drive=d0 \
     "${disk[@]}" \
     -pidfile "$RUN/qemu.pid" >"$RUN/qemu.log" 2>&1 &

@@ -16,6 +16,18 @@ func (h lunHandler) HandleCommand(ctx context.Context, cdb, dataOut, dataIn []by
 	return tcmu.Result{Status: r.Status, Sense: r.Sense, DataInLen: r.DataInLen}
 }
 
+// Start begins a read or a write without blocking when the volume does
+// them asynchronously (the client library): see scsi.LUN.StartRead.
+func (h lunHandler) Start(ctx context.Context, cdb, dataOut, dataIn []byte, hold bool, done func(tcmu.Result, bool)) bool {
+	d := func(r scsi.Response, ok bool) {
+		done(tcmu.Result{Status: r.Status, Sense: r.Sense, DataInLen: r.DataInLen}, ok)
+	}
+	return h.lun.StartRead(ctx, cdb, dataIn, hold, d) || h.lun.StartWrite(ctx, cdb, dataOut, hold, d)
+}
+
+// Flush sends the requests Start held back.
+func (h lunHandler) Flush() { h.lun.FlushHeld() }
+
 // SCSIHandlers returns a NewHandler that serves volumes with scsi.NewLUN.
 // opts is the same for every volume (identity fields must match on every
 // SVM); resolve finds another exported volume by WWN for EXTENDED COPY

@@ -30,6 +30,20 @@ type Handler interface {
 	HandleCommand(ctx context.Context, cdb, dataOut, dataIn []byte) Result
 }
 
+// AsyncHandler is a Handler that can also start some commands without
+// blocking or a goroutine of its own (reads through the client library):
+// Start returns false, having done nothing, for a command it cannot start
+// that way, which then runs with HandleCommand; otherwise done runs exactly
+// once, maybe before Start returns, maybe on another goroutine, and must
+// not block: with ok false the command is run again with HandleCommand.
+// hold lets Start keep what it sends in a buffer until Flush: Serve starts
+// every command of a batch taken off the ring with hold, then flushes once.
+type AsyncHandler interface {
+	Handler
+	Start(ctx context.Context, cdb, dataOut, dataIn []byte, hold bool, done func(res Result, ok bool)) bool
+	Flush()
+}
+
 // HandlerFunc adapts a function to Handler.
 type HandlerFunc func(ctx context.Context, cdb, dataOut, dataIn []byte) Result
 
@@ -60,10 +74,20 @@ type Ring struct {
 	// kernel queues the rest in the ring.
 	MaxInFlight int
 
-	mu      sync.Mutex // guards readPos, tail and writes to ring entries
+	mu      sync.Mutex // guards readPos, tail, kick and writes to ring entries
 	readPos uint32     // next entry we have not read
 	tail    uint32     // our copy of cmd_tail
+	// kick coalesces doorbells: kickIdle, or kickRunning while one
+	// completer is in Kick, or kickAgain when completions were written
+	// after that Kick may have read cmd_tail. See complete.
+	kick int
 }
+
+const (
+	kickIdle = iota
+	kickRunning
+	kickAgain
+)
 
 // NewRing wraps a shared region already mapped (len(mem) is the uio map's
 // size) and checks its mailbox.
@@ -95,33 +119,68 @@ func (r *Ring) u32(off int) *uint32 { return (*uint32)(unsafe.Pointer(&r.mem[off
 
 // Serve processes commands until ctx ends or the ring breaks. In-flight
 // commands get ctx too; Serve waits for all of them before returning.
+//
+// Commands run on a pool of worker goroutines, started on demand up to
+// MaxInFlight and kept until Serve returns: a long-lived worker keeps the
+// stack the SCSI layer and the client library grew (a goroutine per
+// command grew and freed it every time, which cost about a tenth of the
+// target's CPU under TCG).
 func (r *Ring) Serve(ctx context.Context, h Handler) error {
 	var wg sync.WaitGroup
-	defer wg.Wait()
 	limit := r.MaxInFlight
 	if limit <= 0 {
 		limit = 256
 	}
-	slots := make(chan struct{}, limit)
+	work := make(chan command) // unbuffered: a send succeeds only into an idle worker
+	defer wg.Wait()
+	defer close(work)
+	workers := 0
+	worker := func(c command) {
+		defer wg.Done()
+		for {
+			r.run(ctx, h, c)
+			var ok bool
+			if c, ok = <-work; !ok {
+				return
+			}
+		}
+	}
+	ah, _ := h.(AsyncHandler)
 	stop := context.AfterFunc(ctx, r.notifier.Interrupt)
 	defer stop()
 	for {
 		cmds, err := r.takeNew()
+		held := false
 		for _, c := range cmds {
+			if ah != nil && r.start(ctx, ah, c, &wg) {
+				held = true
+				continue
+			}
 			select {
-			case slots <- struct{}{}:
+			case work <- c:
+				continue
+			default:
+			}
+			if workers < limit {
+				workers++
+				wg.Add(1)
+				go worker(c)
+				continue
+			}
+			if held {
+				ah.Flush() // before waiting for a worker: nothing may sit in a buffer meanwhile
+				held = false
+			}
+			select {
+			case work <- c:
 			case <-ctx.Done():
 				// Not executed: answer BUSY so the kernel frees the entry
 				// and the initiator retries (on another path).
 				r.complete(c, Result{Status: StatusBusy}, nil)
-				continue
 			}
-			wg.Add(1)
-			go func(c command) {
-				defer wg.Done()
-				defer func() { <-slots }()
-				r.run(ctx, h, c)
-			}(c)
+		}
+		if held {
+			ah.Flush()
 		}
 		if err != nil {
 			return err
@@ -190,14 +249,54 @@ func (r *Ring) skipNonCommands() bool {
 
 // run executes one command and completes it.
 func (r *Ring) run(ctx context.Context, h Handler, c command) {
+	// Buffers come from the data path's pool: the handler must not keep
+	// them, and they go back once the completion is written.
+	dataOut, dataIn := r.buffers(c)
+	defer bufpool.Put(dataOut)
+	defer bufpool.Put(dataIn)
+	res := h.HandleCommand(ctx, c.cdb, dataOut, dataIn)
+	r.finish(c, res, dataIn)
+}
+
+// start offers c to an AsyncHandler, with hold. If taken, the command
+// counts in wg until its completion is written; a failed start runs it
+// again, synchronously, on a goroutine of its own (a rare path: the
+// asynchronous one fails only when the volume needs retries).
+func (r *Ring) start(ctx context.Context, ah AsyncHandler, c command, wg *sync.WaitGroup) bool {
+	dataOut, dataIn := r.buffers(c)
+	wg.Add(1)
+	ok := ah.Start(ctx, c.cdb, dataOut, dataIn, true, func(res Result, ok bool) {
+		if !ok {
+			bufpool.Put(dataOut)
+			bufpool.Put(dataIn)
+			go func() {
+				defer wg.Done()
+				r.run(ctx, ah, c)
+			}()
+			return
+		}
+		r.finish(c, res, dataIn)
+		bufpool.Put(dataOut)
+		bufpool.Put(dataIn)
+		wg.Done()
+	})
+	if !ok {
+		bufpool.Put(dataOut)
+		bufpool.Put(dataIn)
+		wg.Done()
+	}
+	return ok
+}
+
+// buffers returns c's data-out (gathered from the ring) and a zeroed
+// data-in buffer of the length the initiator asked for, both from the
+// data path's pool.
+func (r *Ring) buffers(c command) (dataOut, dataIn []byte) {
 	var total uint64
 	for _, v := range c.iov {
 		total += v.len
 	}
-	// Buffers come from the data path's pool: the handler must not keep
-	// them, and they go back once the completion is written.
-	dataOut := bufpool.Get(int(total))
-	defer bufpool.Put(dataOut)
+	dataOut = bufpool.Get(int(total))
 	r.gather(dataOut, c.iov)
 	inIov := c.iov
 	if len(c.bidi) > 0 {
@@ -207,10 +306,13 @@ func (r *Ring) run(ctx context.Context, h Handler, c command) {
 	for _, v := range inIov {
 		inTotal += v.len
 	}
-	dataIn := bufpool.Get(int(inTotal))
-	defer bufpool.Put(dataIn)
+	dataIn = bufpool.Get(int(inTotal))
 	clear(dataIn)
-	res := h.HandleCommand(ctx, c.cdb, dataOut, dataIn)
+	return dataOut, dataIn
+}
+
+// finish checks a handler's result and completes c.
+func (r *Ring) finish(c command, res Result, dataIn []byte) {
 	if res.DataInLen < 0 || res.DataInLen > len(dataIn) {
 		r.log.Error("tcmu: handler returned more data than the buffer holds", "cdb0", c.cdb[0], "len", res.DataInLen, "buf", len(dataIn))
 		res.DataInLen = len(dataIn)
@@ -272,9 +374,33 @@ func (r *Ring) complete(c command, res Result, dataIn []byte) {
 	r.tail = (r.tail + n) % uint32(len(r.ring))
 	r.skipNonCommands()
 	atomic.StoreUint32(r.u32(mbCmdTail), r.tail)
+	// Doorbell coalescing: the kernel handles every completion up to
+	// cmd_tail on each Kick, so one Kick in progress covers the completions
+	// stored before it started. A completion stored while another completer
+	// is inside Kick (which may already have read cmd_tail) asks that
+	// completer for one more Kick instead of making its own: every
+	// completion is followed by a Kick that starts after it was stored, and
+	// under load one syscall answers many commands.
+	if r.kick != kickIdle {
+		r.kick = kickAgain
+		r.mu.Unlock()
+		return
+	}
+	r.kick = kickRunning
 	r.mu.Unlock()
-	if err := r.notifier.Kick(); err != nil && !errors.Is(err, errClosed) {
-		r.log.Error("tcmu: notify kernel of completion", "cmd_id", c.id, "err", err)
+	for {
+		if err := r.notifier.Kick(); err != nil && !errors.Is(err, errClosed) {
+			r.log.Error("tcmu: notify kernel of completion", "cmd_id", c.id, "err", err)
+		}
+		r.mu.Lock()
+		if r.kick == kickAgain {
+			r.kick = kickRunning
+			r.mu.Unlock()
+			continue
+		}
+		r.kick = kickIdle
+		r.mu.Unlock()
+		return
 	}
 }
 

@@ -1,0 +1,114 @@
+package scsi
+
+import (
+	"context"
+
+	"github.com/cairn-storage/cairn/appliance/internal/blockdev"
+)
+
+// AsyncReader is a volume that can start a read without a goroutine of its
+// own and send several reads with one write (client.Volume): done runs once
+// when the read finished; hold lets the request wait in a send buffer until
+// FlushHeld.
+type AsyncReader interface {
+	ReadAtAsync(ctx context.Context, p []byte, off int64, hold bool, done func(error))
+	FlushHeld()
+}
+
+// AsyncWriter is the same for writes; p must stay untouched until done.
+type AsyncWriter interface {
+	WriteAtAsync(ctx context.Context, p []byte, off int64, flags blockdev.WriteFlags, hold bool, done func(error))
+}
+
+// StartRead begins a READ(6/10/12/16) without blocking when the volume is an
+// AsyncReader, and reports false (having done nothing) for any other command
+// or volume, and for any READ the synchronous path would refuse or treat
+// specially (invalid CDB fields, out-of-range LBAs, a partial block): the
+// caller then runs the command with Execute. Once started, done runs exactly
+// once, possibly before StartRead returns and possibly on another goroutine,
+// with ok true and the response, or ok false when the read failed: the
+// caller then runs the command again with Execute, which retries and maps
+// the error to sense data, so the answer is always the synchronous path's.
+func (l *LUN) StartRead(ctx context.Context, cdb, dataIn []byte, hold bool, done func(r Response, ok bool)) bool {
+	ar, ok := l.vol.(AsyncReader)
+	if !ok || len(cdb) == 0 {
+		return false
+	}
+	switch cdb[0] {
+	case opRead6, opRead10, opRead12, opRead16:
+	default:
+		return false
+	}
+	b, ok := l.validBlockCDB(cdb)
+	if !ok {
+		return false
+	}
+	avail := min(b.n*BlockSize, uint64(len(dataIn)))
+	if avail == 0 || avail%BlockSize != 0 {
+		return false
+	}
+	ar.ReadAtAsync(ctx, dataIn[:avail], int64(b.lba*BlockSize), hold, func(err error) {
+		if err != nil {
+			done(Response{}, false)
+			return
+		}
+		done(Response{Status: StatusGood, DataInLen: int(avail)}, true)
+	})
+	return true
+}
+
+// StartWrite is StartRead for WRITE(6/10/12/16) (FUA honoured) on an
+// AsyncWriter, for writes whose data-out holds every block the CDB names
+// on a writable LUN; anything else is left to Execute. A failed write is
+// rerun by the caller through Execute: writing the same data again is
+// harmless, and SCSI orders no two commands in flight.
+func (l *LUN) StartWrite(ctx context.Context, cdb, dataOut []byte, hold bool, done func(r Response, ok bool)) bool {
+	aw, ok := l.vol.(AsyncWriter)
+	if !ok || len(cdb) == 0 {
+		return false
+	}
+	switch cdb[0] {
+	case opWrite6, opWrite10, opWrite12, opWrite16:
+	default:
+		return false
+	}
+	b, ok := l.validBlockCDB(cdb)
+	if !ok || l.checkWritable() != nil || b.n == 0 || uint64(len(dataOut)) < b.n*BlockSize {
+		return false
+	}
+	aw.WriteAtAsync(ctx, dataOut[:b.n*BlockSize], int64(b.lba*BlockSize), fua(cdb), hold, func(err error) {
+		if err != nil {
+			done(Response{}, false)
+			return
+		}
+		done(Response{Status: StatusGood}, true)
+	})
+	return true
+}
+
+// validBlockCDB checks cdb as execute does (known command, whole CDB, no
+// bit set outside the command's usage mask) and its transfer length, and
+// returns its block range.
+func (l *LUN) validBlockCDB(cdb []byte) (blockRange, bool) {
+	cmd, cc := lookup(cdb)
+	if cc != nil || len(cdb) < len(cmd.usage) {
+		return blockRange{}, false
+	}
+	for i := 1; i < len(cmd.usage); i++ {
+		if cdb[i]&^cmd.usage[i] != 0 {
+			return blockRange{}, false
+		}
+	}
+	b := parseBlockRange(cdb)
+	if l.transfer(b) != nil {
+		return blockRange{}, false
+	}
+	return b, true
+}
+
+// FlushHeld sends the reads StartRead held back (hold true).
+func (l *LUN) FlushHeld() {
+	if ar, ok := l.vol.(AsyncReader); ok {
+		ar.FlushHeld()
+	}
+}

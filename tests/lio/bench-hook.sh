@@ -1,0 +1,129 @@
+#!/bin/bash
+# bench-hook.sh start|stop STATEDIR - the benchmark harness's iSCSI hook
+# (CAIRN_ISCSI_HOOK, contract in tests/bench/README.md).
+#
+# start: builds (or reuses) the LIO guest, runs a Cairn cluster on the host
+# (cairn-cluster.sh: 3 SDSs, 2 copies), boots the guest under qemu (TCG) with
+# the cluster reachable through guestfwd, exports a LIO fileio LUN
+# (guest-fileio.sh, a file on the guest's tmpfs) and the Cairn volume through
+# `cairn target` (TCMU `user:` backstore), waits until both answer INQUIRY
+# from fio's libiscsi initiator name, and prints
+#   target lio-fileio  iscsi://127.0.0.1:PORT/IQN/0
+#   target cairn-iscsi iscsi://127.0.0.1:PORT/IQN/0
+#   pid qemu PID                      (the guest: counts for both targets)
+#   pid mdm1|sds1|... PID cairn-iscsi (Cairn's host processes)
+#   pid guestfwd-N PID cairn-iscsi    (qemu's per-connection socat/nc relays
+#                                      between the guest and the host's SDSs)
+# Everything it starts is recorded under STATEDIR; on failure it stops what it
+# started before exiting non-zero.
+# stop: stops the guest and the cluster by their recorded pids; idempotent.
+#
+# Env: CAIRN_BENCH_VOLUME_MIB (256: size of each LUN, at least), BENCH_GUEST_SMP
+# (vCPUs, 1: under TCG on this 2-core machine one vCPU gave both LUNs about twice
+# the IOPS of two, whose cross-vCPU wake-ups are emulated), BENCH_GUEST_MEM (MiB,
+# 1024 + the fileio LUN), LIO_HOOK_TIMEOUT (s, 170: the harness kills the hook at
+# CAIRN_START_TIMEOUT, 180 s); run-guest.sh's NET_OPTS, GUESTFWD_RELAY.
+set -euo pipefail
+HERE=$(cd "$(dirname "$0")" && pwd)
+REPO=$(cd "$HERE/../.." && pwd)
+# shellcheck source=lib.sh
+. "$HERE/lib.sh"
+cmd=${1:-} STATE=${2:-}
+[ -n "$cmd" ] && [ -n "$STATE" ] || { echo "usage: bench-hook.sh start|stop STATEDIR" >&2; exit 2; }
+mkdir -p "$STATE"
+STATE=$(cd "$STATE" && pwd)
+export LIO_CACHE=${LIO_CACHE:-${CAIRN_CACHE:-$HOME/.cache/cairn}/lio}
+export RUN=$STATE/guest
+CL_STATE=$STATE/cluster
+FIO_INI=iqn.2019-04.org.fio:fio   # fio's libiscsi engine logs in with this name
+INI1=iqn.2007-10.com.github:sahlberg:libiscsi:iscsi-test
+FILEIO_IQN=iqn.2003-01.org.linux-iscsi.cairn-test:fileio
+CAIRN_IQN=iqn.2026-01.io.cairn:svm-bench
+MIB=${CAIRN_BENCH_VOLUME_MIB:-256}
+log() { echo "[bench-hook $(date +%H:%M:%S)] $*" >&2; }
+
+stop() {
+  if [ -f "$RUN/qemu.pid" ] && kill -0 "$(cat "$RUN/qemu.pid")" 2>/dev/null; then
+    # keep the target's log (the guest's /tmp goes with it) for diagnosis
+    CMD_TIMEOUT=10 timeout 15 "$HERE/run-guest.sh" cmd "tail -200 /tmp/cairn-target.log" > "$STATE/cairn-target.log" 2>&1 || true
+  fi
+  [ -d "$RUN" ] && "$HERE/run-guest.sh" stop >/dev/null 2>&1 || true
+  if [ -d "$CL_STATE/pids" ]; then
+    "$REPO/tests/lib/cluster.sh" stop "$CL_STATE" >/dev/null 2>&1 || true
+  fi
+  # the cluster's device files and the guest's scratch images are large
+  rm -rf "$CL_STATE/devices" "$RUN/cairn.img"
+}
+
+start() {
+  local deadline=$(( $(date +%s) + ${LIO_HOOK_TIMEOUT:-170} ))
+  left() { local l=$(( deadline - $(date +%s) )); echo $(( l > 1 ? l : 1 )); }  # (timeout 0 = no limit)
+  trap 'rc=$?; if [ $rc != 0 ]; then log "start failed (rc=$rc): stopping what it started; logs in $STATE"; stop; fi' EXIT
+  if [ -f "$RUN/qemu.pid" ] && kill -0 "$(cat "$RUN/qemu.pid")" 2>/dev/null; then
+    log "a guest from $STATE still runs: stop it first"; return 1
+  fi
+  # a previous run's cluster (stopped) is not resumed: a fresh one each time
+  stop; rm -rf "$CL_STATE"
+  mkdir -p "$STATE/stage"
+  log "guest image (cached in $LIO_CACHE/guest) and the static cairn binary"
+  timeout "$(left)" bash -c '. "$1/lib.sh"; HERE=$1 REPO=$2; lio_build_guest "$3"' _ "$HERE" "$REPO" "$STATE/build-guest.log"
+  timeout "$(left)" bash -c '. "$1/lib.sh"; REPO=$2; lio_build_cairn "$3"' _ "$HERE" "$REPO" "$STATE/stage" \
+    > "$STATE/build-cairn.log" 2>&1 || { cat "$STATE/build-cairn.log" >&2; return 1; }
+  install -m 755 "$HERE/guest-fileio.sh" "$STATE/stage/"
+
+  log "Cairn cluster on the host ($CL_STATE)"
+  # cairn-cluster.sh exits the shell on failure: run it in a subshell first
+  # would lose its variables, so it is sourced; CL_STATE keeps it in STATEDIR.
+  local vol_mib=$(( MIB > 1024 ? MIB : 1024 ))
+  CLUSTER_VOLUME_SIZE=${vol_mib}MiB CLUSTER_INITIATORS="$FIO_INI $INI1"
+  # shellcheck source=cairn-cluster.sh
+  . "$HERE/cairn-cluster.sh"
+  export GUESTFWD
+
+  log "booting the guest (${BENCH_GUEST_SMP:-1} vCPU, relays: $(command -v socat >/dev/null && echo socat || echo 'busybox nc: apt-get install socat'))"
+  local mem=${BENCH_GUEST_MEM:-$(( 1024 + MIB ))}
+  CAIRN_DIR=$STATE/stage SMP=${BENCH_GUEST_SMP:-1} MEM=$mem \
+    timeout "$(left)" "$HERE/run-guest.sh" start > "$STATE/boot.log" 2>&1 || { cat "$STATE/boot.log" >&2; return 1; }
+  local port; port=$(cat "$RUN/port")
+  g() { CMD_TIMEOUT=$(left) "$HERE/run-guest.sh" cmd "$@"; }
+  g "/cairn/guest-fileio.sh $FILEIO_IQN $MIB" > "$STATE/guest-fileio.log"
+  g "nohup $CAIRN_TARGET_CMD > /tmp/cairn-target.log 2>&1 &"
+  local lio_url=iscsi://127.0.0.1:$port/$FILEIO_IQN/0 cairn_url=iscsi://127.0.0.1:$port/$CAIRN_IQN/0
+  if ! lio_wait_lun "$FIO_INI" "$cairn_url" "$(left)" "$STATE/cairn-inq.txt"; then
+    cat "$STATE/cairn-inq.txt" >&2; g "tail -20 /tmp/cairn-target.log" >&2 || true
+    log "the Cairn LUN does not answer at $cairn_url"; return 1
+  fi
+  lio_wait_lun "$FIO_INI" "$lio_url" 10 "$STATE/lio-inq.txt" ||
+    { cat "$STATE/lio-inq.txt" >&2; log "the LIO fileio LUN does not answer at $lio_url"; return 1; }
+  log "both LUNs answer; guest: $(head -1 "$STATE/boot.log")"
+
+  echo "target lio-fileio $lio_url"
+  echo "target cairn-iscsi $cairn_url"
+  local qemu f n p
+  qemu=$(cat "$RUN/qemu.pid")
+  echo "pid qemu $qemu"
+  for f in "$CL_STATE"/pids/*.pid; do
+    n=$(basename "$f" .pid)
+    case $n in mdm*|sds*) echo "pid $n $(cat "$f") cairn-iscsi" ;; esac
+  done
+  # qemu's guestfwd relays (one socat or `busybox nc` per guest connection, reparented
+  # to init) exist once the target talked to every SDS: a second of random
+  # reads opens those connections, then they are found by their command line
+  # (the cluster's own ports).
+  timeout 20 iscsi-perf -i "$FIO_INI" -m 4 -b 8 -r -t 1 "$cairn_url" > "$STATE/warmup.log" 2>&1 || true
+  local fw
+  n=0
+  for fw in $GUESTFWD; do
+    fw=${fw#*=}
+    for p in $(pgrep -x -f "busybox nc 127\.0\.0\.1 $fw|socat STDIO TCP:127\.0\.0\.1:$fw,nodelay" || true); do
+      n=$((n + 1)); echo "pid guestfwd-$n $p cairn-iscsi"
+    done
+  done
+  trap - EXIT
+}
+
+case $cmd in
+  start) start ;;
+  stop) stop ;;
+  *) echo "unknown command $cmd (start, stop)" >&2; exit 2 ;;
+esac
