@@ -45,8 +45,10 @@ const (
 	maxUnmapBlocks      = 1 << 20
 	maxUnmapDescriptors = 256
 	// getLBAStatusWindow bounds how much of the volume one GET LBA STATUS
-	// inspects; the initiator continues from the last descriptor.
-	getLBAStatusWindow = 1 << 21
+	// inspects (64 chunks: 64 small data-path requests, run in parallel);
+	// the initiator continues from the last descriptor (SBC-3 allows an
+	// answer that stops short of the end).
+	getLBAStatusWindow = 64 * chunkBlocks
 )
 
 // Options configure a LUN. The identity fields (strings, TargetPortGroup)
