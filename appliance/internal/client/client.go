@@ -185,20 +185,15 @@ func (c *Cluster) Do(ctx context.Context, req *wire.Request, dst []byte) (*wire.
 			}
 			backoff = min(backoff*2, 500*time.Millisecond)
 		}
-		route, ok := c.Cat.ChunkRoute(req.Volume, chunk, pgOf)
-		if !ok || len(route.Copies) == 0 {
-			if _, known := c.Cat.Volume(req.Volume); !known {
+		addr, epoch, err := c.primary(req.Volume, chunk)
+		if err != nil {
+			if _, known := c.Cat.Volume(req.Volume); errors.Is(err, errNoMap) && !known {
 				return nil, fmt.Errorf("volume %016x: %w", req.Volume, ErrNoVolume)
 			}
-			lastErr = errors.New("no placement map for the volume's pool yet")
+			lastErr = err
 			continue
 		}
-		addr, live := c.Cat.SDSAddress(route.Copies[0].SDSID)
-		if !live {
-			lastErr = fmt.Errorf("primary SDS %s is not live", route.Copies[0].SDSID)
-			continue
-		}
-		req.Epoch = route.Epoch
+		req.Epoch = epoch
 		actx, cancel := context.WithTimeout(ctx, c.AttemptTimeout)
 		resp, err := c.Peer(addr).Do(actx, req, dst)
 		cancel()
@@ -232,6 +227,21 @@ func (c *Cluster) Do(ctx context.Context, req *wire.Request, dst []byte) (*wire.
 }
 
 func pgOf(vol, chunk uint64, n int) int { return placement.PG(vol, chunk, n) }
+
+var errNoMap = errors.New("no placement map for the volume's pool yet")
+
+// primary finds a chunk's live primary and the epoch of the map naming it.
+func (c *Cluster) primary(vol, chunk uint64) (addr string, epoch uint64, err error) {
+	route, ok := c.Cat.ChunkRoute(vol, chunk, pgOf)
+	if !ok || len(route.Copies) == 0 {
+		return "", 0, errNoMap
+	}
+	addr, live := c.Cat.SDSAddress(route.Copies[0].SDSID)
+	if !live {
+		return "", 0, fmt.Errorf("primary SDS %s is not live", route.Copies[0].SDSID)
+	}
+	return addr, route.Epoch, nil
+}
 
 // Volume is an open Cairn volume; it implements blockdev.Volume.
 type Volume struct {
@@ -369,17 +379,12 @@ func (v *Volume) async(ctx context.Context, req *wire.Request, dst []byte, hold 
 		slow()
 		return
 	}
-	route, ok := c.Cat.ChunkRoute(v.id, chunk, pgOf)
-	if !ok || len(route.Copies) == 0 {
+	addr, epoch, err := c.primary(v.id, chunk)
+	if err != nil {
 		slow()
 		return
 	}
-	addr, live := c.Cat.SDSAddress(route.Copies[0].SDSID)
-	if !live {
-		slow()
-		return
-	}
-	req.Epoch = route.Epoch
+	req.Epoch = epoch
 	c.Peer(addr).Go(req, dst, c.AttemptTimeout, hold, func(resp *wire.Response, err error) {
 		if err != nil || ctx.Err() != nil || (accept != nil && !accept(resp)) {
 			slow() // the sync path retries, waits for map changes and maps errors
