@@ -22,12 +22,17 @@ demo-stop:
 	@tests/lib/cluster.sh stop $(DEMO_STATE)
 
 ## test: the whole default suite (what CI runs); each suite prints its time
+# Installs what the suites need first (scripts/deps.sh: only what is missing,
+# and it says what); each suite target below also does so for itself alone.
+TEST_SUITES ?= test-go test-integration test-plugin test-packer test-chaos test-e2e test-lio
 test:
-	@scripts/run-suites.sh test-go test-integration test-plugin test-packer test-chaos test-e2e test-lio
+	@scripts/deps.sh test
+	@scripts/run-suites.sh $(TEST_SUITES)
 
 # failures under fio verify: SDS kill, partition, device errors, MDM quorum,
 # maintenance, fault set, ATS linearizability. Each SDS in its own netns. Root.
 test-chaos: build
+	@scripts/deps.sh chaos
 	cd tests/chaos/linearize && go vet ./... && go test -race -count=1 ./...
 	tests/chaos/run.sh
 
@@ -35,16 +40,20 @@ test-chaos: build
 # network namespaces -> VMFS datastore on 4 hosts -> rolling maintenance under
 # fio verify -> an SVM that does not come back, then resume. Needs root.
 test-e2e: build
+	@scripts/deps.sh e2e
 	tests/e2e/run.sh
 
 test-packer:
+	@scripts/deps.sh packer
 	$(MAKE) -C packer test
 
 ## appliance: the SVM OVA (packer/output/); test-appliance also boots it (CI: when packer/ changed)
 appliance: build
+	@scripts/deps.sh appliance
 	$(MAKE) -C packer appliance CAIRN_BIN_DIR=$(CURDIR)/appliance/bin
 
 test-appliance:
+	@scripts/deps.sh appliance
 	scripts/appliance-ci.sh
 
 # iSCSI in a qemu guest (Debian's kernel LIO), `cairn target` over a real
@@ -54,11 +63,13 @@ LIO_SUITES ?= ALL.Inquiry ALL.CompareAndWrite ALL.ReadCapacity16 ALL.WriteSame10
 	ALL.Unmap ALL.GetLBAStatus ALL.ExtendedCopy ALL.ReceiveCopyResults ALL.SynchronizeCache10 \
 	ALL.Read10 ALL.Write10 ALL.MultipathIO
 test-lio: build
+	@scripts/deps.sh lio
 	TESTS="$(LIO_SUITES)" tests/lio/conformance.sh
 	tests/lio/ats.sh
 	tests/lio/access.sh
 
 test-lio-full: build
+	@scripts/deps.sh lio
 	TESTS=ALL tests/lio/conformance.sh
 	cp $${CAIRN_CACHE:-$$HOME/.cache/cairn}/lio/conformance-run/conformance.md docs/conformance.md
 
@@ -66,12 +77,15 @@ demo-vsphere:
 	cd vcenter-plugin && go run ./cmd/cairn-plugin -demo
 
 test-plugin:
+	@scripts/deps.sh plugin
 	cd vcenter-plugin && go vet ./... && go test $(GO_TEST_FLAGS) -p 2 ./...
 
 test-go:
-	cd appliance && go vet ./... && go test $(GO_TEST_FLAGS) ./...
+	@scripts/deps.sh go
+	cd appliance && go vet ./... && CAIRN_TEST_STRICT=1 go test $(GO_TEST_FLAGS) ./...
 
 test-integration: build
+	@scripts/deps.sh integration
 	tests/integration/nbd-fio.sh
 
 ## bench: the full comparison (< 20 min), written to docs/benchmarks.{md,json} and plots

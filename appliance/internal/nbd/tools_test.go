@@ -21,6 +21,10 @@ func needTool(t *testing.T, name, pkg string) string {
 	t.Helper()
 	p, err := exec.LookPath(name)
 	if err != nil {
+		// make test-go sets CAIRN_TEST_STRICT: there a missing tool is a failure, never a skip.
+		if os.Getenv("CAIRN_TEST_STRICT") != "" {
+			t.Fatalf("%s not installed: run scripts/deps.sh go (apt-get install %s)", name, pkg)
+		}
 		t.Skipf("%s not installed (apt-get install %s)", name, pkg)
 	}
 	return p

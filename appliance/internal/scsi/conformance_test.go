@@ -4,6 +4,7 @@ import (
 	"bufio"
 	"context"
 	"net"
+	"os"
 	"os/exec"
 	"regexp"
 	"strings"
@@ -48,6 +49,9 @@ var transportTests = map[string]bool{"MultipathIO.Reset": true}
 func TestLibiscsiConformance(t *testing.T) {
 	bin, err := exec.LookPath("iscsi-test-cu")
 	if err != nil {
+		if os.Getenv("CAIRN_TEST_STRICT") != "" {
+			t.Fatal("iscsi-test-cu not installed: run scripts/deps.sh go (apt-get install libiscsi-bin)")
+		}
 		t.Skip("iscsi-test-cu not installed (apt-get install libiscsi-bin)")
 	}
 	if testing.Short() {
