@@ -1,0 +1,146 @@
+// Package qos owns the token buckets that enforce per-volume (and per
+// mapping) IOPS and bandwidth limits on the data path. It is pure logic:
+// no I/O, no goroutines, no clock of its own (callers pass the time), so
+// frontends decide how to wait and tests drive it with a fake clock.
+package qos
+
+import (
+	"sync"
+	"time"
+)
+
+// Limits of one volume as a frontend enforces them; 0 means unlimited.
+type Limits struct {
+	IOPS           int64 // I/O requests per second
+	BytesPerSecond int64 // payload bytes per second
+}
+
+// Min combines two sets of limits: for each dimension the smaller non-zero
+// one (a volume limit and a per-mapping limit both apply).
+func Min(a, b Limits) Limits {
+	pick := func(x, y int64) int64 {
+		switch {
+		case x == 0:
+			return y
+		case y == 0:
+			return x
+		}
+		return min(x, y)
+	}
+	return Limits{IOPS: pick(a.IOPS, b.IOPS), BytesPerSecond: pick(a.BytesPerSecond, b.BytesPerSecond)}
+}
+
+// Bucket is a token bucket refilled at rate tokens per second that holds
+// at most one second of tokens: an idle volume may burst up to one second
+// of its limit, never more.
+//
+// Invariant: tokens <= rate (the burst). Take may drive tokens below zero
+// (debt): the request is admitted and its caller waits until the debt is
+// repaid, so requests larger than the burst still pass (a 1 MiB write
+// under a 512 KiB/s limit waits two seconds) and waiting callers queue in
+// the order they took. A zero rate is unlimited and never waits.
+type Bucket struct {
+	rate   float64 // tokens per second; 0: unlimited
+	tokens float64
+	last   time.Time // time of the last refill
+}
+
+// NewBucket returns a full bucket.
+func NewBucket(rate int64, now time.Time) *Bucket {
+	return &Bucket{rate: float64(rate), tokens: float64(rate), last: now}
+}
+
+func (b *Bucket) refill(now time.Time) {
+	if d := now.Sub(b.last); d > 0 {
+		b.tokens = min(b.rate, b.tokens+d.Seconds()*b.rate)
+		b.last = now
+	}
+}
+
+// Take takes n tokens at now and returns how long the caller must wait
+// before the request may proceed (0: at once).
+func (b *Bucket) Take(n int64, now time.Time) time.Duration {
+	if b.rate == 0 {
+		return 0
+	}
+	b.refill(now)
+	b.tokens -= float64(n)
+	if b.tokens >= 0 {
+		return 0
+	}
+	return time.Duration(-b.tokens / b.rate * float64(time.Second))
+}
+
+// SetRate changes the rate at now. Tokens above the new burst are dropped;
+// a debt is kept (it was admitted under the old rate and is repaid at the
+// new one). Switching from unlimited starts with a full bucket.
+func (b *Bucket) SetRate(rate int64, now time.Time) {
+	b.refill(now)
+	old := b.rate
+	b.rate = float64(rate)
+	switch {
+	case old == 0:
+		b.tokens = b.rate
+	case b.rate == 0:
+		b.tokens = 0
+	default:
+		b.tokens = min(b.tokens, b.rate)
+	}
+	b.last = now
+}
+
+// Limiter applies a Limits pair of buckets to requests. It is safe for
+// concurrent use; it only computes waits, it never sleeps.
+type Limiter struct {
+	mu        sync.Mutex
+	limits    Limits
+	ops       Bucket
+	bytes     Bucket
+	throttled time.Duration // sum of the waits returned
+}
+
+// NewLimiter returns a limiter with full buckets.
+func NewLimiter(l Limits, now time.Time) *Limiter {
+	return &Limiter{limits: l, ops: *NewBucket(l.IOPS, now), bytes: *NewBucket(l.BytesPerSecond, now)}
+}
+
+// Admit accounts one request of n payload bytes at now and returns how
+// long to hold it: the longer of the two buckets' waits (both debts are
+// repaid meanwhile).
+func (l *Limiter) Admit(n int64, now time.Time) time.Duration {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if l.limits == (Limits{}) {
+		return 0
+	}
+	w := max(l.ops.Take(1, now), l.bytes.Take(n, now))
+	l.throttled += w
+	return w
+}
+
+// Set changes the limits at now (a live change takes effect for the next
+// request).
+func (l *Limiter) Set(lim Limits, now time.Time) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if lim == l.limits {
+		return
+	}
+	l.limits = lim
+	l.ops.SetRate(lim.IOPS, now)
+	l.bytes.SetRate(lim.BytesPerSecond, now)
+}
+
+// Limits returns the limits in force.
+func (l *Limiter) Limits() Limits {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.limits
+}
+
+// Throttled returns the total wait Admit has imposed (cumulative).
+func (l *Limiter) Throttled() time.Duration {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.throttled
+}

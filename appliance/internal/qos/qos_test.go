@@ -1,0 +1,142 @@
+package qos
+
+import (
+	"testing"
+	"time"
+)
+
+var t0 = time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
+
+// run admits requests as fast as the limiter lets a single caller (it
+// sleeps exactly the returned wait on a fake clock) and returns how many
+// passed in d.
+func run(l *Limiter, start time.Time, d time.Duration, n int64) (count int, end time.Time) {
+	now := start
+	for {
+		w := l.Admit(n, now)
+		now = now.Add(w)
+		if now.Sub(start) > d {
+			return count, now
+		}
+		count++
+	}
+}
+
+func TestBurstIsOneSecondThenRate(t *testing.T) {
+	l := NewLimiter(Limits{IOPS: 2000}, t0)
+	// A full bucket admits one second's worth at once...
+	for i := 0; i < 2000; i++ {
+		if w := l.Admit(4096, t0); w != 0 {
+			t.Fatalf("request %d of the burst waited %v", i, w)
+		}
+	}
+	// ...and not one more.
+	if w := l.Admit(4096, t0); w != 500*time.Microsecond {
+		t.Fatalf("first request past the burst: wait %v, want 500µs", w)
+	}
+	// Then the rate: 10 s at 2000 IOPS.
+	n, _ := run(l, t0, 10*time.Second, 4096)
+	if n < 19990 || n > 20010 {
+		t.Fatalf("%d requests in 10 s after the burst; want 20000", n)
+	}
+}
+
+func TestIdleRefillsNoMoreThanOneSecond(t *testing.T) {
+	l := NewLimiter(Limits{IOPS: 100}, t0)
+	run(l, t0, 2*time.Second, 0) // drain
+	later := t0.Add(time.Hour)   // an hour idle still buys one second only
+	free := 0
+	for l.Admit(0, later) == 0 {
+		free++
+	}
+	if free != 100 {
+		t.Fatalf("after an hour idle %d requests passed at once; want 100 (one second)", free)
+	}
+}
+
+func TestBandwidthLimit(t *testing.T) {
+	const bw = 10 << 20 // 10 MiB/s
+	l := NewLimiter(Limits{BytesPerSecond: bw}, t0)
+	n, _ := run(l, t0, 5*time.Second, 64<<10)
+	// 5 s at 10 MiB/s = 800 requests of 64 KiB, plus the 1 s burst (160).
+	if n < 955 || n > 965 {
+		t.Fatalf("%d requests of 64 KiB in 5 s; want 960", n)
+	}
+}
+
+func TestBiggerThanBurstStillPasses(t *testing.T) {
+	l := NewLimiter(Limits{BytesPerSecond: 512 << 10}, t0)
+	if w := l.Admit(1<<20, t0); w != time.Second {
+		t.Fatalf("1 MiB under 512 KiB/s from a full bucket: wait %v, want 1s", w)
+	}
+	if w := l.Admit(1<<20, t0.Add(time.Second)); w != 2*time.Second {
+		t.Fatalf("the next 1 MiB: wait %v, want 2s", w)
+	}
+}
+
+func TestBothLimitsTheStricterWins(t *testing.T) {
+	// 1000 IOPS and 1 MiB/s with 64 KiB requests: bandwidth allows 16/s.
+	l := NewLimiter(Limits{IOPS: 1000, BytesPerSecond: 1 << 20}, t0)
+	run(l, t0, 2*time.Second, 64<<10)
+	n, _ := run(l, t0.Add(10*time.Second), 10*time.Second, 64<<10)
+	if n < 155 || n > 185 { // 160 + whatever the burst left
+		t.Fatalf("%d requests in 10 s; want about 160", n)
+	}
+}
+
+func TestLiveChangeAndUnset(t *testing.T) {
+	l := NewLimiter(Limits{IOPS: 1000}, t0)
+	_, now := run(l, t0, 3*time.Second, 0)
+	l.Set(Limits{IOPS: 100}, now)
+	n, now := run(l, now, 10*time.Second, 0)
+	if n < 990 || n > 1010 {
+		t.Fatalf("after lowering to 100 IOPS: %d in 10 s", n)
+	}
+	l.Set(Limits{}, now) // unset: unlimited
+	for i := 0; i < 1_000_000; i++ {
+		if w := l.Admit(1<<20, now); w != 0 {
+			t.Fatalf("unlimited volume waited %v", w)
+		}
+	}
+	l.Set(Limits{IOPS: 50}, now) // from unlimited: a fresh full bucket
+	free := 0
+	for l.Admit(0, now) == 0 {
+		free++
+	}
+	if free != 50 {
+		t.Fatalf("limit set again: burst %d, want 50", free)
+	}
+}
+
+func TestThrottledAccumulates(t *testing.T) {
+	l := NewLimiter(Limits{IOPS: 10}, t0)
+	run(l, t0, 3*time.Second, 0)
+	got := l.Throttled()
+	// 10 burst + 30 paced requests, waits 100 ms apart: ~3 s in total.
+	if got < 2900*time.Millisecond || got > 3100*time.Millisecond {
+		t.Fatalf("throttled %v; want about 3s", got)
+	}
+}
+
+func TestClockGoingBackwardsGivesNothing(t *testing.T) {
+	l := NewLimiter(Limits{IOPS: 10}, t0)
+	run(l, t0, time.Second, 0)
+	before := l.Admit(0, t0.Add(-time.Hour))
+	if before <= 0 {
+		t.Fatalf("a clock step backwards refilled the bucket (wait %v)", before)
+	}
+}
+
+func TestMin(t *testing.T) {
+	cases := []struct{ a, b, want Limits }{
+		{Limits{}, Limits{}, Limits{}},
+		{Limits{IOPS: 5}, Limits{}, Limits{IOPS: 5}},
+		{Limits{IOPS: 5, BytesPerSecond: 9}, Limits{IOPS: 3}, Limits{IOPS: 3, BytesPerSecond: 9}},
+		{Limits{BytesPerSecond: 9}, Limits{IOPS: 7, BytesPerSecond: 4}, Limits{IOPS: 7, BytesPerSecond: 4}},
+	}
+	for _, c := range cases {
+		if got := Min(c.a, c.b); got != c.want {
+			t.Errorf("Min(%+v, %+v) = %+v, want %+v", c.a, c.b, got, c.want)
+		}
+	}
+}
