@@ -45,7 +45,9 @@ func runNBD(ctx context.Context, args []string) error {
 		return fmt.Errorf("listen on %s: %w", *listen, err)
 	}
 	log.Info("NBD server listening", "address", l.Addr().String(), "host", *host)
-	return nbd.NewServer(frontend.NewResolver(cat, cl, *host), log).Serve(ctx, l)
+	res := frontend.NewResolver(cat, cl, *host)
+	go res.IO().Run(ctx, cat.Client(), frontend.StatsInterval, log)
+	return nbd.NewServer(res, log).Serve(ctx, l)
 }
 
 func errorf(format string, a ...any) error { return fmt.Errorf(format, a...) }

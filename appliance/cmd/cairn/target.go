@@ -9,6 +9,7 @@ import (
 
 	"github.com/cairn-storage/cairn/appliance/internal/blockdev"
 	"github.com/cairn-storage/cairn/appliance/internal/catalog"
+	"github.com/cairn-storage/cairn/appliance/internal/frontend"
 	"github.com/cairn-storage/cairn/appliance/internal/lio"
 	"github.com/cairn-storage/cairn/appliance/internal/model"
 	"github.com/cairn-storage/cairn/appliance/internal/scsi"
@@ -74,6 +75,8 @@ func runTarget(ctx context.Context, args []string) error {
 			return addr
 		}
 	}
+	vio := frontend.NewIO(cat, model.HostISCSI, "")
+	go vio.Run(ctx, cat.Client(), frontend.StatsInterval, log)
 	changed := make(chan struct{}, 1)
 	go func() {
 		for {
@@ -101,7 +104,11 @@ func runTarget(ctx context.Context, args []string) error {
 			if err != nil {
 				return nil, fmt.Errorf("volume id %q: %w", id, err)
 			}
-			return cl.OpenID(vid)
+			v, err := cl.OpenID(vid)
+			if err != nil {
+				return nil, err
+			}
+			return vio.Wrap(v), nil
 		},
 		SCSIOptions: scsi.Options{VendorID: "CAIRN", ProductID: "Cairn volume", Revision: "0001",
 			TargetPortGroup: 1, RelativeTargetPort: uint16(*port), GroupPorts: ports,

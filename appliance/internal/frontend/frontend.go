@@ -22,15 +22,20 @@ type Resolver struct {
 	cat  *catalog.Catalog
 	cl   *client.Cluster
 	host string
+	io   *IO
 
 	mu   sync.Mutex
-	open map[uint64]*client.Volume
+	open map[uint64]*Volume
 }
 
 // NewResolver returns a resolver for host (a host object's name).
 func NewResolver(cat *catalog.Catalog, cl *client.Cluster, host string) *Resolver {
-	return &Resolver{cat: cat, cl: cl, host: host, open: map[uint64]*client.Volume{}}
+	return &Resolver{cat: cat, cl: cl, host: host, io: NewIO(cat, model.HostNBD, host), open: map[uint64]*Volume{}}
 }
+
+// IO returns the QoS and statistics state of the exported volumes (its
+// Run keeps limits current and publishes the counters).
+func (r *Resolver) IO() *IO { return r.io }
 
 // Mapping returns the mapping of a volume to this host, if any.
 func (r *Resolver) Mapping(v model.Volume) (model.Mapping, bool) {
@@ -63,10 +68,11 @@ func (r *Resolver) Lookup(ctx context.Context, name string, _ net.Addr) (blockde
 	defer r.mu.Unlock()
 	vol := r.open[id]
 	if vol == nil || vol.Size() != v.Size {
-		var err error
-		if vol, err = r.cl.OpenID(id); err != nil {
+		cv, err := r.cl.OpenID(id)
+		if err != nil {
 			return nil, false, err
 		}
+		vol = r.io.Wrap(cv)
 		r.open[id] = vol
 	}
 	return vol, m.ReadOnly, nil

@@ -72,7 +72,7 @@ func (s *Server) apiRoutes() []route {
 		)
 	}
 	rs = append(rs,
-		route{"PATCH", p("/volumes/{ref}"), O, s.resizeVolume},
+		route{"PATCH", p("/volumes/{ref}"), O, s.updateVolume},
 		route{"POST", p("/volumes/{ref}/map"), O, s.mapVolume},
 		route{"POST", p("/volumes/{ref}/unmap"), O, s.unmapVolume},
 		route{"PATCH", p("/users/{ref}"), A, s.updateUser},
@@ -82,6 +82,8 @@ func (s *Server) apiRoutes() []route {
 		route{"DELETE", p("/sds/{ref}/maintenance"), O, s.exitSDSMaintenance},
 		route{"POST", p("/faultsets/{ref}/maintenance"), O, s.enterFaultSetMaintenance},
 		route{"DELETE", p("/faultsets/{ref}/maintenance"), O, s.exitFaultSetMaintenance},
+		route{"GET", p("/statistics"), M, s.getSystemStatistics},
+		route{"GET", p("/statistics/{kind}/{ref}"), M, s.getObjectStatistics},
 	)
 	return rs
 }
@@ -343,22 +345,6 @@ func (s *Server) viewResponse(c *call, k kindAPI, id string, status int) (int, a
 }
 
 func (c *call) world() (*world, error) { return c.srv.loadWorld(c.ctx) }
-
-type resizeRequest struct {
-	Size int64 `json:"size"` // bytes
-}
-
-func (s *Server) resizeVolume(c *call) (int, any, error) {
-	var req resizeRequest
-	if err := c.decode(&req); err != nil {
-		return 0, nil, err
-	}
-	v, err := s.store.ResizeVolume(c.ctx, c.ref(), req.Size)
-	if err != nil {
-		return 0, nil, err
-	}
-	return s.viewResponse(c, s.kindOf(model.KindVolume), v.ID, http.StatusOK)
-}
 
 func (s *Server) mapVolume(c *call) (int, any, error) {
 	var req model.MapSpec

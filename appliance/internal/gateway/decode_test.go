@@ -20,7 +20,7 @@ func requestTypes() []func() any {
 		func() any { return new(model.PoolSpec) }, func() any { return new(model.VolumeSpec) },
 		func() any { return new(model.HostSpec) }, func() any { return new(model.UserSpec) },
 		func() any { return new(model.UserUpdate) }, func() any { return new(model.MapSpec) },
-		func() any { return new(unmapRequest) }, func() any { return new(resizeRequest) },
+		func() any { return new(unmapRequest) }, func() any { return new(volumeUpdate) },
 		func() any { return new(maintenanceRequest) },
 	}
 }
@@ -75,7 +75,7 @@ func TestDecodeMessages(t *testing.T) {
 		{"{\n  \"name\": \"x\",\n  \"pool\": ,\n}", "malformed JSON at line 3, column 11"},
 		{`{"size": true}`, `field "size" at line 1, column 14 (byte 13): expected an integer, got JSON bool`},
 		{`{"thin": "yes"}`, `field "thin" at line 1, column 15 (byte 14): expected true or false, got JSON string`},
-		{`{"colour": 1}`, `unknown field "colour"; this request accepts: name, pool, size, thin`},
+		{`{"colour": 1}`, `unknown field "colour"; this request accepts: bandwidth_limit, iops_limit, name, pool, size, thin`},
 	} {
 		err := decodeJSON(strings.NewReader(tc.in), new(model.VolumeSpec))
 		if err == nil || !strings.Contains(err.Error(), tc.want) {

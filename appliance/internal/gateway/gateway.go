@@ -48,6 +48,8 @@ type Config struct {
 	Logger  *slog.Logger
 	// TokenTTL is the lifetime of a login token; default DefaultTokenTTL.
 	TokenTTL time.Duration
+	// StatsInterval between statistics samples; default DefaultStatsInterval.
+	StatsInterval time.Duration
 }
 
 // Defaults.
@@ -67,6 +69,7 @@ type Server struct {
 	handler http.Handler
 	certs   *certSource // nil without TLS
 	prog    progress    // rebuild rates, from the statistics seen so far
+	stats   *statsSampler
 }
 
 // New checks the configuration, prepares StateDir (TLS certificate, first
@@ -90,7 +93,7 @@ func New(ctx context.Context, cfg Config) (*Server, error) {
 	if err := os.MkdirAll(cfg.StateDir, 0o700); err != nil {
 		return nil, fmt.Errorf("gateway: create state directory: %w", err)
 	}
-	s := &Server{cfg: cfg, store: model.NewStore(cfg.Etcd), log: cfg.Logger}
+	s := &Server{cfg: cfg, store: model.NewStore(cfg.Etcd), log: cfg.Logger, stats: newStatsSampler(cfg.StatsInterval)}
 	if cfg.TLS {
 		c, err := loadOrCreateCert(cfg.StateDir, cfg.Listen)
 		if err != nil {
@@ -153,6 +156,9 @@ func Serve(ctx context.Context, cfg Config, ln net.Listener) error {
 	s.log.Info("gateway listening", "url", scheme+"://"+ln.Addr().String()+"/api/v1")
 	errc := make(chan error, 1)
 	go func() { errc <- hs.Serve(ln) }()
+	sctx, stopStats := context.WithCancel(ctx)
+	defer stopStats()
+	go s.runStatistics(sctx)
 	select {
 	case err := <-errc:
 		return fmt.Errorf("gateway: serve: %w", err)

@@ -125,7 +125,7 @@ func TestOpenAPIRequestSchemas(t *testing.T) {
 		types[name] = v
 	}
 	alias := map[string]string{"loginRequest": "LoginRequest", "bootstrapRequest": "BootstrapRequest", "unmapRequest": "UnmapRequest",
-		"resizeRequest": "ResizeRequest", "MapSpec": "MapRequest", "maintenanceRequest": "MaintenanceRequest"}
+		"volumeUpdate": "VolumeUpdate", "MapSpec": "MapRequest", "maintenanceRequest": "MaintenanceRequest"}
 	for goName, v := range types {
 		schema := goName
 		if a, ok := alias[goName]; ok {

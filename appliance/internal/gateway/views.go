@@ -70,7 +70,9 @@ func (s *Server) loadWorld(ctx context.Context) (*world, error) {
 		case "live":
 			err = decodeInto(kv.Value, strings.TrimPrefix(id, "sds/"), w.live)
 		case "stats":
-			err = decodeInto(kv.Value, strings.TrimPrefix(id, "sds/"), w.stats)
+			if sid, ok := strings.CutPrefix(id, "sds/"); ok { // not stats/frontend/ (statistics.go)
+				err = decodeInto(kv.Value, sid, w.stats)
+			}
 		case "map":
 			err = decodeInto(kv.Value, id, w.maps)
 		case "election":
@@ -282,6 +284,7 @@ type mappingView struct {
 	HostID   string `json:"host_id"`
 	HostName string `json:"host_name"`
 	ReadOnly bool   `json:"read_only"`
+	model.QoSLimits
 }
 
 type volumeView struct {
@@ -289,12 +292,13 @@ type volumeView struct {
 	PoolName string           `json:"pool_name"`
 	Mappings []mappingView    `json:"mappings"`
 	IO       model.IOCounters `json:"io"`
+	effectiveQoS
 }
 
 func (w *world) volumeView(v model.Volume) volumeView {
-	out := volumeView{Volume: v, PoolName: w.pools[v.PoolID].Name, Mappings: []mappingView{}, IO: w.volumeIO(v.ID)}
+	out := volumeView{Volume: v, PoolName: w.pools[v.PoolID].Name, Mappings: []mappingView{}, IO: w.volumeIO(v.ID), effectiveQoS: w.effectiveQoS(v)}
 	for _, m := range v.Mappings {
-		out.Mappings = append(out.Mappings, mappingView{HostID: m.HostID, HostName: w.hosts[m.HostID].Name, ReadOnly: m.ReadOnly})
+		out.Mappings = append(out.Mappings, mappingView{HostID: m.HostID, HostName: w.hosts[m.HostID].Name, ReadOnly: m.ReadOnly, QoSLimits: m.QoSLimits})
 	}
 	return out
 }

@@ -118,6 +118,7 @@ type StoragePool struct {
 	// RebuildFavorAppIO. See ops_rebuild.go.
 	RebuildPolicy string `json:"rebuild_policy"`
 	RebuildMaxIO  int    `json:"rebuild_max_io,omitempty"`
+	PoolQoS
 }
 
 // Mapping exposes a volume to a host.
@@ -127,6 +128,9 @@ type Mapping struct {
 	// LUN is the SCSI LUN number of the volume, the same for every host
 	// and on every SVM (ESXi wants one LUN id per datastore device).
 	LUN int `json:"lun"`
+	// QoSLimits on this host only; the tighter of these and the
+	// volume's effective limits applies (qos.go).
+	QoSLimits
 }
 
 type Volume struct {
@@ -139,6 +143,9 @@ type Volume struct {
 	Serial   string    `json:"serial"` // VPD 0x80
 	Mappings []Mapping `json:"mappings,omitempty"`
 	Created  time.Time `json:"created"`
+	// QoSLimits set on the volume itself (0: none; then the pool's
+	// per-GiB rule, if any, applies: EffectiveQoS).
+	QoSLimits
 }
 
 // Host types.
@@ -244,6 +251,11 @@ type IOCounters struct {
 	WriteBytes     uint64 `json:"write_bytes"`
 	ReadLatencyNs  uint64 `json:"read_latency_ns"`  // sum over ReadOps
 	WriteLatencyNs uint64 `json:"write_latency_ns"` // sum over WriteOps
+	// Latency histograms (internal/iostats layout v1; trailing empty
+	// buckets left out) and the time QoS limits held requests back.
+	ReadHist    []uint64 `json:"read_hist,omitempty"`
+	WriteHist   []uint64 `json:"write_hist,omitempty"`
+	ThrottledNs uint64   `json:"throttled_ns,omitempty"`
 }
 
 // DeviceUsage is a device's capacity as its SDS sees it.
@@ -257,12 +269,17 @@ type DeviceUsage struct {
 // SDSStats is published by each running SDS every few seconds under a lease
 // (StatsKey). Volumes holds the I/O this SDS served as primary, by volume id.
 type SDSStats struct {
-	SDSID   string                 `json:"sds_id"`
-	Time    time.Time              `json:"time"`
-	Total   IOCounters             `json:"total"`
-	Volumes map[string]IOCounters  `json:"volumes"`
-	Devices map[string]DeviceUsage `json:"devices"`
-	Rebuild RebuildStats           `json:"rebuild"`
+	SDSID string    `json:"sds_id"`
+	Time  time.Time `json:"time"`
+	// Started identifies the run of the SDS that counts (counters start
+	// from zero at each start); DeviceIO is the I/O each device served,
+	// mirror writes included.
+	Started  time.Time              `json:"started"`
+	DeviceIO map[string]IOCounters  `json:"device_io,omitempty"`
+	Total    IOCounters             `json:"total"`
+	Volumes  map[string]IOCounters  `json:"volumes"`
+	Devices  map[string]DeviceUsage `json:"devices"`
+	Rebuild  RebuildStats           `json:"rebuild"`
 }
 
 // RebuildStats is an SDS's share of rebuild, rebalance and resync work (as

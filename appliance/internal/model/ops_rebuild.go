@@ -51,12 +51,25 @@ type PoolUpdate struct {
 	// RebuildMaxIO: fill I/Os in flight per SDS, 1..MaxRebuildMaxIO; only
 	// with the policy limit-concurrent-io.
 	RebuildMaxIO *int `json:"rebuild_max_io,omitempty"`
+	// QoS rule (PoolQoS): 0 turns it off.
+	QoSIOPSPerGiB      *int64 `json:"qos_iops_per_gib,omitempty"`
+	QoSBandwidthPerGiB *int64 `json:"qos_bandwidth_per_gib,omitempty"`
 }
 
 // applyPoolUpdate validates up against p and returns the updated pool.
 func applyPoolUpdate(p StoragePool, up PoolUpdate) (StoragePool, error) {
+	qos := up.QoSIOPSPerGiB != nil || up.QoSBandwidthPerGiB != nil
 	if up.RebuildPolicy == nil && up.RebuildMaxIO == nil {
-		return p, invalidf("pool %q: give rebuild_policy and/or rebuild_max_io", p.Name)
+		if !qos {
+			return p, invalidf("pool %q: give rebuild_policy and/or rebuild_max_io (or the QoS rule: qos_iops_per_gib, qos_bandwidth_per_gib)", p.Name)
+		}
+		return applyPoolQoS(p, up)
+	}
+	if qos {
+		var err error
+		if p, err = applyPoolQoS(p, up); err != nil {
+			return p, err
+		}
 	}
 	policy := p.Policy()
 	if up.RebuildPolicy != nil {

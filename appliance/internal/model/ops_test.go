@@ -190,10 +190,13 @@ func TestMappings(t *testing.T) {
 	if len(v.Mappings) != 1 || v.Mappings[0].HostID != h.ID {
 		t.Fatalf("mappings %+v", v.Mappings)
 	}
-	f.refused("map twice", model.ErrExists, "already mapped", func() error {
-		_, err := f.s.MapVolume(f.ctx, "v", model.MapSpec{Host: h.ID})
+	f.refused("map twice, read-only this time", model.ErrExists, "already mapped", func() error {
+		_, err := f.s.MapVolume(f.ctx, "v", model.MapSpec{Host: h.ID, ReadOnly: true})
 		return err
 	})
+	if again := must(f.s.MapVolume(f.ctx, "v", model.MapSpec{Host: h.ID})); len(again.Mappings) != 1 {
+		t.Fatalf("mapping again changed the mappings: %+v", again.Mappings)
+	}
 	f.refused("delete mapped volume", model.ErrInUse, "unmap it first", func() error { return f.s.DeleteVolume(f.ctx, "v") })
 	f.refused("delete mapped host", model.ErrInUse, "unmap them first", func() error { return f.s.DeleteHost(f.ctx, "esx1") })
 	v = must(f.s.UnmapVolume(f.ctx, "v", "esx1"))

@@ -245,6 +245,9 @@ type PoolSpec struct {
 	// It should be at least the share of the largest fault set.
 	SparePercent *int `json:"spare_percent,omitempty"`
 	PGCount      int  `json:"pg_count,omitempty"` // default DefaultPGCount
+	// QoS rule for the pool's volumes (PoolQoS; 0: off).
+	QoSIOPSPerGiB      int64 `json:"qos_iops_per_gib,omitempty"`
+	QoSBandwidthPerGiB int64 `json:"qos_bandwidth_per_gib,omitempty"`
 }
 
 // DefaultSparePercent is used when a pool is created without one.
@@ -268,6 +271,9 @@ func (s *Store) CreatePool(ctx context.Context, spec PoolSpec) (StoragePool, err
 	if pgs < 1 || pgs > 65536 {
 		return StoragePool{}, invalidf("pool %q: pg_count %d must be between 1 and 65536 (default %d)", spec.Name, pgs, DefaultPGCount)
 	}
+	if err := checkPoolQoS(spec.Name, spec.qos()); err != nil {
+		return StoragePool{}, err
+	}
 	if spec.PD == "" {
 		return StoragePool{}, invalidf("pool %q: give its protection domain (pd)", spec.Name)
 	}
@@ -275,7 +281,7 @@ func (s *Store) CreatePool(ctx context.Context, spec PoolSpec) (StoragePool, err
 	if err != nil {
 		return StoragePool{}, err
 	}
-	p := StoragePool{ID: NewID(), Name: spec.Name, PDID: pd.ID, SparePercent: spare, PGCount: pgs, ZeroPadding: true}
+	p := StoragePool{ID: NewID(), Name: spec.Name, PDID: pd.ID, SparePercent: spare, PGCount: pgs, ZeroPadding: true, PoolQoS: spec.qos()}
 	return p, s.create(ctx, KindPool, p.ID, p.Name, p, []clientv3.Cmp{exists(Key(KindPD, pd.ID))})
 }
 

@@ -117,6 +117,9 @@ type VolumeSpec struct {
 	// Thin allocates chunks on first write (default true); thick reserves
 	// the full size in the pool at creation.
 	Thin *bool `json:"thin,omitempty"`
+	// QoS limits (0: none; the pool's per-GiB rule, if any, applies).
+	IOPSLimit      int64 `json:"iops_limit,omitempty"`
+	BandwidthLimit int64 `json:"bandwidth_limit,omitempty"` // bytes/s
 }
 
 // CreateVolume creates a volume after checking its size, its name and that
@@ -126,6 +129,9 @@ func (s *Store) CreateVolume(ctx context.Context, spec VolumeSpec) (Volume, erro
 		return Volume{}, err
 	}
 	if err := checkSize(spec.Name, spec.Size); err != nil {
+		return Volume{}, err
+	}
+	if err := checkQoS("volume "+spec.Name, spec.limits()); err != nil {
 		return Volume{}, err
 	}
 	if spec.Pool == "" {
@@ -158,7 +164,7 @@ func (s *Store) CreateVolume(ctx context.Context, spec VolumeSpec) (Volume, erro
 			return Volume{}, err
 		}
 	}
-	v := Volume{ID: NewID(), Name: spec.Name, PoolID: p.ID, Size: spec.Size, Thin: thin, Created: time.Now().UTC()}
+	v := Volume{ID: NewID(), Name: spec.Name, PoolID: p.ID, Size: spec.Size, Thin: thin, Created: time.Now().UTC(), QoSLimits: spec.limits()}
 	v.WWN = VolumeWWN(sys.ID, v.ID)
 	v.Serial = v.ID
 	return v, s.create(ctx, KindVolume, v.ID, v.Name, v, []clientv3.Cmp{exists(Key(KindPool, p.ID))})
@@ -242,6 +248,10 @@ func (s *Store) DeleteVolume(ctx context.Context, ref string) error {
 type MapSpec struct {
 	Host     string `json:"host"` // id or name
 	ReadOnly bool   `json:"read_only,omitempty"`
+	// QoS limits on this host only (0: none). Mapping an already mapped
+	// host again changes them.
+	IOPSLimit      int64 `json:"iops_limit,omitempty"`
+	BandwidthLimit int64 `json:"bandwidth_limit,omitempty"` // bytes/s
 }
 
 // MapVolume exposes a volume to a known host.
@@ -257,17 +267,35 @@ func (s *Store) MapVolume(ctx context.Context, ref string, spec MapSpec) (Volume
 	if err != nil {
 		return v, err
 	}
-	for _, m := range v.Mappings {
-		if m.HostID == h.ID {
-			return v, existsf("volume %q is already mapped to host %q", v.Name, h.Name)
+	if err := checkQoS(fmt.Sprintf("mapping of volume %q to host %q", v.Name, h.Name), spec.limits()); err != nil {
+		return v, err
+	}
+	for i, m := range v.Mappings {
+		if m.HostID != h.ID {
+			continue
 		}
+		if m.ReadOnly != spec.ReadOnly {
+			return v, existsf("volume %q is already mapped to host %q with read_only %v; unmap it first to change that", v.Name, h.Name, m.ReadOnly)
+		}
+		// Mapping again changes the mapping's QoS limits (live), or
+		// nothing: a repeat is harmless.
+		if m.QoSLimits == spec.limits() {
+			return v, nil
+		}
+		nv := v
+		nv.Mappings = append([]Mapping(nil), v.Mappings...)
+		nv.Mappings[i].QoSLimits = spec.limits()
+		if err := s.updateVolume(ctx, nv, rev, nil); err != nil {
+			return v, err
+		}
+		return nv, nil
 	}
 	lun, err := s.lunFor(ctx, v)
 	if err != nil {
 		return v, err
 	}
 	nv := v
-	nv.Mappings = append(append([]Mapping(nil), v.Mappings...), Mapping{HostID: h.ID, ReadOnly: spec.ReadOnly, LUN: lun})
+	nv.Mappings = append(append([]Mapping(nil), v.Mappings...), Mapping{HostID: h.ID, ReadOnly: spec.ReadOnly, LUN: lun, QoSLimits: spec.limits()})
 	if err := s.updateVolume(ctx, nv, rev, []clientv3.Cmp{exists(Key(KindHost, h.ID))}); err != nil {
 		return v, err
 	}

@@ -14,6 +14,7 @@ import (
 	"golang.org/x/sys/unix"
 
 	"github.com/cairn-storage/cairn/appliance/internal/bufpool"
+	"github.com/cairn-storage/cairn/appliance/internal/iostats"
 	"github.com/cairn-storage/cairn/appliance/internal/model"
 )
 
@@ -117,6 +118,8 @@ type device struct {
 	// failed is set at the first I/O error: the device takes no more I/O
 	// and its copies are rebuilt elsewhere.
 	failed atomic.Bool
+	// io counts the I/O served from this device (primary and mirror).
+	io iostats.Counters
 	// fault injection (tests): I/O fails while <path>.fail exists.
 	injectAt   atomic.Int64
 	injectFail atomic.Bool

@@ -82,7 +82,7 @@ func newHealer(s *Server) *healer {
 		x, _ := s.cat.SDS(s.id)
 		return x.RebuildMBps
 	}
-	appOps := func() uint64 { return s.total.readOps.Load() + s.total.writeOps.Load() }
+	appOps := func() uint64 { return s.total.Ops() }
 	return &healer{s: s, prev: map[string]*model.PlacementMap{}, trackers: map[pgRef]map[string]*tracker{},
 		running: map[string]*fillJob{}, sem: make(chan struct{}, maxFills),
 		pace: newPacer(realClock{}, s.cat.Pool, capMBs, appOps)}

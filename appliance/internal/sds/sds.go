@@ -27,6 +27,7 @@ import (
 	"github.com/cairn-storage/cairn/appliance/internal/bufpool"
 	"github.com/cairn-storage/cairn/appliance/internal/catalog"
 	"github.com/cairn-storage/cairn/appliance/internal/client"
+	"github.com/cairn-storage/cairn/appliance/internal/iostats"
 	"github.com/cairn-storage/cairn/appliance/internal/model"
 	"github.com/cairn-storage/cairn/appliance/internal/placement"
 	"github.com/cairn-storage/cairn/appliance/internal/wire"
@@ -72,22 +73,15 @@ type Server struct {
 	// liveness lease and may acknowledge writes that reached only its copy.
 	leaseValidUntil atomic.Int64
 
+	started time.Time // this run's start: the published counters begin here
 	statsMu sync.RWMutex
 	vols    map[uint64]*volCounters
 	total   volCounters
 }
 
-type volCounters struct {
-	readOps, writeOps, readBytes, writeBytes, readNs, writeNs atomic.Uint64
-}
+type volCounters struct{ iostats.Counters }
 
-func (c *volCounters) snapshot() model.IOCounters {
-	return model.IOCounters{
-		ReadOps: c.readOps.Load(), WriteOps: c.writeOps.Load(),
-		ReadBytes: c.readBytes.Load(), WriteBytes: c.writeBytes.Load(),
-		ReadLatencyNs: c.readNs.Load(), WriteLatencyNs: c.writeNs.Load(),
-	}
-}
+func (c *volCounters) snapshot() model.IOCounters { return c.Snapshot() }
 
 var errNoSpace = errors.New("no free chunk slot on the device")
 
@@ -111,7 +105,7 @@ func Run(ctx context.Context, cfg Config) error {
 		return fmt.Errorf("sds %s: %w", cfg.Name, err)
 	}
 	s := &Server{cfg: cfg, log: log, cat: cat, cl: client.New(cat, log), locks: newRangeLocks(),
-		devices: map[string]*device{}, prepared: map[string]*device{}, vols: map[uint64]*volCounters{}, kick: make(chan struct{}, 1)}
+		devices: map[string]*device{}, prepared: map[string]*device{}, vols: map[uint64]*volCounters{}, kick: make(chan struct{}, 1), started: time.Now().UTC()}
 	s.heal = newHealer(s)
 	defer s.cl.Close()
 
@@ -399,6 +393,12 @@ func (s *Server) publishStats(ctx context.Context) {
 			st.Devices[id] = model.DeviceUsage{Capacity: int64(total) * model.ChunkSize, Used: int64(used) * model.ChunkSize, State: state}
 		}
 		s.mu.RUnlock()
+		st.Started, st.DeviceIO = s.started, map[string]model.IOCounters{}
+		s.mu.RLock()
+		for id, d := range s.devices {
+			st.DeviceIO[id] = d.io.Snapshot()
+		}
+		s.mu.RUnlock()
 		st.Rebuild = model.RebuildStats{PendingBytes: s.heal.pendingBytes.Load(), DoneBytes: s.heal.doneBytes.Load(), ResyncBytes: s.heal.resyncBytes.Load()}
 		b, _ := json.Marshal(st)
 		pctx, cancel := context.WithTimeout(ctx, 2*time.Second)
@@ -638,19 +638,16 @@ func (s *Server) chunkOp(ctx context.Context, req *wire.Request) (wire.Response,
 	op := &chunkRequest{s: s, req: req, key: key, in: inChunk, n: n, dev: dev, route: route, primary: !replica}
 	start := time.Now()
 	resp, release := op.run(ctx)
+	took := time.Since(start)
+	counted := []*iostats.Counters{&dev.io}
 	if !replica {
-		c := s.counters(req.Volume)
-		ns := uint64(time.Since(start))
-		for _, x := range []*volCounters{c, &s.total} {
-			if req.Op == wire.OpRead {
-				x.readOps.Add(1)
-				x.readBytes.Add(uint64(n))
-				x.readNs.Add(ns)
-			} else if req.Op != wire.OpExtents {
-				x.writeOps.Add(1)
-				x.writeBytes.Add(uint64(n))
-				x.writeNs.Add(ns)
-			}
+		counted = append(counted, &s.counters(req.Volume).Counters, &s.total.Counters)
+	}
+	for _, x := range counted {
+		if req.Op == wire.OpRead {
+			x.Read(n, took)
+		} else if req.Op != wire.OpExtents {
+			x.Write(n, took)
 		}
 	}
 	return resp, release
