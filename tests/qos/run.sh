@@ -1,0 +1,165 @@
+#!/usr/bin/env bash
+# QoS and statistics over NBD with fio, on a local 3-SDS cluster from the
+# built binaries (tests/lib/cluster.sh):
+#   1. a volume limited to 2,000 IOPS holds within ±10 % at QD32 while an
+#      unlimited volume on the same cluster keeps its speed (compared with
+#      its speed alone, measured first in the same run);
+#   2. a bandwidth limit likewise (20 MiB/s, 64 KiB reads);
+#   3. a limit changed live takes effect within 2 s (fio's IOPS log);
+#   4. a known fio load (rate-limited by fio itself) → the IOPS the API
+#      reports for the volume, its host and the SDSs are within ±10 %.
+# Prints every figure beside its baseline; QOS_REPORT=FILE also writes them
+# as a markdown table (for docs/benchmarks.md). Bounded: about 2-3 minutes.
+set -euo pipefail
+ROOT=$(cd "$(dirname "$0")/../.." && pwd)
+CTL=$ROOT/appliance/bin/cairnctl
+for tool in fio nbdinfo python3; do
+	command -v "$tool" >/dev/null || { echo "FAIL: $tool is missing: run scripts/deps.sh qos (installs fio libnbd-bin)"; exit 1; }
+done
+fio --enghelp 2>/dev/null | grep -qw nbd || { echo "FAIL: this fio has no nbd engine: install Debian's fio (scripts/deps.sh qos)"; exit 1; }
+[ -x "$CTL" ] || { echo "FAIL: $CTL missing: run make build"; exit 1; }
+
+STATE=$(mktemp -d /tmp/cairn-qos.XXXXXX)
+cleanup() {
+	jobs -p | xargs -r kill 2>/dev/null || true
+	"$ROOT/tests/lib/cluster.sh" stop "$STATE" >/dev/null 2>&1 || true
+	if [ "${KEEP_STATE:-0}" = 1 ]; then echo "state kept in $STATE"; else rm -rf "$STATE"; fi
+}
+trap cleanup EXIT
+fail() {
+	echo "FAIL: $*"
+	tail -n 20 "$STATE"/logs/{nbd,gateway}.log 2>/dev/null || true
+	exit 1
+}
+pass=0
+ok() { echo "ok: $*"; pass=$((pass + 1)); }
+ctl() { CAIRNCTL_CONFIG=$STATE/cairnctl.json "$CTL" "$@"; }
+RUNTIME=${QOS_RUNTIME:-8} # seconds measured per fio run, after a 2 s ramp
+REPORT=()
+
+uri=$("$ROOT/tests/lib/cluster.sh" start "$STATE" --volume-size 2GiB --volume lim --devices-per-sds 1 | grep '^nbd://') || fail "cluster start"
+base=${uri%/lim}
+ctl volume create free --pool pool1 --size 2GiB >/dev/null
+ctl volume map free --host local >/dev/null
+
+# fio over NBD; prints the job's IOPS and bandwidth (bytes/s) as "iops bw".
+fio_run() { # name volume extra fio args...
+	local name=$1 vol=$2; shift 2
+	fio --name="$name" --ioengine=nbd --uri="$base/$vol" --direct=1 --size=256m --time_based \
+		--ramp_time=2 --runtime="$RUNTIME" --output-format=json --output="$STATE/$name.json" "$@" >/dev/null 2>"$STATE/$name.err" ||
+		{ cat "$STATE/$name.err"; fail "fio $name"; }
+	python3 -c 'import json,sys; j=json.load(open(sys.argv[1]))["jobs"][0]; r=j["read"]; w=j["write"]; print(r["iops"]+w["iops"], (r["bw_bytes"]+w["bw_bytes"]))' "$STATE/$name.json"
+}
+within() { python3 -c 'import sys; v,t,p=map(float,sys.argv[1:]); sys.exit(0 if abs(v-t)<=t*p/100 else 1)' "$@"; }
+atleast() { python3 -c 'import sys; v,t=map(float,sys.argv[1:]); sys.exit(0 if v>=t else 1)' "$@"; }
+pct() { python3 -c 'import sys; v,t=map(float,sys.argv[1:]); print(f"{100*v/t:.0f}")' "$@"; }
+r0() { python3 -c 'import sys; print(f"{float(sys.argv[1]):.0f}")' "$1"; }
+mib() { python3 -c 'import sys; print(f"{float(sys.argv[1])/1048576:.1f}")' "$1"; }
+
+# Write the test regions once, so reads hit allocated chunks.
+for v in lim free; do
+	fio --name=fill-$v --ioengine=nbd --uri="$base/$v" --rw=write --bs=1m --iodepth=8 --size=256m --output-format=terse >/dev/null 2>&1 || fail "fill $v"
+done
+RR=(--rw=randread --bs=4k --iodepth=32)
+
+# 1. IOPS limit. The unlimited volume alone first (same run baseline).
+read -r alone _ < <(fio_run free-alone free "${RR[@]}")
+ctl volume qos lim --iops-limit 2000 >/dev/null
+fio_run lim-2000 lim "${RR[@]}" >"$STATE/lim.out" &
+read -r beside _ < <(fio_run free-beside free "${RR[@]}")
+wait $!
+read -r limited _ <"$STATE/lim.out"
+echo "  limited volume: $(r0 "$limited") IOPS (limit 2000); unlimited volume: $(r0 "$beside") IOPS beside it, $(r0 "$alone") alone ($(pct "$beside" "$alone") %)"
+within "$limited" 2000 10 || fail "volume limited to 2000 IOPS ran at $(r0 "$limited") IOPS (outside ±10 %)"
+ok "2000 IOPS limit held at QD32: $(r0 "$limited") IOPS"
+atleast "$beside" "$(python3 -c "print($alone*${QOS_KEEP_PCT:-80}/100)")" ||
+	fail "the unlimited volume dropped to $(pct "$beside" "$alone") % of its speed alone beside the limited one"
+ok "unlimited volume beside it: $(r0 "$beside") IOPS = $(pct "$beside" "$alone") % of its $(r0 "$alone") IOPS alone"
+REPORT+=("| IOPS limit 2,000, 4 KiB random read, QD 32 | $(r0 "$limited") IOPS | unlimited volume beside it: $(r0 "$beside") IOPS; alone: $(r0 "$alone") IOPS ($(pct "$beside" "$alone") %) |")
+
+# 2. Bandwidth limit: 20 MiB/s with 64 KiB reads.
+BW=(--rw=randread --bs=64k --iodepth=32)
+read -r _ bwalone < <(fio_run free-bw-alone free "${BW[@]}")
+ctl volume qos lim --iops-limit 0 --bandwidth-limit 20MiB >/dev/null
+fio_run lim-bw lim "${BW[@]}" >"$STATE/limbw.out" &
+read -r _ bwbeside < <(fio_run free-bw-beside free "${BW[@]}")
+wait $!
+read -r _ bwlim <"$STATE/limbw.out"
+echo "  limited volume: $(mib "$bwlim") MiB/s (limit 20); unlimited volume: $(mib "$bwbeside") MiB/s beside it, $(mib "$bwalone") alone"
+within "$bwlim" $((20 << 20)) 10 || fail "volume limited to 20 MiB/s ran at $(mib "$bwlim") MiB/s (outside ±10 %)"
+ok "20 MiB/s limit held: $(mib "$bwlim") MiB/s"
+atleast "$bwbeside" "$(python3 -c "print($bwalone*${QOS_KEEP_PCT:-80}/100)")" ||
+	fail "the unlimited volume dropped to $(pct "$bwbeside" "$bwalone") % of its bandwidth alone"
+ok "unlimited volume beside it: $(mib "$bwbeside") MiB/s = $(pct "$bwbeside" "$bwalone") % of its $(mib "$bwalone") MiB/s alone"
+REPORT+=("| bandwidth limit 20 MiB/s, 64 KiB random read, QD 32 | $(mib "$bwlim") MiB/s | unlimited volume beside it: $(mib "$bwbeside") MiB/s; alone: $(mib "$bwalone") MiB/s ($(pct "$bwbeside" "$bwalone") %) |")
+
+# 3. A live change: 1000 → 3000 IOPS while fio runs; when does fio's
+# IOPS (in 100 ms windows) first pass 2000?
+ctl volume qos lim --iops-limit 1000 --bandwidth-limit 0 >/dev/null
+start_ms=$(date +%s%3N)
+fio --name=live --ioengine=nbd --uri="$base/lim" --direct=1 --size=256m --time_based --runtime=8 "${RR[@]}" \
+	--write_iops_log="$STATE/live" --log_avg_msec=100 --output-format=terse >/dev/null 2>&1 &
+fpid=$!
+sleep 4
+change_ms=$(date +%s%3N)
+ctl volume qos lim --iops-limit 3000 >/dev/null
+wait $fpid || fail "fio live"
+delay=$(python3 - "$STATE"/live_iops.*.log "$start_ms" "$change_ms" <<'PY'
+import sys
+log, start, change = sys.argv[1], int(sys.argv[2]), int(sys.argv[3])
+rel = change - start  # fio's log times are ms since its start (within a few ms)
+for line in open(log):
+    t, v = (int(x) for x in line.split(",")[:2])
+    # one window = 100 ms; IOPS in it = v (fio logs the window's rate)
+    if t > rel and v > 2000:
+        print(max(0, t - rel)); break
+else:
+    print(-1)
+PY
+)
+[ "$delay" -ge 0 ] || fail "after raising the limit to 3000, fio never passed 2000 IOPS"
+echo "  limit 1000 → 3000 IOPS: fio above 2000 IOPS $delay ms after the change was sent (window 100 ms)"
+[ "$delay" -le 2000 ] || fail "a live limit change took $delay ms (> 2 s)"
+ok "live change took effect in $delay ms (≤ 2 s)"
+REPORT+=("| live change 1,000 → 3,000 IOPS (cairnctl volume qos) | in effect after $delay ms | limit: 2 s |")
+ctl volume qos lim --iops-limit 0 >/dev/null
+
+# 4. Statistics: fio paces itself at 1500 IOPS; ask the API meanwhile.
+ctl volume qos free --iops-limit 0 >/dev/null
+fio --name=stats --ioengine=nbd --uri="$base/free" --direct=1 --size=256m --time_based --runtime=16 \
+	--rw=randread --bs=4k --iodepth=8 --rate_iops=1500 --output-format=json --output="$STATE/stats.json" >/dev/null 2>&1 &
+fpid=$!
+sleep 12
+ctl --json stats show volumes free >"$STATE/api-vol.json"
+ctl --json stats show hosts local >"$STATE/api-host.json"
+sdsiops=0
+for i in 1 2 3; do
+	ctl --json stats show sds sds$i >"$STATE/api-sds$i.json"
+done
+wait $fpid || fail "fio stats"
+read -r fioiops api hostiops sdsiops hist <<<"$(python3 - "$STATE" <<'PY'
+import json, sys
+d = sys.argv[1]
+fio = json.load(open(d + "/stats.json"))["jobs"][0]["read"]["iops"]
+vol = json.load(open(d + "/api-vol.json"))
+host = json.load(open(d + "/api-host.json"))
+sds = sum(json.load(open(f"{d}/api-sds{i}.json"))["read"]["iops"] for i in (1, 2, 3))
+print(fio, vol["read"]["iops"], host["read"]["iops"], sds, len(vol["history"]))
+PY
+)"
+echo "  fio: $(r0 "$fioiops") IOPS; API: volume $(r0 "$api"), host $(r0 "$hostiops"), SDSs $(r0 "$sdsiops") IOPS; history $hist points"
+within "$api" "$fioiops" 10 || fail "the API reports $(r0 "$api") read IOPS for the volume; fio did $(r0 "$fioiops")"
+within "$hostiops" "$fioiops" 10 || fail "the API reports $(r0 "$hostiops") read IOPS for the host; fio did $(r0 "$fioiops")"
+within "$sdsiops" "$fioiops" 10 || fail "the SDSs report $(r0 "$sdsiops") read IOPS in all; fio did $(r0 "$fioiops")"
+[ "$hist" -ge 2 ] || fail "the volume's statistics history has $hist points"
+ok "statistics: API volume/host/SDS IOPS within ±10 % of fio's $(r0 "$fioiops")"
+REPORT+=("| statistics: fio at 1,500 IOPS (4 KiB random read) | API: volume $(r0 "$api"), host $(r0 "$hostiops"), SDSs $(r0 "$sdsiops") IOPS | fio: $(r0 "$fioiops") IOPS |")
+
+if [ -n "${QOS_REPORT:-}" ]; then
+	{
+		echo "| test | measured | same-run baseline |"
+		echo "|---|---|---|"
+		printf '%s\n' "${REPORT[@]}"
+	} >"$QOS_REPORT"
+fi
+echo "$pass passed, 0 failed"
