@@ -5,7 +5,7 @@ DEMO_STATE ?= $(CURDIR)/demo-state
 GO_TEST_FLAGS ?= -race -count=1 -timeout 20m
 
 .PHONY: all build demo demo-stop test test-go test-integration test-chaos test-lio test-lio-full test-e2e \
-	test-appliance test-packer test-plugin demo-vsphere bench bench-smoke test-bench clean
+	test-appliance test-packer test-plugin test-qos demo-vsphere bench bench-smoke test-bench clean
 
 all: build
 
@@ -24,7 +24,7 @@ demo-stop:
 ## test: the whole default suite (what CI runs); each suite prints its time
 # Installs what the suites need first (scripts/deps.sh: only what is missing,
 # and it says what); each suite target below also does so for itself alone.
-TEST_SUITES ?= test-go test-integration test-plugin test-packer test-chaos test-e2e test-lio
+TEST_SUITES ?= test-go test-integration test-plugin test-packer test-chaos test-e2e test-lio test-qos
 test:
 	@scripts/deps.sh test
 	@scripts/run-suites.sh $(TEST_SUITES)
@@ -87,6 +87,12 @@ test-go:
 test-integration: build
 	@scripts/deps.sh integration
 	tests/integration/nbd-fio.sh
+
+# QoS limits (IOPS, bandwidth, live change) and the statistics API, measured
+# with fio over NBD on a local 3-SDS cluster (about 2-3 min).
+test-qos: build
+	@scripts/deps.sh qos
+	tests/qos/run.sh
 
 ## bench: the full comparison (< 20 min), written to docs/benchmarks.{md,json} and plots
 bench: build

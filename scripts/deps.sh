@@ -4,7 +4,7 @@
 # takes well under a second and installs nothing.
 #
 #   scripts/deps.sh SUITE...    suites: demo go integration plugin packer chaos
-#                               e2e lio appliance bench ui installer ansible test
+#                               e2e lio appliance bench ui installer ansible qos test
 #                               (test = everything `make test` runs)
 #
 # Every `make` target calls it for its own suite, so `make test-lio` on a
@@ -30,10 +30,11 @@ declare -A PKGS=(
 	[ui]="chromium"
 	[installer]="python3-venv"
 	[ansible]="python3-venv openssh-client"
+	[qos]="fio libnbd-bin"
 )
 # Suites whose scripts read apt's package lists (apt-cache, apt-get download).
 NEEDS_APT_LISTS=" lio appliance bench "
-TEST_SUITES="go integration plugin packer chaos e2e lio"
+TEST_SUITES="go integration plugin packer chaos e2e lio qos"
 
 suites=()
 for s in "${@:-test}"; do

@@ -11,6 +11,7 @@
 # Prints every figure beside its baseline; QOS_REPORT=FILE also writes them
 # as a markdown table (for docs/benchmarks.md). Bounded: about 2-3 minutes.
 set -euo pipefail
+T0=$SECONDS
 ROOT=$(cd "$(dirname "$0")/../.." && pwd)
 CTL=$ROOT/appliance/bin/cairnctl
 for tool in fio nbdinfo python3; do
@@ -162,4 +163,4 @@ if [ -n "${QOS_REPORT:-}" ]; then
 		printf '%s\n' "${REPORT[@]}"
 	} >"$QOS_REPORT"
 fi
-echo "$pass passed, 0 failed"
+echo "$pass passed, 0 failed in $((SECONDS - T0)) s"
