@@ -152,7 +152,9 @@ func (s *Server) sampleStatistics(ctx context.Context, now time.Time) error {
 			delete(st.sources, key) // its lease expired: gone
 			continue
 		}
-		if src.delta == nil || now.Sub(src.time) > 3*st.interval {
+		// A source late by more than a few of its own periods (it
+		// stopped, its lease not yet expired) no longer counts.
+		if src.delta == nil || now.Sub(src.time) > 3*max(st.interval, src.elapsed) {
 			continue
 		}
 		for obj, d := range src.delta {
