@@ -630,7 +630,13 @@ def cmd_report(a):
     L.append("```\nmake bench          # full: all targets, < 20 min\nmake bench-smoke    # raw, nbdkit-file, "
              "cairn-nbd at QD 1 and 32, < 3 min\n```\nResults go to `tests/bench/out/` unless "
              "`BENCH_WRITE_DOCS=1` (then `docs/`). See `tests/bench/README.md` for the knobs.")
-    with open(os.path.join(a.dest, a.prefix + ".md"), "w") as f:
+    out = os.path.join(a.dest, a.prefix + ".md")
+    # Sections other suites write into the same page are kept (the QoS
+    # section, by tests/qos/run.sh): from their heading to the next one.
+    if os.path.exists(out):
+        old = open(out).read().split("\n## ")
+        L.extend("\n## " + s.rstrip("\n") + "\n" for s in old[1:] if s.startswith("QoS"))
+    with open(out, "w") as f:
         f.write("\n".join(L) + "\n")
     print(f"report: {os.path.join(a.dest, a.prefix + '.md')} ({len(meas)} measurements, {len(ratios)} ratios, "
           f"{len(figures)} figures, {len(plots)} plots)")

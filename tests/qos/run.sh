@@ -156,11 +156,26 @@ within "$sdsiops" "$fioiops" 10 || fail "the SDSs report $(r0 "$sdsiops") read I
 ok "statistics: API volume/host/SDS IOPS within ±10 % of fio's $(r0 "$fioiops")"
 REPORT+=("| statistics: fio at 1,500 IOPS (4 KiB random read) | API: volume $(r0 "$api"), host $(r0 "$hostiops"), SDSs $(r0 "$sdsiops") IOPS | fio: $(r0 "$fioiops") IOPS |")
 
-if [ -n "${QOS_REPORT:-}" ]; then
-	{
-		echo "| test | measured | same-run baseline |"
-		echo "|---|---|---|"
-		printf '%s\n' "${REPORT[@]}"
-	} >"$QOS_REPORT"
+table() {
+	echo "| test | measured | same-run baseline |"
+	echo "|---|---|---|"
+	printf '%s\n' "${REPORT[@]}"
+}
+[ -z "${QOS_REPORT:-}" ] || table >"$QOS_REPORT"
+# QOS_WRITE_DOCS=1: replace the QoS section of docs/benchmarks.md (only it).
+if [ "${QOS_WRITE_DOCS:-0}" = 1 ]; then
+	table >"$STATE/table.md"
+	python3 - "$ROOT/docs/benchmarks.md" "$STATE/table.md" "$(date -u +%Y-%m-%dT%H:%M:%SZ)" "$(cut -d' ' -f1-3 /proc/loadavg)" "$(cd "$ROOT" && git rev-parse --short HEAD)" "$RUNTIME" <<'PY'
+import sys
+doc, table, when, load, rev, runtime = sys.argv[1:]
+sec = (f"## QoS\n\nMeasured {when} by `tests/qos/run.sh` (`make test-qos`, QOS_WRITE_DOCS=1), Cairn {rev}: "
+       f"a 3-SDS local cluster (tests/lib/cluster.sh), two 2 GiB volumes mapped to one NBD host, fio's nbd engine, "
+       f"256 MiB written first, each run 2 s warm-up (which spends the limit's one-second burst) then {runtime} s measured; "
+       f"the unlimited volume's baseline is its speed alone, measured just before in the same run. "
+       f"Load average at the end: {load} (the machine is shared: 2 cores).\n\n" + open(table).read())
+parts = open(doc).read().split("\n## ")
+parts = [p for p in parts if not p.startswith("QoS")]
+open(doc, "w").write("\n## ".join(parts).rstrip("\n") + "\n\n" + sec)
+PY
 fi
 echo "$pass passed, 0 failed in $((SECONDS - T0)) s"
