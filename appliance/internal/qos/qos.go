@@ -6,6 +6,7 @@ package qos
 
 import (
 	"sync"
+	"sync/atomic"
 	"time"
 )
 
@@ -92,6 +93,9 @@ func (b *Bucket) SetRate(rate int64, now time.Time) {
 // Limiter applies a Limits pair of buckets to requests. It is safe for
 // concurrent use; it only computes waits, it never sleeps.
 type Limiter struct {
+	// unlimited lets Admit skip the lock on the common path (no limits):
+	// frontends of fast volumes call it for every request.
+	unlimited atomic.Bool
 	mu        sync.Mutex
 	limits    Limits
 	ops       Bucket
@@ -101,13 +105,18 @@ type Limiter struct {
 
 // NewLimiter returns a limiter with full buckets.
 func NewLimiter(l Limits, now time.Time) *Limiter {
-	return &Limiter{limits: l, ops: *NewBucket(l.IOPS, now), bytes: *NewBucket(l.BytesPerSecond, now)}
+	lim := &Limiter{limits: l, ops: *NewBucket(l.IOPS, now), bytes: *NewBucket(l.BytesPerSecond, now)}
+	lim.unlimited.Store(l == Limits{})
+	return lim
 }
 
 // Admit accounts one request of n payload bytes at now and returns how
 // long to hold it: the longer of the two buckets' waits (both debts are
 // repaid meanwhile).
 func (l *Limiter) Admit(n int64, now time.Time) time.Duration {
+	if l.unlimited.Load() {
+		return 0
+	}
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	if l.limits == (Limits{}) {
@@ -127,6 +136,7 @@ func (l *Limiter) Set(lim Limits, now time.Time) {
 		return
 	}
 	l.limits = lim
+	l.unlimited.Store(lim == Limits{})
 	l.ops.SetRate(lim.IOPS, now)
 	l.bytes.SetRate(lim.BytesPerSecond, now)
 }
