@@ -2,6 +2,7 @@ package frontend
 
 import (
 	"context"
+	"fmt"
 	"io"
 	"log/slog"
 	"math"
@@ -146,5 +147,74 @@ func TestLimitsFollowTheModel(t *testing.T) {
 	}
 	if l := NewIO(c.Cat, model.HostNBD, "h2").Wrap(vol).st.lim.Limits(); l != (qos.Limits{}) {
 		t.Errorf("host h2 got limits %+v from h1's mapping", l)
+	}
+}
+
+// TestAsyncPathThrottledAndCounted drives the goroutine-free path the way
+// the NBD reader does (one loop sending reads with hold, QD 16): the limit
+// holds, every completed read is counted with its latency, and the time
+// the loop was held back shows as throttled.
+func TestAsyncPathThrottledAndCounted(t *testing.T) {
+	c := testcluster.Start(t, testcluster.Options{SDSs: 2, DevicesPerSDS: 1, PGCount: 16})
+	ctx, cancel := context.WithCancel(context.Background())
+	var wg sync.WaitGroup
+	defer wg.Wait()
+	defer cancel()
+	vol := c.CreateVolume("v1", model.AllocationUnit, true)
+	const limit = 250
+	if _, err := c.Store.UpdateVolumeQoS(ctx, "v1", model.VolumeQoSUpdate{IOPSLimit: ptr(int64(limit))}); err != nil {
+		t.Fatal(err)
+	}
+	f := NewIO(c.Cat, model.HostISCSI, "")
+	wg.Add(1)
+	go func() { defer wg.Done(); f.Run(ctx, c.Etcd, time.Second, slog.New(slog.NewTextHandler(io.Discard, nil))) }()
+	v := f.Wrap(vol)
+	waitLimits(t, v, qos.Limits{IOPS: limit})
+	slots := make(chan struct{}, 16)
+	var done atomic.Int64
+	loop := func(d time.Duration) {
+		end := time.Now().Add(d)
+		for i := 0; time.Now().Before(end); i++ {
+			slots <- struct{}{}
+			buf := make([]byte, 4096)
+			v.ReadAtAsync(ctx, buf, int64(i%1024)*4096, len(slots) < cap(slots), func(err error) {
+				if err != nil {
+					t.Error(err)
+				}
+				done.Add(1)
+				<-slots
+			})
+		}
+		v.FlushHeld()
+		for len(slots) > 0 {
+			time.Sleep(time.Millisecond)
+		}
+	}
+	loop(1500 * time.Millisecond) // the burst
+	n0, t0 := done.Load(), time.Now()
+	loop(3 * time.Second)
+	rate := float64(done.Load()-n0) / time.Since(t0).Seconds()
+	if math.Abs(rate-limit) > limit*0.1 {
+		t.Errorf("async reads ran at %.0f IOPS under a %d IOPS limit", rate, limit)
+	}
+	vols := f.Stats().Volumes
+	st, ok := vols[fmt.Sprintf("%016x", vol.ID())]
+	if !ok || len(vols) != 1 {
+		t.Fatalf("stats %v", vols)
+	}
+	if int64(st.ReadOps) != done.Load() || st.ReadBytes != st.ReadOps*4096 || st.WriteOps != 0 {
+		t.Errorf("counted %d reads (%d bytes), %d completed", st.ReadOps, st.ReadBytes, done.Load())
+	}
+	var inHist uint64
+	for _, n := range st.ReadHist {
+		inHist += n
+	}
+	if inHist != st.ReadOps || st.ReadLatencyNs == 0 {
+		t.Errorf("histogram holds %d of %d reads; latency sum %d ns", inHist, st.ReadOps, st.ReadLatencyNs)
+	}
+	// 3 s at the limit with a queue always full: the loop waited most of
+	// that time.
+	if st.ThrottledNs < uint64(2*time.Second) {
+		t.Errorf("throttled %v in 4.5 s at the limit", time.Duration(st.ThrottledNs))
 	}
 }
