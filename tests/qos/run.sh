@@ -28,7 +28,7 @@ cleanup() {
 }
 trap cleanup EXIT
 fail() {
-	echo "FAIL: $*"
+	echo "FAIL: $*" >&2
 	tail -n 20 "$STATE"/logs/{nbd,gateway}.log 2>/dev/null || true
 	exit 1
 }
@@ -64,10 +64,12 @@ done
 RR=(--rw=randread --bs=4k --iodepth=32)
 
 # 1. IOPS limit. The unlimited volume alone first (same run baseline).
-read -r alone _ < <(fio_run free-alone free "${RR[@]}")
+res=$(fio_run free-alone free "${RR[@]}")
+read -r alone _ <<<"$res"
 ctl volume qos lim --iops-limit 2000 >/dev/null
 fio_run lim-2000 lim "${RR[@]}" >"$STATE/lim.out" &
-read -r beside _ < <(fio_run free-beside free "${RR[@]}")
+res=$(fio_run free-beside free "${RR[@]}")
+read -r beside _ <<<"$res"
 wait $!
 read -r limited _ <"$STATE/lim.out"
 echo "  limited volume: $(r0 "$limited") IOPS (limit 2000); unlimited volume: $(r0 "$beside") IOPS beside it, $(r0 "$alone") alone ($(pct "$beside" "$alone") %)"
@@ -80,10 +82,12 @@ REPORT+=("| IOPS limit 2,000, 4 KiB random read, QD 32 | $(r0 "$limited") IOPS |
 
 # 2. Bandwidth limit: 20 MiB/s with 64 KiB reads.
 BW=(--rw=randread --bs=64k --iodepth=32)
-read -r _ bwalone < <(fio_run free-bw-alone free "${BW[@]}")
+res=$(fio_run free-bw-alone free "${BW[@]}")
+read -r _ bwalone <<<"$res"
 ctl volume qos lim --iops-limit 0 --bandwidth-limit 20MiB >/dev/null
 fio_run lim-bw lim "${BW[@]}" >"$STATE/limbw.out" &
-read -r _ bwbeside < <(fio_run free-bw-beside free "${BW[@]}")
+res=$(fio_run free-bw-beside free "${BW[@]}")
+read -r _ bwbeside <<<"$res"
 wait $!
 read -r _ bwlim <"$STATE/limbw.out"
 echo "  limited volume: $(mib "$bwlim") MiB/s (limit 20); unlimited volume: $(mib "$bwbeside") MiB/s beside it, $(mib "$bwalone") alone"
