@@ -53,7 +53,10 @@ func TestLimitsFollowTheModel(t *testing.T) {
 	defer wg.Wait()
 	defer cancel()
 	wg.Add(1)
-	go func() { defer wg.Done(); f.Run(ctx, c.Etcd, time.Second, slog.New(slog.NewTextHandler(io.Discard, nil))) }()
+	go func() {
+		defer wg.Done()
+		f.Run(ctx, c.Etcd, time.Second, slog.New(slog.NewTextHandler(io.Discard, nil)))
+	}()
 	v := f.Wrap(vol)
 	if v.st.lim.Limits() != (qos.Limits{}) {
 		t.Fatalf("a volume without limits starts with %+v", v.st.lim.Limits())
@@ -167,7 +170,10 @@ func TestAsyncPathThrottledAndCounted(t *testing.T) {
 	}
 	f := NewIO(c.Cat, model.HostISCSI, "")
 	wg.Add(1)
-	go func() { defer wg.Done(); f.Run(ctx, c.Etcd, time.Second, slog.New(slog.NewTextHandler(io.Discard, nil))) }()
+	go func() {
+		defer wg.Done()
+		f.Run(ctx, c.Etcd, time.Second, slog.New(slog.NewTextHandler(io.Discard, nil)))
+	}()
 	v := f.Wrap(vol)
 	waitLimits(t, v, qos.Limits{IOPS: limit})
 	slots := make(chan struct{}, 16)

@@ -56,7 +56,10 @@ func TestStatisticsFromARealCluster(t *testing.T) {
 	fio := frontend.NewIO(c.Cat, model.HostNBD, "h1")
 	var wg sync.WaitGroup
 	wg.Add(1)
-	go func() { defer wg.Done(); fio.Run(ctx, c.Etcd, 300*time.Millisecond, slog.New(slog.NewTextHandler(io.Discard, nil))) }()
+	go func() {
+		defer wg.Done()
+		fio.Run(ctx, c.Etcd, 300*time.Millisecond, slog.New(slog.NewTextHandler(io.Discard, nil)))
+	}()
 	fv := fio.Wrap(vol)
 	e := newClusterEnv(t, c)
 	e.srv.stats = newStatsSampler(time.Second)
