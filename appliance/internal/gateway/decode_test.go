@@ -20,7 +20,10 @@ func requestTypes() []func() any {
 		func() any { return new(model.PoolSpec) }, func() any { return new(model.VolumeSpec) },
 		func() any { return new(model.HostSpec) }, func() any { return new(model.UserSpec) },
 		func() any { return new(model.UserUpdate) }, func() any { return new(model.MapSpec) },
-		func() any { return new(unmapRequest) }, func() any { return new(resizeRequest) },
+		func() any { return new(unmapRequest) }, func() any { return new(model.VolumeUpdate) },
+		func() any { return new(model.NameUpdate) }, func() any { return new(model.HostUpdate) },
+		func() any { return new(model.PoolUpdate) }, func() any { return new(model.SDSUpdate) },
+		func() any { return new(addMemberRequest) }, func() any { return new(moveLeaderRequest) },
 		func() any { return new(maintenanceRequest) },
 	}
 }

@@ -48,12 +48,17 @@ type Config struct {
 	Logger  *slog.Logger
 	// TokenTTL is the lifetime of a login token; default DefaultTokenTTL.
 	TokenTTL time.Duration
+	// ObserveInterval: how often Run raises/clears alerts and progresses
+	// jobs; default DefaultObserveInterval.
+	ObserveInterval time.Duration
 }
 
 // Defaults.
 const (
 	DefaultListen   = "127.0.0.1:8443"
 	DefaultTokenTTL = 8 * time.Hour
+	// DefaultObserveInterval paces alerts, state events and job progress.
+	DefaultObserveInterval = 2 * time.Second
 	// maxBody bounds every request body.
 	maxBody = 1 << 20
 )
@@ -86,6 +91,9 @@ func New(ctx context.Context, cfg Config) (*Server, error) {
 	}
 	if cfg.TokenTTL <= 0 {
 		cfg.TokenTTL = DefaultTokenTTL
+	}
+	if cfg.ObserveInterval <= 0 {
+		cfg.ObserveInterval = DefaultObserveInterval
 	}
 	if err := os.MkdirAll(cfg.StateDir, 0o700); err != nil {
 		return nil, fmt.Errorf("gateway: create state directory: %w", err)
@@ -153,6 +161,10 @@ func Serve(ctx context.Context, cfg Config, ln net.Listener) error {
 	s.log.Info("gateway listening", "url", scheme+"://"+ln.Addr().String()+"/api/v1")
 	errc := make(chan error, 1)
 	go func() { errc <- hs.Serve(ln) }()
+	bctx, stopBackground := context.WithCancel(ctx)
+	background := make(chan struct{})
+	go func() { defer close(background); s.Run(bctx) }()
+	defer func() { stopBackground(); <-background }()
 	select {
 	case err := <-errc:
 		return fmt.Errorf("gateway: serve: %w", err)
