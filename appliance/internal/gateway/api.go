@@ -283,8 +283,10 @@ func (s *Server) kinds() []kindAPI {
 	pdOf := func(w *world, pdID string) []string { return []string{pdID, w.pds[pdID].Name} }
 	return []kindAPI{
 		{kind: model.KindPD, path: "/protection-domains", read: M, write: A,
-			ids:  func(w *world) []string { return idsByName(w.pds, func(v model.ProtectionDomain) string { return v.Name }) },
-			view: func(w *world, id string) (any, bool) { v, ok := w.pds[id]; return w.pdView(v), ok },
+			ids: func(w *world) []string {
+				return idsByName(w.pds, func(v model.ProtectionDomain) string { return v.Name })
+			},
+			view:    func(w *world, id string) (any, bool) { v, ok := w.pds[id]; return w.pdView(v), ok },
 			filters: []filter{nameFilter(func(w *world, id string) string { return w.pds[id].Name })},
 			create: func(c *call) (string, bool, error) {
 				return createWith(c, func(spec model.PDSpec) (model.ProtectionDomain, error) { return st.CreatePD(c.ctx, spec) },
@@ -297,7 +299,9 @@ func (s *Server) kinds() []kindAPI {
 			},
 			del: st.DeletePD},
 		{kind: model.KindFaultSet, path: "/fault-sets", read: M, write: A,
-			ids:  func(w *world) []string { return idsByName(w.faultSets, func(v model.FaultSet) string { return v.Name }) },
+			ids: func(w *world) []string {
+				return idsByName(w.faultSets, func(v model.FaultSet) string { return v.Name })
+			},
 			view: func(w *world, id string) (any, bool) { v, ok := w.faultSets[id]; return w.faultSetView(v), ok },
 			filters: []filter{nameFilter(func(w *world, id string) string { return w.faultSets[id].Name }),
 				refFilter("protection_domain", model.KindPD, func(w *world, id string) []string { return pdOf(w, w.faultSets[id].PDID) })},

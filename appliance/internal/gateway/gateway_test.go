@@ -46,6 +46,9 @@ func (p *fakeProber) PrepareDevice(ctx context.Context, addr, clusterID, deviceI
 	if strings.Contains(path, "busy") {
 		return 0, fmt.Errorf("%s is in use by the ext4 filesystem mounted on /srv: %w", path, model.ErrInUse)
 	}
+	if strings.Contains(path, "offline") {
+		return 0, fmt.Errorf("SDS at %s does not answer: %w", addr, model.ErrUnavailable)
+	}
 	return 100 * GiB, nil
 }
 
@@ -76,6 +79,7 @@ type env struct {
 	logs   *syncBuffer
 	prober *fakeProber
 	admin  string // token
+	hdr    map[string]string // extra request headers of do
 }
 
 func newEnv(t *testing.T, mod ...func(*Config)) *env {
@@ -105,6 +109,13 @@ func newEnv(t *testing.T, mod ...func(*Config)) *env {
 // do sends a request and decodes the JSON answer (if any) into a map or list.
 func (e *env) do(method, path, token, body string) (int, any) {
 	e.t.Helper()
+	st, v, _ := e.doH(method, path, token, body, e.hdr)
+	return st, v
+}
+
+// doH is do with request headers, returning the response headers too.
+func (e *env) doH(method, path, token, body string, hdr map[string]string) (int, any, http.Header) {
+	e.t.Helper()
 	var rd io.Reader
 	if body != "" {
 		rd = strings.NewReader(body)
@@ -115,6 +126,9 @@ func (e *env) do(method, path, token, body string) (int, any) {
 	}
 	if token != "" {
 		req.Header.Set("Authorization", "Bearer "+token)
+	}
+	for k, v := range hdr {
+		req.Header.Set(k, v)
 	}
 	resp, err := http.DefaultClient.Do(req)
 	if err != nil {
@@ -130,7 +144,7 @@ func (e *env) do(method, path, token, body string) (int, any) {
 	} else if len(b) > 0 {
 		v = string(b)
 	}
-	return resp.StatusCode, v
+	return resp.StatusCode, v, resp.Header
 }
 
 // ok asserts a status and returns the body as a map.
@@ -186,7 +200,9 @@ func validCode(status int, code any) bool {
 }
 
 // state returns every key's mod revision, except the event log's (every
-// mutating request, a refused one too, is an audit event).
+// mutating request, a refused one too, is an audit event) and what running
+// SDSs publish on their own (statistics, liveness), which the gateway never
+// writes.
 func (e *env) state() map[string]int64 {
 	r, err := e.etcd.Get(context.Background(), "/", clientv3.WithPrefix(), clientv3.WithKeysOnly())
 	if err != nil {
@@ -195,7 +211,7 @@ func (e *env) state() map[string]int64 {
 	out := map[string]int64{}
 	for _, kv := range r.Kvs {
 		k := string(kv.Key)
-		if strings.HasPrefix(k, eventPrefix) || k == eventSeqKey {
+		if strings.HasPrefix(k, eventPrefix) || k == eventSeqKey || strings.HasPrefix(k, model.Prefix+"stats/") || strings.HasPrefix(k, model.Prefix+"live/") {
 			continue
 		}
 		out[k] = kv.ModRevision

@@ -88,6 +88,9 @@ func applyPoolUpdate(p StoragePool, up PoolUpdate) (StoragePool, error) {
 	case policy != RebuildLimitIO:
 		maxIO = 0 // meaningless for the other policies: not kept
 	}
+	if policy == p.Policy() && maxIO == p.RebuildMaxIO {
+		return p, nil // as it is (an old pool's "" policy stays, meaning unlimited)
+	}
 	p.RebuildPolicy, p.RebuildMaxIO = policy, maxIO
 	return p, nil
 }
