@@ -483,3 +483,28 @@ func TestMDMMembers(t *testing.T) {
 		t.Fatalf("after remove: %v", v)
 	}
 }
+
+// TestDrainRefusals: a drain that would leave a pool holding volumes on one
+// fault domain is refused and changes nothing.
+func TestDrainRefusals(t *testing.T) {
+	e := newEnv(t)
+	e.cluster()   // a1 on a (fs1)
+	e.redundant() // b1 on b (fs2)
+	a := e.admin
+	e.ok(201, "POST", "/api/v1/volumes", a, `{"name":"v1","pool":"p","size":1073741824}`)
+	e.failsWith(409, CodeInUse, "", `removing SDS b would leave pool "p" (which holds volumes) on 1 fault domain`, "POST", "/api/v1/sds/b/remove", a, "")
+	e.failsWith(409, CodeInUse, "", `removing device b1 would leave pool "p"`, "POST", "/api/v1/devices/b1/remove", a, "")
+	e.failsWith(403, CodeForbidden, "", "needs role admin", "POST", "/api/v1/devices/b1/remove", e.user("op", model.RoleOperator), "")
+	// c is in fs1 like a: its device may go, the pool keeps fs1 and fs2.
+	e.ok(201, "POST", "/api/v1/devices", a, `{"name":"c1","sds":"c","pool":"p","path":"/var/lib/cairn/c1.img"}`)
+	if st, v := e.do("POST", "/api/v1/devices/c1/remove", a, ""); st != 202 {
+		t.Fatalf("remove c1: %d %v", st, v)
+	}
+	if d := e.ok(200, "GET", "/api/v1/devices/c1", a, ""); d["state"] != model.DeviceRemoving {
+		t.Errorf("c1 state %v", d["state"])
+	}
+	// An SDS without devices in a pool with volumes elsewhere may go too.
+	e.ok(201, "POST", "/api/v1/sds", a, `{"name":"d","protection_domain":"pd1","address":"127.0.0.1:7104"}`)
+	e.ok(200, "POST", "/api/v1/sds/d/maintenance", a, `{"mode":"instant"}`)
+	e.failsWith(409, CodeConflict, "", "exit maintenance first", "POST", "/api/v1/sds/d/remove", a, "")
+}

@@ -78,7 +78,7 @@ type env struct {
 	dir    string
 	logs   *syncBuffer
 	prober *fakeProber
-	admin  string // token
+	admin  string            // token
 	hdr    map[string]string // extra request headers of do
 }
 

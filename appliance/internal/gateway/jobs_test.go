@@ -118,7 +118,9 @@ func TestDrainRemoveJobs(t *testing.T) {
 // TestDrainProgress: percent counts the copies moved off since the job
 // started, the ETA follows the rate so far, and the end states.
 func TestDrainProgress(t *testing.T) {
-	pg := func(sds string) []model.CopyRef { return []model.CopyRef{{SDSID: sds, DeviceID: sds + "-d"}, {SDSID: "other", DeviceID: "o"}} }
+	pg := func(sds string) []model.CopyRef {
+		return []model.CopyRef{{SDSID: sds, DeviceID: sds + "-d"}, {SDSID: "other", DeviceID: "o"}}
+	}
 	w := &world{sdss: map[string]model.SDS{"x": {ID: "x", Name: "x", State: model.SDSRemoving}},
 		maps: map[string]model.PlacementMap{"p": {PGs: [][]model.CopyRef{pg("x"), pg("x"), pg("x"), pg("x"), pg("y")}}}}
 	start := time.Now().Add(-10 * time.Second)

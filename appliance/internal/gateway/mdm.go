@@ -16,6 +16,7 @@ import (
 	"sort"
 	"strings"
 
+	"github.com/cairn-storage/cairn/appliance/internal/mdm"
 	"github.com/cairn-storage/cairn/appliance/internal/model"
 	pb "go.etcd.io/etcd/api/v3/etcdserverpb"
 	"go.etcd.io/etcd/api/v3/v3rpc/rpctypes"
@@ -23,9 +24,8 @@ import (
 )
 
 // MDMRolePrefix holds each member's Cairn role, written by `cairn mdm` at
-// start and by POST /mdm/members (layout v1: Prefix+"mdmrole/<name>" ->
-// {"tie_breaker": bool}).
-const MDMRolePrefix = model.Prefix + "mdmrole/"
+// start and by POST /mdm/members (mdm.RolePrefix).
+const MDMRolePrefix = mdm.RolePrefix
 
 // MDMRole is the value under MDMRolePrefix.
 type MDMRole struct {
