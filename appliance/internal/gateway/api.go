@@ -215,13 +215,9 @@ func (s *Server) serve(c *call, rt route) (status int, body any, err error) {
 // version, and makes the model operation re-check it atomically (a change
 // between this check and the write still fails with 412).
 func (s *Server) checkIfMatch(c *call, kind string) error {
-	h := strings.TrimSpace(c.r.Header.Get("If-Match"))
-	if h == "" || h == "*" {
-		return nil
-	}
-	rev, err := strconv.ParseInt(strings.Trim(strings.TrimPrefix(h, "W/"), `"`), 10, 64)
-	if err != nil || rev <= 0 {
-		return model.WithField(errorf(http.StatusBadRequest, "If-Match %q is not an ETag of this API (a quoted number, from the ETag header of GET)", h), "If-Match")
+	rev, err := parseIfMatch(c.r.Header.Get("If-Match"))
+	if err != nil || rev == 0 {
+		return err
 	}
 	id, err := s.store.Resolve(c.ctx, kind, c.ref())
 	if err != nil {
@@ -240,6 +236,20 @@ func (s *Server) checkIfMatch(c *call, kind string) error {
 	}
 	c.ctx = model.ExpectRevision(c.ctx, kind, id, rev)
 	return nil
+}
+
+// parseIfMatch reads an If-Match header: 0 for none or "*", else the
+// revision its ETag names.
+func parseIfMatch(h string) (int64, error) {
+	h = strings.TrimSpace(h)
+	if h == "" || h == "*" {
+		return 0, nil
+	}
+	rev, err := strconv.ParseInt(strings.Trim(strings.TrimPrefix(h, "W/"), `"`), 10, 64)
+	if err != nil || rev <= 0 || len(h) > 40 {
+		return 0, model.WithField(errorf(http.StatusBadRequest, "If-Match %q is not an ETag of this API (a quoted number, from the ETag header of GET)", h), "If-Match")
+	}
+	return rev, nil
 }
 
 // filter is one ?param= of a list route: values returns the strings an
