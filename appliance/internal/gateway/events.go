@@ -3,12 +3,14 @@ package gateway
 // Events (the audit log included) and alerts, stored in etcd with bounded
 // retention (docs/api.md section 5).
 //
-// Layout v1:
+// Layout v1, under LogPrefix (outside the model's prefix, so that reading
+// the model never reads the log):
 //
-//	Prefix+"eventseq"                     -> last event number (decimal)
-//	Prefix+"event/<16 hex digits>"        -> Event (JSON); the id is the number
-//	Prefix+"alert/<id>"                   -> Alert (JSON)
-//	Prefix+"alertactive/<kind>/<object>"  -> id of the active alert
+//	LogPrefix+"eventseq"                     -> last event number (decimal)
+//	LogPrefix+"event/<16 hex digits>"        -> Event (JSON); the id is the number
+//	LogPrefix+"alert/<id>"                   -> Alert (JSON)
+//	LogPrefix+"alertactive/<kind>/<object>"  -> id of the active alert
+//	LogPrefix+"job/<id>"                     -> jobRecord (JSON), see jobs.go
 //
 // An event is written in the same transaction as the sequence number it
 // takes (and as the change it reports, where there is one), so ids are
@@ -59,11 +61,14 @@ const (
 	eventPageSize = 100
 )
 
+// LogPrefix is the root of events, alerts and jobs in etcd.
+const LogPrefix = "/cairn/log/v1/"
+
 const (
-	eventSeqKey      = model.Prefix + "eventseq"
-	eventPrefix      = model.Prefix + "event/"
-	alertPrefix      = model.Prefix + "alert/"
-	alertActiveStart = model.Prefix + "alertactive/"
+	eventSeqKey      = LogPrefix + "eventseq"
+	eventPrefix      = LogPrefix + "event/"
+	alertPrefix      = LogPrefix + "alert/"
+	alertActiveStart = LogPrefix + "alertactive/"
 )
 
 // Event is one thing that happened.

@@ -5,7 +5,7 @@ package gateway
 // carries it on: its progress is derived from the model each time the
 // observer loop runs or a client reads it, never from memory.
 //
-// Layout v1: Prefix+"job/<id>" -> jobRecord (JSON). Updates compare the
+// Layout v1: LogPrefix+"job/<id>" -> jobRecord (JSON). Updates compare the
 // record's mod revision, so two gateways refreshing one job write once.
 
 import (
@@ -69,9 +69,9 @@ type jobRecord struct {
 	TotalCopies int `json:"total_copies"`
 }
 
-func jobKey(id string) string { return model.Prefix + "job/" + id }
+func jobKey(id string) string { return jobPrefix + id }
 
-const jobPrefix = model.Prefix + "job/"
+const jobPrefix = LogPrefix + "job/"
 
 // drainCopies counts the placement-group copies a drain still has to move.
 func (w *world) drainCopies(j *Job) int {
