@@ -53,7 +53,7 @@ sds_field() { # NAME JQ-EXPR
 	ctl_json sds ls | jq -r --arg n "$1" ".[] | select(.name == \$n) | $2"
 }
 sds_up() { [ "$(sds_field "$1" .up)" = true ]; }
-sds_used() { sds_field "$1" '.used // 0'; }
+sds_used() { sds_field "$1" '.raw_allocated // 0'; }
 device_state() { # NAME: the device's state (the model's and what the SDS reports)
 	ctl_json device ls | jq -r --arg n "$1" '.[] | select(.name == $n) | "\(.state) \(.reported_state // "")"'
 }

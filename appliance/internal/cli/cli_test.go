@@ -214,7 +214,8 @@ func TestVolumeWorkflow(t *testing.T) {
 	if !strings.Contains(out, "8 GiB") || !strings.Contains(out, "wwn:") {
 		t.Errorf("volume create output:\n%s", out)
 	}
-	h.fails(1, `volume "v1" already exists`, "volume", "create", "v1", "--pool", "p1", "--size", "8G")
+	h.ok("volume", "create", "v1", "--pool", "p1", "--size", "8G") // a repeat: the same volume
+	h.fails(1, `volume "v1" already exists`, "volume", "create", "v1", "--pool", "p1", "--size", "16G")
 	h.fails(1, `host "esx1" not found`, "volume", "map", "v1", "--host", "esx1")
 	h.ok("host", "create", "esx1", "--type", "iscsi", "--iqn", "iqn.1998-01.com.vmware:esx1-12345678")
 	h.ok("volume", "map", "v1", "--host", "esx1")

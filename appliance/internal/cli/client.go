@@ -28,7 +28,9 @@ type client struct {
 // APIError is an error answer of the gateway.
 type APIError struct {
 	Status  int
+	Code    string // invalid, not_found, already_exists, in_use, conflict, ...
 	Message string
+	Field   string // the request field at fault, if one
 }
 
 func (e *APIError) Error() string { return fmt.Sprintf("%s (HTTP %d)", e.Message, e.Status) }
@@ -85,13 +87,15 @@ func (c *client) call(ctx context.Context, method, path string, in, out any) err
 func decodeAnswer(status int, body []byte, out any) error {
 	if status >= 400 {
 		var e struct {
-			Error string `json:"error"`
+			Code    string `json:"code"`
+			Message string `json:"message"`
+			Field   string `json:"field"`
 		}
-		if json.Unmarshal(body, &e) != nil || e.Error == "" {
-			e.Error = strings.TrimSpace(string(body))
+		if json.Unmarshal(body, &e) != nil || e.Message == "" {
+			e.Message = strings.TrimSpace(string(body))
 		}
-		ae := &APIError{Status: status, Message: e.Error}
-		if status == http.StatusUnauthorized && !strings.Contains(e.Error, "cairnctl login") {
+		ae := &APIError{Status: status, Code: e.Code, Message: e.Message, Field: e.Field}
+		if status == http.StatusUnauthorized && !strings.Contains(e.Message, "cairnctl login") {
 			ae.Message += "; run `cairnctl login`"
 		}
 		return ae

@@ -18,7 +18,7 @@ func init() {
 				if err := required("faultset create", map[string]string{"pd": pd}); err != nil {
 					return err
 				}
-				return s.show(ctx, http.MethodPost, "/faultsets", map[string]any{"name": args[0], "pd": pd})
+				return s.show(ctx, http.MethodPost, "/fault-sets", map[string]any{"name": args[0], "protection_domain": pd})
 			}
 		}})
 }

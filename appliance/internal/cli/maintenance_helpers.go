@@ -91,7 +91,7 @@ func runMaintenance(ctx context.Context, s *session, o *maintenanceOpts, object 
 	action, name := args[0], args[1]
 	path := "/sds/"
 	if object == "faultset" {
-		path = "/faultsets/"
+		path = "/fault-sets/"
 	}
 	path += url.PathEscape(name) + "/maintenance"
 	method := http.MethodDelete

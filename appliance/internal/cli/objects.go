@@ -29,28 +29,29 @@ func yesNo(key string) func(map[string]any) string {
 }
 
 var objects = []object{
-	{name: "pd", noun: "protection domain", path: "/pds", plural: "protection domains", columns: []column{
-		{"NAME", str("name")}, {"ID", str("id")}, {"FAULT SETS", str("fault_sets")}, {"SDSS", str("sdss")}, {"POOLS", str("pools")}}},
-	{name: "faultset", noun: "fault set", path: "/faultsets", plural: "fault sets", columns: []column{
-		{"NAME", str("name")}, {"ID", str("id")}, {"PD", str("pd_name")}, {"SDSS", str("sdss")}}},
+	{name: "pd", noun: "protection domain", path: "/protection-domains", plural: "protection domains", columns: []column{
+		{"NAME", str("name")}, {"ID", str("id")}, {"FAULT SETS", str("fault_set_count")}, {"SDSS", str("sds_count")}, {"POOLS", str("pool_count")}}},
+	{name: "faultset", noun: "fault set", path: "/fault-sets", plural: "fault sets", columns: []column{
+		{"NAME", str("name")}, {"ID", str("id")}, {"PD", str("protection_domain_name")}, {"SDSS", str("sds_names")}}},
 	{name: "sds", noun: "SDS", path: "/sds", plural: "SDSs", columns: []column{
-		{"NAME", str("name")}, {"ID", str("id")}, {"PD", str("pd_name")}, {"FAULT SET", str("fault_set_name")},
+		{"NAME", str("name")}, {"ID", str("id")}, {"PD", str("protection_domain_name")}, {"FAULT SET", str("fault_set_name")},
 		{"ADDRESS", str("address")}, {"STATE", str("state")},
 		{"MAINTENANCE", func(o map[string]any) string { return text(nested(o, "maintenance", "state")) }},
-		{"UP", yesNo("up")}, {"DEVICES", str("devices")},
-		{"CAPACITY", size("capacity")}, {"USED", size("used")}}},
+		{"UP", yesNo("up")}, {"DEVICES", str("device_count")},
+		{"CAPACITY", size("capacity")}, {"RAW ALLOCATED", size("raw_allocated")}}},
 	{name: "device", noun: "device", path: "/devices", plural: "devices", columns: []column{
 		{"NAME", str("name")}, {"ID", str("id")}, {"SDS", str("sds_name")}, {"POOL", str("pool_name")},
-		{"PATH", str("path")}, {"STATE", str("state")}, {"CAPACITY", size("capacity")}, {"USED", size("used")}}},
+		{"PATH", str("path")}, {"STATE", str("state")}, {"CAPACITY", size("capacity")}, {"RAW ALLOCATED", size("raw_allocated")}}},
 	{name: "pool", noun: "pool", path: "/pools", plural: "pools", columns: []column{
-		{"NAME", str("name")}, {"ID", str("id")}, {"PD", str("pd_name")}, {"SPARE", func(o map[string]any) string { return text(o["spare_percent"]) + "%" }},
-		{"DEVICES", func(o map[string]any) string { return text(nested(o, "capacity", "devices")) }},
-		{"FAULT DOMAINS", func(o map[string]any) string { return text(nested(o, "capacity", "fault_domains")) }},
+		{"NAME", str("name")}, {"ID", str("id")}, {"PD", str("protection_domain_name")}, {"SPARE", func(o map[string]any) string { return text(o["spare_percent"]) + "%" }},
+		{"DEVICES", str("device_count")}, {"FAULT DOMAINS", str("fault_domain_count")},
 		{"RAW", func(o map[string]any) string { return formatBytes(num(nested(o, "capacity", "raw"))) }},
 		{"USABLE", func(o map[string]any) string { return formatBytes(num(nested(o, "capacity", "usable"))) }},
-		{"USED", size("used")}, {"VOLUMES", str("volumes")}}},
+		{"ALLOCATED", func(o map[string]any) string { return formatBytes(num(nested(o, "capacity", "allocated"))) }},
+		{"FREE", func(o map[string]any) string { return formatBytes(num(nested(o, "capacity", "free"))) }},
+		{"VOLUMES", str("volume_count")}}},
 	{name: "volume", noun: "volume", path: "/volumes", plural: "volumes", columns: []column{
-		{"NAME", str("name")}, {"ID", str("id")}, {"POOL", str("pool_name")}, {"SIZE", size("size")},
+		{"NAME", str("name")}, {"ID", str("id")}, {"POOL", str("pool_name")}, {"SIZE", size("size")}, {"ALLOCATED", size("allocated")},
 		{"TYPE", func(o map[string]any) string {
 			if o["thin"] == true {
 				return "thin"
@@ -63,12 +64,12 @@ var objects = []object{
 			ms, _ := o["mappings"].([]any)
 			for _, m := range ms {
 				mm, _ := m.(map[string]any)
-				hosts = append(hosts, text(mm["host_name"]))
+				hosts = append(hosts, text(mm["host_name"])+" (LUN "+text(mm["lun"])+")")
 			}
 			return strings.Join(hosts, ",")
 		}}}},
 	{name: "host", noun: "host", path: "/hosts", plural: "hosts", columns: []column{
-		{"NAME", str("name")}, {"ID", str("id")}, {"TYPE", str("type")}, {"IQN", str("iqn")}, {"CHAP", yesNo("chap")}, {"VOLUMES", str("volumes")}}},
+		{"NAME", str("name")}, {"ID", str("id")}, {"TYPE", str("type")}, {"IQN", str("iqn")}, {"CHAP", yesNo("chap")}, {"VOLUMES", str("volume_names")}}},
 	{name: "user", noun: "user", path: "/users", plural: "users", columns: []column{{"NAME", str("name")}, {"ROLE", str("role")}}},
 }
 
@@ -103,14 +104,27 @@ func init() {
 					return s.show(ctx, http.MethodGet, o.path+"/"+url.PathEscape(args[0]), nil)
 				}
 			}})
-		register(&command{object: o.name, verb: "rm", args: "NAME|ID...", help: "delete " + o.plural,
+		drainable := o.name == "sds" || o.name == "device"
+		rmArgs, rmHelp := "NAME|ID...", "delete "+o.plural
+		if drainable {
+			rmArgs, rmHelp = "[--drain [--no-wait]] NAME|ID...", "delete "+o.plural+"; --drain first moves their data to the others (a job with progress)"
+		}
+		register(&command{object: o.name, verb: "rm", args: rmArgs, help: rmHelp,
 			setup: func(fs *flag.FlagSet) func(context.Context, *session, []string) error {
+				var drain, noWait bool
+				if drainable {
+					fs.BoolVar(&drain, "drain", false, "move the data off first (rebalance), then remove; shows progress")
+					fs.BoolVar(&noWait, "no-wait", false, "with --drain: start the job and return (follow it with `cairnctl job info ID --wait`)")
+				}
 				return func(ctx context.Context, s *session, args []string) error {
 					if len(args) == 0 {
 						return usagef("give the name or id of the %s to delete", o.noun)
 					}
 					if err := s.setup(); err != nil {
 						return err
+					}
+					if drain {
+						return s.drainRemove(ctx, o, args, !noWait)
 					}
 					for _, a := range args {
 						if err := s.api.call(ctx, http.MethodDelete, o.path+"/"+url.PathEscape(a), nil, nil); err != nil {
@@ -159,4 +173,35 @@ func (s *session) show(ctx context.Context, method, path string, body any) error
 		return printJSON(s.out, raw)
 	}
 	return printObject(s.out, raw)
+}
+
+// drainRemove starts the drain-and-remove job of each object and, with
+// wait, follows each to its end.
+func (s *session) drainRemove(ctx context.Context, o object, refs []string, wait bool) error {
+	for _, a := range refs {
+		var job struct {
+			ID string `json:"id"`
+		}
+		var raw json.RawMessage
+		if err := s.api.call(ctx, http.MethodPost, o.path+"/"+url.PathEscape(a)+"/remove", nil, &raw); err != nil {
+			return fmt.Errorf("%s rm --drain %s: %w", o.name, a, err)
+		}
+		if err := json.Unmarshal(raw, &job); err != nil || job.ID == "" {
+			return fmt.Errorf("%s rm --drain %s: the gateway answered no job: %s", o.name, a, raw)
+		}
+		if !wait {
+			if s.opts.json {
+				if err := printJSON(s.out, raw); err != nil {
+					return err
+				}
+				continue
+			}
+			fmt.Fprintf(s.out, "draining %s %s: job %s (follow it with `cairnctl job info %s --wait`)\n", o.name, a, job.ID, job.ID)
+			continue
+		}
+		if err := s.followJob(ctx, job.ID); err != nil {
+			return fmt.Errorf("%s rm --drain %s: %w", o.name, a, err)
+		}
+	}
+	return nil
 }

@@ -163,7 +163,8 @@ func printObject(w io.Writer, raw []byte) error {
 	return tw.Flush()
 }
 
-var sizeKeys = map[string]bool{"size": true, "capacity": true, "used": true, "raw": true, "usable": true, "thick_reserved": true}
+var sizeKeys = map[string]bool{"size": true, "capacity": true, "raw": true, "usable": true, "thick_reserved": true,
+	"raw_allocated": true, "allocated": true, "free": true, "spare_reserved": true, "thin_provisioned": true}
 
 func renderField(key string, v any) string {
 	switch x := v.(type) {

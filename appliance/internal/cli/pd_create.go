@@ -13,7 +13,7 @@ func init() {
 				if err := needArgs(args, 1, "the protection domain's name"); err != nil {
 					return err
 				}
-				return s.show(ctx, http.MethodPost, "/pds", map[string]any{"name": args[0]})
+				return s.show(ctx, http.MethodPost, "/protection-domains", map[string]any{"name": args[0]})
 			}
 		}})
 }

@@ -21,7 +21,7 @@ func init() {
 				if err := required("pool create", map[string]string{"pd": pd}); err != nil {
 					return err
 				}
-				body := map[string]any{"name": args[0], "pd": pd}
+				body := map[string]any{"name": args[0], "protection_domain": pd}
 				if spare >= 0 {
 					body["spare_percent"] = spare
 				}

@@ -21,7 +21,7 @@ func TestRebuildSettings(t *testing.T) {
 		}
 		return o
 	}
-	if o := info("pool", "info", "p1"); o["rebuild_policy"] != "unlimited" || o["rebuild_max_io"] != nil {
+	if o := info("pool", "info", "p1"); o["rebuild_policy"] != "unlimited" || o["rebuild_max_io"] != 0.0 {
 		t.Errorf("new pool: %v %v", o["rebuild_policy"], o["rebuild_max_io"])
 	}
 	if o := info("sds", "info", "sds1"); o["rebuild_mbps"] != 0.0 {
@@ -42,7 +42,7 @@ func TestRebuildSettings(t *testing.T) {
 		t.Errorf("after pool set: %v %v", o["rebuild_policy"], o["rebuild_max_io"])
 	}
 	h.ok("pool", "set", "p1", "--rebuild-policy", "favor-app-io")
-	if o := info("pool", "info", "p1"); o["rebuild_policy"] != "favor-app-io" || o["rebuild_max_io"] != nil {
+	if o := info("pool", "info", "p1"); o["rebuild_policy"] != "favor-app-io" || o["rebuild_max_io"] != 0.0 {
 		t.Errorf("after favor-app-io: %v %v", o["rebuild_policy"], o["rebuild_max_io"])
 	}
 

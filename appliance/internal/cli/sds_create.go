@@ -20,7 +20,7 @@ func init() {
 				if err := required("sds create", map[string]string{"pd": pd, "address": addr}); err != nil {
 					return err
 				}
-				body := map[string]any{"name": args[0], "pd": pd, "address": addr}
+				body := map[string]any{"name": args[0], "protection_domain": pd, "address": addr}
 				if faultSet != "" {
 					body["fault_set"] = faultSet
 				}

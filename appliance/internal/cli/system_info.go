@@ -30,14 +30,17 @@ func init() {
 					System *struct{ ID, Name string }
 					Health struct {
 						Status   string
-						SDSs     int      `json:"sdss"`
-						SDSsUp   int      `json:"sdss_up"`
-						SDSsDown []string `json:"sdss_down"`
+						SDSs     int      `json:"sds_count"`
+						SDSsUp   int      `json:"sds_up_count"`
+						SDSsDown []string `json:"sds_down_names"`
 						Messages []string
 					}
 					Capacity struct {
-						Raw, Usable, Used float64
-						ThickReserved     float64 `json:"thick_reserved"`
+						Raw, Usable, Allocated, Free float64
+						SpareReserved                float64 `json:"spare_reserved"`
+						ThickReserved                float64 `json:"thick_reserved"`
+						ThinProvisioned              float64 `json:"thin_provisioned"`
+						OverProvisioningRatio        float64 `json:"over_provisioning_ratio"`
 					}
 					Counts  map[string]int
 					Rebuild rebuildInfo
@@ -63,11 +66,13 @@ func init() {
 					down = "; down: " + strings.Join(r.Health.SDSsDown, ", ")
 				}
 				fmt.Fprintf(s.out, "SDSs:      %d of %d up%s\n", r.Health.SDSsUp, r.Health.SDSs, down)
-				fmt.Fprintf(s.out, "capacity:  raw %s, usable %s (after spare, 2 copies), used %s, thick reserved %s\n",
-					formatBytes(r.Capacity.Raw), formatBytes(r.Capacity.Usable), formatBytes(r.Capacity.Used), formatBytes(r.Capacity.ThickReserved))
+				fmt.Fprintf(s.out, "capacity:  raw %s; usable %s (after spare %s and 2 copies), allocated %s, free %s\n",
+					formatBytes(r.Capacity.Raw), formatBytes(r.Capacity.Usable), formatBytes(r.Capacity.SpareReserved), formatBytes(r.Capacity.Allocated), formatBytes(r.Capacity.Free))
+				fmt.Fprintf(s.out, "provision: thin %s, thick %s, over-provisioning %.2fx\n",
+					formatBytes(r.Capacity.ThinProvisioned), formatBytes(r.Capacity.ThickReserved), r.Capacity.OverProvisioningRatio)
 				c := r.Counts
 				fmt.Fprintf(s.out, "objects:   %s, %s, %s, %s, %s, %s, %s\n",
-					count(c["pds"], "protection domain"), count(c["fault_sets"], "fault set"), count(c["sdss"], "SDS"),
+					count(c["protection_domains"], "protection domain"), count(c["fault_sets"], "fault set"), count(c["sds"], "SDS"),
 					count(c["devices"], "device"), count(c["pools"], "pool"), count(c["volumes"], "volume"), count(c["hosts"], "host"))
 				for _, m := range r.Health.Messages {
 					fmt.Fprintf(s.out, "  ! %s\n", m)

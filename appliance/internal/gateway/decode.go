@@ -84,12 +84,12 @@ func describeJSONError(data []byte, err error, v any) error {
 		if field == "" {
 			field = "(top level)"
 		}
-		return fmt.Errorf("field %q at %s: expected %s, got JSON %s", field, position(data, te.Offset), jsonKind(te.Type), te.Value)
+		return model.WithField(fmt.Errorf("field %q at %s: expected %s, got JSON %s", field, position(data, te.Offset), jsonKind(te.Type), te.Value), te.Field)
 	case errors.Is(err, io.ErrUnexpectedEOF):
 		return fmt.Errorf("malformed JSON: the body ends early at %s (unclosed object, array or string)", position(data, int64(len(data))))
 	case strings.HasPrefix(err.Error(), "json: unknown field "):
 		name := strings.TrimPrefix(err.Error(), "json: unknown field ")
-		return fmt.Errorf("unknown field %s; this request accepts: %s", name, strings.Join(jsonFields(v), ", "))
+		return model.WithField(fmt.Errorf("unknown field %s; this request accepts: %s", name, strings.Join(jsonFields(v), ", ")), strings.Trim(name, `"`))
 	}
 	return fmt.Errorf("malformed JSON: %s", strings.TrimPrefix(err.Error(), "json: "))
 }
@@ -126,6 +126,12 @@ func jsonFields(v any) []string {
 	for i := 0; i < t.NumField(); i++ {
 		f := t.Field(i)
 		name, _, _ := strings.Cut(f.Tag.Get("json"), ",")
+		// An embedded struct without a json name has its fields promoted,
+		// as encoding/json does (also when its type is unexported).
+		if f.Anonymous && name == "" && f.Type.Kind() == reflect.Struct {
+			out = append(out, jsonFields(reflect.New(f.Type).Interface())...)
+			continue
+		}
 		if name == "-" || !f.IsExported() {
 			continue
 		}
@@ -138,15 +144,31 @@ func jsonFields(v any) []string {
 	return out
 }
 
-// errorBody is every error response: {"error": "..."}.
+// Error codes of the API (docs/api.md, section 2).
+const (
+	CodeInvalid       = "invalid"
+	CodeNoChange      = "no_change"
+	CodeUnauthorized  = "unauthorized"
+	CodeForbidden     = "forbidden"
+	CodeNotFound      = "not_found"
+	CodeAlreadyExists = "already_exists"
+	CodeInUse         = "in_use"
+	CodeConflict      = "conflict"
+	CodeUnavailable   = "unavailable"
+	CodeInternal      = "internal"
+)
+
+// errorBody is every error response: {"code", "message", "field"}.
 type errorBody struct {
-	Error string `json:"error"`
+	Code    string `json:"code"`
+	Message string `json:"message"`
+	Field   string `json:"field"`
 }
 
 func writeJSON(w http.ResponseWriter, status int, v any) {
 	b, err := json.MarshalIndent(v, "", "  ")
 	if err != nil {
-		status, b = http.StatusInternalServerError, []byte(`{"error": "internal error: encode response"}`)
+		status, b = http.StatusInternalServerError, []byte(`{"code": "internal", "message": "internal error: encode response", "field": ""}`)
 	}
 	w.Header().Set("Content-Type", "application/json")
 	w.Header().Set("Cache-Control", "no-store")
@@ -154,38 +176,62 @@ func writeJSON(w http.ResponseWriter, status int, v any) {
 	w.Write(append(b, '\n'))
 }
 
-func writeError(w http.ResponseWriter, status int, msg string) {
-	writeJSON(w, status, errorBody{Error: msg})
+func writeError(w http.ResponseWriter, status int, code, msg string) {
+	writeJSON(w, status, errorBody{Code: code, Message: msg})
 }
 
-// apiError is an error with its HTTP status.
+// apiError is an error with its HTTP status and code (code "" derives it
+// from the status).
 type apiError struct {
 	status int
+	code   string
 	msg    string
 }
 
 func (e *apiError) Error() string { return e.msg }
 
 func errorf(status int, format string, a ...any) error {
-	return &apiError{status, fmt.Sprintf(format, a...)}
+	return &apiError{status: status, msg: fmt.Sprintf(format, a...)}
 }
 
-// statusOf maps model sentinels to HTTP statuses.
-func statusOf(err error) int {
+var codeOfStatus = map[int]string{
+	http.StatusBadRequest: CodeInvalid, http.StatusUnauthorized: CodeUnauthorized, http.StatusForbidden: CodeForbidden,
+	http.StatusNotFound: CodeNotFound, http.StatusConflict: CodeConflict, http.StatusPreconditionFailed: CodeConflict,
+	http.StatusServiceUnavailable: CodeUnavailable, http.StatusMethodNotAllowed: CodeInvalid,
+}
+
+// classify maps an error to its HTTP status and API code: model sentinels
+// first, then the gateway's own apiError; anything else is internal.
+func classify(err error) (int, string) {
 	var ae *apiError
 	switch {
 	case errors.As(err, &ae):
-		return ae.status
+		code := ae.code
+		if code == "" {
+			code = codeOfStatus[ae.status]
+		}
+		if code == "" {
+			code = CodeInternal
+		}
+		return ae.status, code
 	case errors.Is(err, model.ErrInvalid):
-		return http.StatusBadRequest
+		return http.StatusBadRequest, CodeInvalid
+	case errors.Is(err, model.ErrNoChange):
+		return http.StatusBadRequest, CodeNoChange
 	case errors.Is(err, model.ErrBadCredentials):
-		return http.StatusUnauthorized
+		return http.StatusUnauthorized, CodeUnauthorized
 	case errors.Is(err, model.ErrNotFound):
-		return http.StatusNotFound
-	case errors.Is(err, model.ErrExists), errors.Is(err, model.ErrInUse), errors.Is(err, model.ErrConflict):
-		return http.StatusConflict
+		return http.StatusNotFound, CodeNotFound
+	case errors.Is(err, model.ErrExists):
+		return http.StatusConflict, CodeAlreadyExists
+	case errors.Is(err, model.ErrInUse):
+		return http.StatusConflict, CodeInUse
+	case errors.Is(err, model.ErrPrecondition):
+		return http.StatusPreconditionFailed, CodeConflict
+	case errors.Is(err, model.ErrConflict):
+		return http.StatusConflict, CodeConflict
 	case errors.Is(err, model.ErrUnavailable):
-		return http.StatusServiceUnavailable
+		return http.StatusServiceUnavailable, CodeUnavailable
 	}
-	return http.StatusInternalServerError
+	return http.StatusInternalServerError, CodeInternal
 }

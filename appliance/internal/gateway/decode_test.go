@@ -3,6 +3,7 @@ package gateway
 import (
 	"bytes"
 	"encoding/json"
+	"net/http/httptest"
 	"reflect"
 	"strings"
 	"testing"
@@ -20,7 +21,10 @@ func requestTypes() []func() any {
 		func() any { return new(model.PoolSpec) }, func() any { return new(model.VolumeSpec) },
 		func() any { return new(model.HostSpec) }, func() any { return new(model.UserSpec) },
 		func() any { return new(model.UserUpdate) }, func() any { return new(model.MapSpec) },
-		func() any { return new(unmapRequest) }, func() any { return new(volumeUpdate) },
+		func() any { return new(unmapRequest) }, func() any { return new(model.VolumeUpdate) },
+		func() any { return new(model.NameUpdate) }, func() any { return new(model.HostUpdate) },
+		func() any { return new(model.PoolUpdate) }, func() any { return new(model.SDSUpdate) },
+		func() any { return new(addMemberRequest) }, func() any { return new(moveLeaderRequest) },
 		func() any { return new(maintenanceRequest) },
 	}
 }
@@ -82,4 +86,30 @@ func TestDecodeMessages(t *testing.T) {
 			t.Errorf("%q: got %v, want %q", tc.in, err, tc.want)
 		}
 	}
+}
+
+// FuzzQueryParsers: the event filter and If-Match parsers never panic, and
+// every refusal names the parameter at fault.
+func FuzzQueryParsers(f *testing.F) {
+	for _, seed := range []string{"after=00000000000004d2&severity=warning", "limit=1001", "severity=loud", "after=zz", "object=v1&kind=audit", "x=1", "limit=-1", "after=ffffffffffffffff"} {
+		f.Add(seed, `"12"`)
+	}
+	f.Add("", "W/\"7\"")
+	f.Add("", "*")
+	f.Add("", "\"-1\"")
+	f.Fuzz(func(t *testing.T, query, ifMatch string) {
+		r := httptest.NewRequest("GET", "/api/v1/events", nil)
+		r.URL.RawQuery = query
+		c := &call{r: r}
+		if rev, err := parseIfMatch(ifMatch); (err != nil && model.FieldOf(err) != "If-Match") || rev < 0 {
+			t.Errorf("If-Match %q: %d %v", ifMatch, rev, err)
+		}
+		if _, limit, err := parseEventFilter(c, true); err != nil {
+			if model.FieldOf(err) == "" {
+				t.Errorf("query %q: refusal %q names no field", query, err)
+			}
+		} else if limit < 1 || limit > eventPageMax {
+			t.Errorf("query %q: limit %d out of bounds", query, limit)
+		}
+	})
 }

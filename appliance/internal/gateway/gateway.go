@@ -50,12 +50,17 @@ type Config struct {
 	TokenTTL time.Duration
 	// StatsInterval between statistics samples; default DefaultStatsInterval.
 	StatsInterval time.Duration
+	// ObserveInterval: how often Run raises/clears alerts and progresses
+	// jobs; default DefaultObserveInterval.
+	ObserveInterval time.Duration
 }
 
 // Defaults.
 const (
 	DefaultListen   = "127.0.0.1:8443"
 	DefaultTokenTTL = 8 * time.Hour
+	// DefaultObserveInterval paces alerts, state events and job progress.
+	DefaultObserveInterval = 2 * time.Second
 	// maxBody bounds every request body.
 	maxBody = 1 << 20
 )
@@ -89,6 +94,9 @@ func New(ctx context.Context, cfg Config) (*Server, error) {
 	}
 	if cfg.TokenTTL <= 0 {
 		cfg.TokenTTL = DefaultTokenTTL
+	}
+	if cfg.ObserveInterval <= 0 {
+		cfg.ObserveInterval = DefaultObserveInterval
 	}
 	if err := os.MkdirAll(cfg.StateDir, 0o700); err != nil {
 		return nil, fmt.Errorf("gateway: create state directory: %w", err)
@@ -159,6 +167,10 @@ func Serve(ctx context.Context, cfg Config, ln net.Listener) error {
 	sctx, stopStats := context.WithCancel(ctx)
 	defer stopStats()
 	go s.runStatistics(sctx)
+	bctx, stopBackground := context.WithCancel(ctx)
+	background := make(chan struct{})
+	go func() { defer close(background); s.Run(bctx) }()
+	defer func() { stopBackground(); <-background }()
 	select {
 	case err := <-errc:
 		return fmt.Errorf("gateway: serve: %w", err)

@@ -10,11 +10,13 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"maps"
 	"net"
 	"net/http"
 	"net/http/httptest"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"sync"
 	"testing"
@@ -43,6 +45,9 @@ func (p *fakeProber) PrepareDevice(ctx context.Context, addr, clusterID, deviceI
 	p.mu.Unlock()
 	if strings.Contains(path, "busy") {
 		return 0, fmt.Errorf("%s is in use by the ext4 filesystem mounted on /srv: %w", path, model.ErrInUse)
+	}
+	if strings.Contains(path, "offline") {
+		return 0, fmt.Errorf("SDS at %s does not answer: %w", addr, model.ErrUnavailable)
 	}
 	return 100 * GiB, nil
 }
@@ -73,7 +78,8 @@ type env struct {
 	dir    string
 	logs   *syncBuffer
 	prober *fakeProber
-	admin  string // token
+	admin  string            // token
+	hdr    map[string]string // extra request headers of do
 }
 
 func newEnv(t *testing.T, mod ...func(*Config)) *env {
@@ -103,6 +109,13 @@ func newEnv(t *testing.T, mod ...func(*Config)) *env {
 // do sends a request and decodes the JSON answer (if any) into a map or list.
 func (e *env) do(method, path, token, body string) (int, any) {
 	e.t.Helper()
+	st, v, _ := e.doH(method, path, token, body, e.hdr)
+	return st, v
+}
+
+// doH is do with request headers, returning the response headers too.
+func (e *env) doH(method, path, token, body string, hdr map[string]string) (int, any, http.Header) {
+	e.t.Helper()
 	var rd io.Reader
 	if body != "" {
 		rd = strings.NewReader(body)
@@ -113,6 +126,9 @@ func (e *env) do(method, path, token, body string) (int, any) {
 	}
 	if token != "" {
 		req.Header.Set("Authorization", "Bearer "+token)
+	}
+	for k, v := range hdr {
+		req.Header.Set(k, v)
 	}
 	resp, err := http.DefaultClient.Do(req)
 	if err != nil {
@@ -128,7 +144,7 @@ func (e *env) do(method, path, token, body string) (int, any) {
 	} else if len(b) > 0 {
 		v = string(b)
 	}
-	return resp.StatusCode, v
+	return resp.StatusCode, v, resp.Header
 }
 
 // ok asserts a status and returns the body as a map.
@@ -142,25 +158,80 @@ func (e *env) ok(want int, method, path, token, body string) map[string]any {
 	return m
 }
 
-// fails asserts an error status, an {"error"} body containing want, and
-// that nothing changed in etcd.
-func (e *env) fails(want int, msg, method, path, token, body string) {
+// fails asserts an error status, an error body {"code","message","field"}
+// whose code fits the status and whose message contains want, and that
+// nothing but the audit log changed in etcd.
+func (e *env) fails(want int, msg, method, path, token, body string) map[string]any {
 	e.t.Helper()
-	before := e.rev()
+	before := e.state()
 	st, v := e.do(method, path, token, body)
 	m, _ := v.(map[string]any)
-	text, _ := m["error"].(string)
+	text, _ := m["message"].(string)
 	if st != want || !strings.Contains(text, msg) {
-		e.t.Errorf("%s %s %s: got %d %v; want %d with error containing %q", method, path, body, st, v, want, msg)
+		e.t.Errorf("%s %s %s: got %d %v; want %d with message containing %q", method, path, body, st, v, want, msg)
 	}
-	if len(m) != 1 {
-		e.t.Errorf("%s %s: error body %v is not exactly {\"error\": ...}", method, path, v)
+	_, hasField := m["field"].(string)
+	if len(m) != 3 || !hasField || !validCode(st, m["code"]) {
+		e.t.Errorf("%s %s: error body %v is not {\"code\", \"message\", \"field\"} with a code for status %d", method, path, v, st)
 	}
 	if method != "POST" || !strings.HasSuffix(path, "/login") {
-		if after := e.rev(); after != before {
-			e.t.Errorf("%s %s: a refused request changed etcd (revision %d -> %d)", method, path, before, after)
+		if after := e.state(); !maps.Equal(before, after) {
+			e.t.Errorf("%s %s: a refused request changed etcd:\n%v", method, path, diffKeys(before, after))
 		}
 	}
+	return m
+}
+
+// failsWith is fails that also checks the code and the field.
+func (e *env) failsWith(want int, code, field, msg, method, path, token, body string) {
+	e.t.Helper()
+	m := e.fails(want, msg, method, path, token, body)
+	if m["code"] != code || m["field"] != field {
+		e.t.Errorf("%s %s %s: code %v field %v; want code %q field %q", method, path, body, m["code"], m["field"], code, field)
+	}
+}
+
+// validCode: the codes each status may carry (docs/api.md section 2).
+func validCode(status int, code any) bool {
+	ok := map[int][]string{400: {CodeInvalid, CodeNoChange}, 401: {CodeUnauthorized}, 403: {CodeForbidden}, 404: {CodeNotFound},
+		405: {CodeInvalid}, 409: {CodeAlreadyExists, CodeInUse, CodeConflict}, 412: {CodeConflict}, 503: {CodeUnavailable}, 500: {CodeInternal}}
+	c, _ := code.(string)
+	return slices.Contains(ok[status], c)
+}
+
+// state returns every key's mod revision, except the event log's (every
+// mutating request, a refused one too, is an audit event) and what running
+// SDSs publish on their own (statistics, liveness), which the gateway never
+// writes.
+func (e *env) state() map[string]int64 {
+	r, err := e.etcd.Get(context.Background(), "/", clientv3.WithPrefix(), clientv3.WithKeysOnly())
+	if err != nil {
+		e.t.Fatal(err)
+	}
+	out := map[string]int64{}
+	for _, kv := range r.Kvs {
+		k := string(kv.Key)
+		if strings.HasPrefix(k, eventPrefix) || k == eventSeqKey || strings.HasPrefix(k, model.Prefix+"stats/") || strings.HasPrefix(k, model.Prefix+"live/") {
+			continue
+		}
+		out[k] = kv.ModRevision
+	}
+	return out
+}
+
+func diffKeys(a, b map[string]int64) string {
+	var d []string
+	for k, v := range a {
+		if b[k] != v {
+			d = append(d, k)
+		}
+	}
+	for k := range b {
+		if _, ok := a[k]; !ok {
+			d = append(d, k)
+		}
+	}
+	return strings.Join(d, "\n")
 }
 
 func (e *env) rev() int64 {
@@ -192,13 +263,13 @@ func (e *env) user(name, role string) string {
 func (e *env) cluster() {
 	a := e.admin
 	e.ok(201, "POST", "/api/v1/system/bootstrap", a, `{"name":"lab"}`)
-	e.ok(201, "POST", "/api/v1/pds", a, `{"name":"pd1"}`)
-	e.ok(201, "POST", "/api/v1/faultsets", a, `{"name":"fs1","pd":"pd1"}`)
-	e.ok(201, "POST", "/api/v1/faultsets", a, `{"name":"fs2","pd":"pd1"}`)
-	e.ok(201, "POST", "/api/v1/sds", a, `{"name":"a","pd":"pd1","fault_set":"fs1","address":"127.0.0.1:7101"}`)
-	e.ok(201, "POST", "/api/v1/sds", a, `{"name":"b","pd":"pd1","fault_set":"fs2","address":"127.0.0.1:7102"}`)
-	e.ok(201, "POST", "/api/v1/sds", a, `{"name":"c","pd":"pd1","fault_set":"fs1","address":"127.0.0.1:7103"}`)
-	e.ok(201, "POST", "/api/v1/pools", a, `{"name":"p","pd":"pd1"}`)
+	e.ok(201, "POST", "/api/v1/protection-domains", a, `{"name":"pd1"}`)
+	e.ok(201, "POST", "/api/v1/fault-sets", a, `{"name":"fs1","protection_domain":"pd1"}`)
+	e.ok(201, "POST", "/api/v1/fault-sets", a, `{"name":"fs2","protection_domain":"pd1"}`)
+	e.ok(201, "POST", "/api/v1/sds", a, `{"name":"a","protection_domain":"pd1","fault_set":"fs1","address":"127.0.0.1:7101"}`)
+	e.ok(201, "POST", "/api/v1/sds", a, `{"name":"b","protection_domain":"pd1","fault_set":"fs2","address":"127.0.0.1:7102"}`)
+	e.ok(201, "POST", "/api/v1/sds", a, `{"name":"c","protection_domain":"pd1","fault_set":"fs1","address":"127.0.0.1:7103"}`)
+	e.ok(201, "POST", "/api/v1/pools", a, `{"name":"p","protection_domain":"pd1"}`)
 	e.ok(201, "POST", "/api/v1/devices", a, `{"name":"a1","sds":"a","pool":"p","path":"/var/lib/cairn/a1.img"}`)
 }
 
@@ -243,11 +314,11 @@ func TestLoginAndTokens(t *testing.T) {
 	e2 := newEnv(t)
 	tok = e2.login("admin", strings.TrimSpace(string(must(os.ReadFile(filepath.Join(e2.dir, AdminPasswordFile))))))
 	e2.ok(204, "POST", "/api/v1/logout", tok, "")
-	e2.fails(401, "token invalid or expired", "GET", "/api/v1/pds", tok, "")
+	e2.fails(401, "token invalid or expired", "GET", "/api/v1/protection-domains", tok, "")
 	// Deleting a user ends its sessions at once.
 	mon := e2.user("mon", model.RoleMonitor)
 	e2.ok(204, "DELETE", "/api/v1/users/mon", e2.admin, "")
-	e2.fails(401, "no longer exists", "GET", "/api/v1/pds", mon, "")
+	e2.fails(401, "no longer exists", "GET", "/api/v1/protection-domains", mon, "")
 	// The token is stored only as a hash.
 	r := must(e2.etcd.Get(context.Background(), model.Prefix+"session/", clientv3.WithPrefix()))
 	for _, kv := range r.Kvs {
@@ -276,7 +347,7 @@ func TestRoles(t *testing.T) {
 	e.ok(200, "GET", "/api/v1/system", mon, "")
 	e.fails(403, `user "mon" has role monitor; DELETE /api/v1/volumes/v1 needs role operator or admin`, "DELETE", "/api/v1/volumes/v1", mon, "")
 	e.fails(403, "needs role operator or admin", "POST", "/api/v1/volumes", mon, `{"name":"v","pool":"p","size":1073741824}`)
-	e.fails(403, "needs role admin", "POST", "/api/v1/pds", op, `{"name":"pd2"}`)
+	e.fails(403, "needs role admin", "POST", "/api/v1/protection-domains", op, `{"name":"pd2"}`)
 	e.fails(403, "needs role admin", "DELETE", "/api/v1/pools/p", op, "")
 	e.fails(403, "needs role admin", "GET", "/api/v1/users", op, "")
 	e.fails(403, "needs role admin", "POST", "/api/v1/system/bootstrap", op, `{"name":"x"}`)
@@ -290,16 +361,16 @@ func TestMalformedRequests(t *testing.T) {
 	e := newEnv(t)
 	e.cluster()
 	a := e.admin
-	e.fails(400, "malformed JSON at line 1, column 10", "POST", "/api/v1/pds", a, `{"name": }`)
-	e.fails(400, "the body ends early", "POST", "/api/v1/pds", a, `{"name": "x"`)
-	e.fails(400, `unknown field "nmae"; this request accepts: name`, "POST", "/api/v1/pds", a, `{"nmae": "x"}`)
+	e.fails(400, "malformed JSON at line 1, column 10", "POST", "/api/v1/protection-domains", a, `{"name": }`)
+	e.fails(400, "the body ends early", "POST", "/api/v1/protection-domains", a, `{"name": "x"`)
+	e.fails(400, `unknown field "nmae"; this request accepts: name`, "POST", "/api/v1/protection-domains", a, `{"nmae": "x"}`)
 	e.fails(400, `field "size" at line 1`, "POST", "/api/v1/volumes", a, `{"name":"v","pool":"p","size":"8G"}`)
-	e.fails(400, "must be a JSON object", "POST", "/api/v1/pds", a, `["x"]`)
-	e.fails(400, "request body is empty", "POST", "/api/v1/pds", a, ``)
-	e.fails(400, "unexpected data after the JSON object", "POST", "/api/v1/pds", a, `{"name":"x"} {"name":"y"}`)
-	e.fails(400, "larger than 1048576 bytes", "POST", "/api/v1/pds", a, `{"name":"`+strings.Repeat("x", maxBody)+`"}`)
-	e.fails(404, "no endpoint /api/v1/nothing", "GET", "/api/v1/nothing", a, "")
-	e.fails(405, "allowed: DELETE, GET", "PUT", "/api/v1/pds/pd1", a, `{}`)
+	e.fails(400, "must be a JSON object", "POST", "/api/v1/protection-domains", a, `["x"]`)
+	e.fails(400, "request body is empty", "POST", "/api/v1/protection-domains", a, ``)
+	e.fails(400, "unexpected data after the JSON object", "POST", "/api/v1/protection-domains", a, `{"name":"x"} {"name":"y"}`)
+	e.fails(400, "larger than 1048576 bytes", "POST", "/api/v1/protection-domains", a, `{"name":"`+strings.Repeat("x", maxBody)+`"}`)
+	e.failsWith(404, CodeNotFound, "", "no endpoint GET /api/v1/nothing", "GET", "/api/v1/nothing", a, "")
+	e.fails(405, "allowed: DELETE, GET", "PUT", "/api/v1/protection-domains/pd1", a, `{}`)
 }
 
 func TestVolumeLifecycle(t *testing.T) {
@@ -319,7 +390,11 @@ func TestVolumeLifecycle(t *testing.T) {
 	if v["pool_name"] != "p" || v["thin"] != true || len(v["wwn"].(string)) != 32 || v["serial"] != v["id"] {
 		t.Errorf("volume %v", v)
 	}
-	e.fails(409, `volume "v1" already exists`, "POST", "/api/v1/volumes", op, `{"name":"v1","pool":"p","size":8589934592}`)
+	// A repeat answers the volume; another spec under the name is refused.
+	if again := e.ok(200, "POST", "/api/v1/volumes", op, `{"name":"v1","pool":"p","size":8589934592}`); again["id"] != v["id"] {
+		t.Errorf("repeat answered %v", again)
+	}
+	e.failsWith(409, CodeAlreadyExists, "", `volume "v1" already exists`, "POST", "/api/v1/volumes", op, `{"name":"v1","pool":"p","size":17179869184}`)
 	e.fails(404, `host "esx1" not found`, "POST", "/api/v1/volumes/v1/map", op, `{"host":"esx1"}`)
 	e.fails(400, "not a valid iSCSI name", "POST", "/api/v1/hosts", op, `{"name":"esx1","type":"iscsi","iqn":"esx1"}`)
 	h := e.ok(201, "POST", "/api/v1/hosts", op, `{"name":"esx1","type":"iscsi","iqn":"iqn.1998-01.com.vmware:esx1-1234","chap_user":"u","chap_secret":"0123456789abcdef"}`)
@@ -334,14 +409,14 @@ func TestVolumeLifecycle(t *testing.T) {
 	e.fails(409, "unmap it first", "DELETE", "/api/v1/volumes/v1", op, "")
 	e.fails(409, "unmap them first", "DELETE", "/api/v1/hosts/esx1", op, "")
 	e.fails(409, "remove the volumes first", "DELETE", "/api/v1/pools/p", a, "")
-	e.fails(409, "remove them first", "DELETE", "/api/v1/pds/pd1", a, "")
+	e.fails(409, "remove them first", "DELETE", "/api/v1/protection-domains/pd1", a, "")
 	e.fails(400, "can only grow", "PATCH", "/api/v1/volumes/v1", op, `{"size":1073741824}`)
 	r := e.ok(200, "PATCH", "/api/v1/volumes/"+v["id"].(string), op, `{"size":17179869184}`)
 	if r["size"] != float64(16*GiB) {
 		t.Errorf("resized %v", r["size"])
 	}
 	e.ok(200, "POST", "/api/v1/volumes/v1/unmap", op, `{"host":"esx1"}`)
-	e.fails(404, "is not mapped", "POST", "/api/v1/volumes/v1/unmap", op, `{"host":"esx1"}`)
+	e.ok(200, "POST", "/api/v1/volumes/v1/unmap", op, `{"host":"esx1"}`) // a repeat
 	got := e.ok(200, "GET", "/api/v1/volumes/v1", op, "")
 	if got["size"] != float64(16*GiB) || len(got["mappings"].([]any)) != 0 {
 		t.Errorf("get %v", got)
@@ -370,7 +445,8 @@ func TestDevices(t *testing.T) {
 	e.cluster()
 	e.fails(400, "use /dev/disk/by-id/... or /dev/disk/by-path/... : /dev/sdX names change across reboots", "POST", "/api/v1/devices", a, `{"sds":"a","pool":"p","path":"/dev/sdb"}`)
 	e.fails(409, "is in use by the ext4 filesystem mounted on /srv", "POST", "/api/v1/devices", a, `{"sds":"a","pool":"p","path":"/dev/disk/by-id/busy"}`)
-	e.fails(409, "a path can be added once", "POST", "/api/v1/devices", a, `{"sds":"a","pool":"p","path":"/var/lib/cairn/a1.img"}`)
+	e.ok(200, "POST", "/api/v1/devices", a, `{"sds":"a","pool":"p","path":"/var/lib/cairn/a1.img"}`) // a repeat
+	e.failsWith(409, CodeAlreadyExists, "", "a path can be added once", "POST", "/api/v1/devices", a, `{"name":"other","sds":"a","pool":"p","path":"/var/lib/cairn/a1.img"}`)
 	d := e.ok(201, "POST", "/api/v1/devices", a, `{"sds":"a","pool":"p","path":"/dev/sdb","force":true}`)
 	if d["capacity"] != float64(100*GiB) || d["state"] != "normal" || d["sds_name"] != "a" {
 		t.Errorf("device %v", d)
@@ -415,10 +491,10 @@ func TestSystemAndMetrics(t *testing.T) {
 
 	st = e.ok(200, "GET", "/api/v1/system", e.admin, "")
 	h := st["health"].(map[string]any)
-	if h["status"] != HealthDegraded || h["sdss_up"] != float64(1) || fmt.Sprint(h["sdss_down"]) != "[b c]" {
+	if h["status"] != HealthDegraded || h["sds_up_count"] != float64(1) || fmt.Sprint(h["sds_down_names"]) != "[b c]" {
 		t.Errorf("health %v", h)
 	}
-	if c := st["capacity"].(map[string]any); c["raw"] != float64(200*GiB) || c["used"] != float64(3<<20) {
+	if c := st["capacity"].(map[string]any); c["raw"] != float64(200*GiB) || c["raw_allocated"] != float64(3<<20) {
 		t.Errorf("capacity %v", c)
 	}
 

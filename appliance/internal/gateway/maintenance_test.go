@@ -57,7 +57,7 @@ type sdsInfo struct {
 	Name        string          `json:"name"`
 	State       string          `json:"state"`
 	Up          bool            `json:"up"`
-	Used        int64           `json:"used"`
+	Used        int64           `json:"raw_allocated"`
 	ResyncBytes int64           `json:"resync_bytes"`
 	Maintenance maintenanceView `json:"maintenance"`
 }
@@ -87,7 +87,7 @@ func (e *env) refused(want int, msg, method, path, token, body string) {
 	e.t.Helper()
 	st, v := e.do(method, path, token, body)
 	m, _ := v.(map[string]any)
-	if text, _ := m["error"].(string); st != want || !strings.Contains(text, msg) {
+	if text, _ := m["message"].(string); st != want || !strings.Contains(text, msg) {
 		e.t.Errorf("%s %s %s: got %d %v; want %d with error containing %q", method, path, body, st, v, want, msg)
 	}
 }
@@ -315,10 +315,10 @@ func TestFaultSetMaintenanceAPI(t *testing.T) {
 	e := newEnv(t)
 	e.cluster()
 	op := e.user("op", model.RoleOperator)
-	e.ok(201, "POST", "/api/v1/faultsets", e.admin, `{"name":"empty","pd":"pd1"}`)
-	e.fails(400, "holds no SDS", "POST", "/api/v1/faultsets/empty/maintenance", op, `{"mode":"instant"}`)
-	e.fails(400, "not in maintenance", "DELETE", "/api/v1/faultsets/fs1/maintenance", op, "")
-	st, v := e.do("POST", "/api/v1/faultsets/fs1/maintenance", op, `{"mode":"protected"}`)
+	e.ok(201, "POST", "/api/v1/fault-sets", e.admin, `{"name":"empty","protection_domain":"pd1"}`)
+	e.fails(400, "holds no SDS", "POST", "/api/v1/fault-sets/empty/maintenance", op, `{"mode":"instant"}`)
+	e.fails(400, "not in maintenance", "DELETE", "/api/v1/fault-sets/fs1/maintenance", op, "")
+	st, v := e.do("POST", "/api/v1/fault-sets/fs1/maintenance", op, `{"mode":"protected"}`)
 	list, _ := v.([]any)
 	if st != 200 || len(list) != 2 {
 		t.Fatalf("enter: %d %v", st, v)
@@ -333,7 +333,7 @@ func TestFaultSetMaintenanceAPI(t *testing.T) {
 		t.Errorf("b is not in fs1 but is %v", b["state"])
 	}
 	e.fails(400, "already in maintenance", "POST", "/api/v1/sds/a/maintenance", op, `{"mode":"instant"}`)
-	st, v = e.do("DELETE", "/api/v1/faultsets/fs1/maintenance", op, "")
+	st, v = e.do("DELETE", "/api/v1/fault-sets/fs1/maintenance", op, "")
 	if list, _ := v.([]any); st != 200 || len(list) != 2 || list[0].(map[string]any)["state"] != model.SDSNormal {
 		t.Fatalf("exit: %d %v", st, v)
 	}

@@ -110,7 +110,7 @@ func (w *world) metricsText() []byte {
 		l := []string{"sds_id", x.ID, "sds", x.Name}
 		up = append(up, sample{l, b2f(v.Up)})
 		sdsCap = append(sdsCap, sample{l, float64(v.Capacity)})
-		sdsUsed = append(sdsUsed, sample{l, float64(v.Used)})
+		sdsUsed = append(sdsUsed, sample{l, float64(v.RawAllocated)})
 		sdsIO = append(sdsIO, ioRow{l, v.IO})
 	}
 	m.family("cairn_sds_up", "gauge", "Cairn SDS holds its liveness lease (1) or not (0).", up)
@@ -147,8 +147,8 @@ func (w *world) metricsText() []byte {
 		v := w.deviceView(d)
 		l := []string{"device_id", d.ID, "device", d.Name, "sds", v.SDSName, "pool", v.PoolName}
 		dCap = append(dCap, sample{l, float64(d.Capacity)})
-		dUsed = append(dUsed, sample{l, float64(v.Used)})
-		dErr = append(dErr, sample{l, b2f(d.State == model.DeviceError || v.Reported == model.DeviceError)})
+		dUsed = append(dUsed, sample{l, float64(v.RawAllocated)})
+		dErr = append(dErr, sample{l, b2f(d.State == model.DeviceError || v.ReportedState == model.DeviceError)})
 	}
 	m.family("cairn_device_capacity_bytes", "gauge", "Cairn device: capacity usable for chunks.", dCap)
 	m.family("cairn_device_used_bytes", "gauge", "Cairn device: bytes in allocated chunks, as last reported.", dUsed)
@@ -161,8 +161,8 @@ func (w *world) metricsText() []byte {
 		l := []string{"pool_id", p.ID, "pool", p.Name}
 		pRaw = append(pRaw, sample{l, float64(v.Capacity.Raw)})
 		pUsable = append(pUsable, sample{l, float64(v.Capacity.Usable)})
-		pUsed = append(pUsed, sample{l, float64(v.Used)})
-		pThick = append(pThick, sample{l, float64(v.Capacity.ThickUsed)})
+		pUsed = append(pUsed, sample{l, float64(v.Capacity.RawAllocated)})
+		pThick = append(pThick, sample{l, float64(v.Capacity.ThickReserved)})
 	}
 	m.family("cairn_pool_capacity_bytes", "gauge", "Cairn pool: raw capacity of its devices in state normal (total).", pRaw)
 	m.family("cairn_pool_usable_bytes", "gauge", "Cairn pool: capacity for data after spare and two copies.", pUsable)

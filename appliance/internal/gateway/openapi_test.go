@@ -125,7 +125,8 @@ func TestOpenAPIRequestSchemas(t *testing.T) {
 		types[name] = v
 	}
 	alias := map[string]string{"loginRequest": "LoginRequest", "bootstrapRequest": "BootstrapRequest", "unmapRequest": "UnmapRequest",
-		"volumeUpdate": "VolumeUpdate", "MapSpec": "MapRequest", "maintenanceRequest": "MaintenanceRequest"}
+		"MapSpec": "MapRequest", "maintenanceRequest": "MaintenanceRequest",
+		"addMemberRequest": "AddMemberRequest", "moveLeaderRequest": "MoveLeaderRequest"}
 	for goName, v := range types {
 		schema := goName
 		if a, ok := alias[goName]; ok {
@@ -148,3 +149,37 @@ func TestOpenAPIRequestSchemas(t *testing.T) {
 }
 
 func reflectName(v any) string { return strings.TrimPrefix(fmt.Sprintf("%T", v), "*") }
+
+// TestOpenAPIResponseSchemas: each response schema lists exactly the fields
+// the gateway writes.
+func TestOpenAPIResponseSchemas(t *testing.T) {
+	var doc struct {
+		Components struct {
+			Schemas map[string]struct {
+				Properties map[string]json.RawMessage `json:"properties"`
+			} `json:"schemas"`
+		} `json:"components"`
+	}
+	if err := json.Unmarshal(openapiDoc, &doc); err != nil {
+		t.Fatal(err)
+	}
+	for schema, v := range map[string]any{
+		"PD": pdView{}, "FaultSet": faultSetView{}, "SDS": sdsView{}, "Device": deviceView{}, "Pool": poolView{},
+		"Volume": volumeView{}, "Host": hostView{}, "User": userView{}, "Capacity": capacityView{}, "Error": errorBody{},
+		"Job": Job{}, "Event": Event{}, "Alert": Alert{}, "MDMMember": mdmMember{}, "ObjectRef": objectRef{},
+	} {
+		s, ok := doc.Components.Schemas[schema]
+		if !ok {
+			t.Errorf("no schema %s", schema)
+			continue
+		}
+		var props []string
+		for p := range s.Properties {
+			props = append(props, p)
+		}
+		sort.Strings(props)
+		if got, want := strings.Join(props, ","), strings.Join(jsonFields(v), ","); got != want {
+			t.Errorf("schema %s has fields %s; the gateway writes %s", schema, got, want)
+		}
+	}
+}

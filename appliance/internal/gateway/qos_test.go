@@ -1,6 +1,7 @@
 package gateway
 
 import (
+	"maps"
 	"testing"
 
 	"github.com/cairn-storage/cairn/appliance/internal/model"
@@ -43,17 +44,17 @@ func TestVolumeQoSAPI(t *testing.T) {
 		t.Fatalf("after PATCH iops_limit 500: %v %v", i, b)
 	}
 	// The same values again: 200, etcd unchanged.
-	before := e.rev()
+	before := e.state()
 	e.ok(200, "PATCH", "/api/v1/volumes/v1", op, `{"iops_limit":500}`)
-	if e.rev() != before {
-		t.Error("a PATCH to the current limits wrote to etcd")
+	if after := e.state(); !maps.Equal(before, after) {
+		t.Errorf("a PATCH to the current limits wrote to etcd: %s", diffKeys(before, after))
 	}
 	// Refused changes change nothing: a bad limit, a bad limit beside a
 	// good size, a good limit beside a bad size, a monitor.
 	e.fails(400, "iops_limit 20000000 must be", "PATCH", "/api/v1/volumes/v1", op, `{"iops_limit":20000000}`)
 	e.fails(400, "bandwidth_limit -5 must be", "PATCH", "/api/v1/volumes/v1", op, `{"size":17179869184,"bandwidth_limit":-5}`)
 	e.fails(400, "can only grow", "PATCH", "/api/v1/volumes/v1", op, `{"size":1073741824,"iops_limit":100}`)
-	e.fails(400, "give size, iops_limit and/or bandwidth_limit", "PATCH", "/api/v1/volumes/v1", op, `{}`)
+	e.failsWith(400, CodeNoChange, "", "the request changes nothing", "PATCH", "/api/v1/volumes/v1", op, `{}`)
 	e.fails(403, "needs role operator", "PATCH", "/api/v1/volumes/v1", mon, `{"iops_limit":0}`)
 	// Unset: 0 is unlimited (ScaleIO could not unset a limit).
 	v = e.ok(200, "PATCH", "/api/v1/volumes/v1", op, `{"iops_limit":0,"bandwidth_limit":0}`)
@@ -88,7 +89,7 @@ func TestPoolQoSDerivation(t *testing.T) {
 	e.ok(201, "POST", "/api/v1/devices", a, `{"name":"b1","sds":"b","pool":"p","path":"/var/lib/cairn/b1.img"}`)
 	e.fails(400, "qos_iops_per_gib -1 must be 0 (off)", "PATCH", "/api/v1/pools/p", a, `{"qos_iops_per_gib":-1}`)
 	e.fails(400, "qos_bandwidth_per_gib 2147483648 must be", "PATCH", "/api/v1/pools/p", a, `{"qos_bandwidth_per_gib":2147483648}`)
-	e.fails(400, "qos_iops_per_gib 2000000 must be", "POST", "/api/v1/pools", a, `{"name":"p2","pd":"pd1","qos_iops_per_gib":2000000}`)
+	e.fails(400, "qos_iops_per_gib 2000000 must be", "POST", "/api/v1/pools", a, `{"name":"p2","protection_domain":"pd1","qos_iops_per_gib":2000000}`)
 	// ScaleIO-style: IOPS and bandwidth grow with the size.
 	p := e.ok(200, "PATCH", "/api/v1/pools/p", a, `{"qos_iops_per_gib":50,"qos_bandwidth_per_gib":262144}`)
 	if p["qos_iops_per_gib"] != float64(50) || p["qos_bandwidth_per_gib"] != float64(262144) {

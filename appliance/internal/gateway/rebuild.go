@@ -265,5 +265,9 @@ func (s *Server) sdsViews(c *call, set []model.SDS) (int, any, error) {
 		}
 		byID[x.ID] = cur
 	}
-	return http.StatusOK, mapViews(sortedByName(byID, func(v model.SDS) string { return v.Name }), w.sdsView), nil
+	out := []sdsView{}
+	for _, x := range sortedByName(byID, func(v model.SDS) string { return v.Name }) {
+		out = append(out, w.sdsView(x))
+	}
+	return http.StatusOK, out, nil
 }

@@ -189,7 +189,7 @@ func TestStatisticsFromARealCluster(t *testing.T) {
 	} {
 		st, body := e.do("GET", c.path, c.token, "")
 		m, _ := body.(map[string]any)
-		if msg, _ := m["error"].(string); st != c.status || !strings.Contains(msg, c.msg) {
+		if msg, _ := m["message"].(string); st != c.status || !strings.Contains(msg, c.msg) {
 			t.Errorf("GET %s: %d %v; want %d with %q", c.path, st, body, c.status, c.msg)
 		}
 	}

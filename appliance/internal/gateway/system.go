@@ -20,27 +20,20 @@ const (
 
 type systemHealth struct {
 	Status string `json:"status"`
-	SDSs   int    `json:"sdss"`
-	SDSsUp int    `json:"sdss_up"`
+	SDSs   int    `json:"sds_count"`
+	SDSsUp int    `json:"sds_up_count"`
 	// SDSsDown, DevicesInError and PoolsNotRedundant hold names.
-	SDSsDown          []string `json:"sdss_down"`
-	DevicesInError    []string `json:"devices_in_error"`
-	PoolsNotRedundant []string `json:"pools_not_redundant"`
+	SDSsDown          []string `json:"sds_down_names"`
+	DevicesInError    []string `json:"device_error_names"`
+	PoolsNotRedundant []string `json:"pool_not_redundant_names"`
 	Messages          []string `json:"messages"` // what to look at, for humans
-}
-
-type systemCapacity struct {
-	Raw           int64 `json:"raw"`            // bytes on devices in state normal
-	Usable        int64 `json:"usable"`         // for data: (raw - spare) / 2 copies, over pools
-	Used          int64 `json:"used"`           // raw bytes allocated on devices (both copies)
-	ThickReserved int64 `json:"thick_reserved"` // sizes of thick volumes
 }
 
 type systemResponse struct {
 	Bootstrapped bool           `json:"bootstrapped"`
 	System       *model.System  `json:"system"`
 	Health       systemHealth   `json:"health"`
-	Capacity     systemCapacity `json:"capacity"`
+	Capacity     capacityView   `json:"capacity"` // sums over the pools`
 	Counts       map[string]int `json:"counts"`
 	Rebuild      rebuildView    `json:"rebuild"`
 	// Leader is the name of the MDM leader ("" while none is elected).
@@ -57,7 +50,7 @@ func (s *Server) getSystem(c *call) (int, any, error) {
 
 func (w *world) systemView(rb rebuildView) systemResponse {
 	r := systemResponse{Bootstrapped: w.system != nil, System: w.system, Rebuild: rb, Leader: w.leader,
-		Counts: map[string]int{"pds": len(w.pds), "fault_sets": len(w.faultSets), "sdss": len(w.sdss),
+		Counts: map[string]int{"protection_domains": len(w.pds), "fault_sets": len(w.faultSets), "sds": len(w.sdss),
 			"devices": len(w.devices), "pools": len(w.pools), "volumes": len(w.volumes), "hosts": len(w.hosts)}}
 	h := systemHealth{SDSs: len(w.sdss), SDSsDown: []string{}, DevicesInError: []string{}, PoolsNotRedundant: []string{}, Messages: []string{}}
 	for _, x := range w.sdss {
@@ -69,22 +62,18 @@ func (w *world) systemView(rb rebuildView) systemResponse {
 	}
 	for _, d := range w.devices {
 		v := w.deviceView(d)
-		if d.State == model.DeviceError || v.Reported == model.DeviceError {
+		if d.State == model.DeviceError || v.ReportedState == model.DeviceError {
 			h.DevicesInError = append(h.DevicesInError, d.Name)
 		}
-		if d.State == model.DeviceNormal {
-			r.Capacity.Raw += d.Capacity
-		}
-		r.Capacity.Used += v.Used
 	}
 	for _, p := range w.pools {
 		v := w.poolView(p)
-		r.Capacity.Usable += v.Capacity.Usable
-		r.Capacity.ThickReserved += v.Capacity.ThickUsed
+		r.Capacity.add(v.Capacity)
 		if !v.Redundant {
 			h.PoolsNotRedundant = append(h.PoolsNotRedundant, p.Name)
 		}
 	}
+	r.Capacity.finish()
 	sort.Strings(h.SDSsDown)
 	sort.Strings(h.DevicesInError)
 	sort.Strings(h.PoolsNotRedundant)

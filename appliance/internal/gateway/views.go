@@ -4,8 +4,10 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"math"
 	"sort"
 	"strings"
+	"time"
 
 	"github.com/cairn-storage/cairn/appliance/internal/model"
 	clientv3 "go.etcd.io/etcd/client/v3"
@@ -31,6 +33,9 @@ type world struct {
 	// the lowest create revision ("" when no MDM campaigns).
 	leader    string
 	leaderRev int64
+	// revs holds each object's etcd modification revision (its ETag), by
+	// "<kind>/<id>".
+	revs map[string]int64
 }
 
 func (s *Server) loadWorld(ctx context.Context) (*world, error) {
@@ -42,10 +47,12 @@ func (s *Server) loadWorld(ctx context.Context) (*world, error) {
 		pds: map[string]model.ProtectionDomain{}, faultSets: map[string]model.FaultSet{},
 		sdss: map[string]model.SDS{}, devices: map[string]model.Device{}, pools: map[string]model.StoragePool{},
 		volumes: map[string]model.Volume{}, hosts: map[string]model.Host{}, users: map[string]model.User{},
-		live: map[string]model.SDSLive{}, stats: map[string]model.SDSStats{}, maps: map[string]model.PlacementMap{}}
+		live: map[string]model.SDSLive{}, stats: map[string]model.SDSStats{}, maps: map[string]model.PlacementMap{},
+		revs: map[string]int64{}}
 	for _, kv := range r.Kvs {
 		rest := strings.TrimPrefix(string(kv.Key), model.Prefix)
 		kind, id, _ := strings.Cut(rest, "/")
+		w.revs[rest] = kv.ModRevision
 		var err error
 		switch kind {
 		case "system":
@@ -149,80 +156,94 @@ func addIO(t *model.IOCounters, c model.IOCounters) {
 	t.WriteLatencyNs += c.WriteLatencyNs
 }
 
-// Response views: the model object plus names of what it references and
-// live figures, so clients need one call per screen.
+// Response views: the API's own shapes (docs/api.md), decoupled from the
+// etcd schema: the object plus names of what it references and live
+// figures, so clients need one call per screen. References are
+// <kind>_id + <kind>_name, counts <kind>_count, name lists <kind>_names.
 
 type pdView struct {
-	model.ProtectionDomain
-	FaultSets int `json:"fault_sets"`
-	SDSs      int `json:"sdss"`
-	Pools     int `json:"pools"`
+	ID            string `json:"id"`
+	Name          string `json:"name"`
+	FaultSetCount int    `json:"fault_set_count"`
+	SDSCount      int    `json:"sds_count"`
+	PoolCount     int    `json:"pool_count"`
 }
 
 func (w *world) pdView(pd model.ProtectionDomain) pdView {
-	v := pdView{ProtectionDomain: pd}
+	v := pdView{ID: pd.ID, Name: pd.Name}
 	for _, f := range w.faultSets {
 		if f.PDID == pd.ID {
-			v.FaultSets++
+			v.FaultSetCount++
 		}
 	}
 	for _, x := range w.sdss {
 		if x.PDID == pd.ID {
-			v.SDSs++
+			v.SDSCount++
 		}
 	}
 	for _, p := range w.pools {
 		if p.PDID == pd.ID {
-			v.Pools++
+			v.PoolCount++
 		}
 	}
 	return v
 }
 
 type faultSetView struct {
-	model.FaultSet
-	PDName string   `json:"pd_name"`
-	SDSs   []string `json:"sdss"` // names
+	ID                   string   `json:"id"`
+	Name                 string   `json:"name"`
+	ProtectionDomainID   string   `json:"protection_domain_id"`
+	ProtectionDomainName string   `json:"protection_domain_name"`
+	SDSNames             []string `json:"sds_names"`
 }
 
 func (w *world) faultSetView(f model.FaultSet) faultSetView {
-	v := faultSetView{FaultSet: f, PDName: w.pds[f.PDID].Name, SDSs: []string{}}
+	v := faultSetView{ID: f.ID, Name: f.Name, ProtectionDomainID: f.PDID, ProtectionDomainName: w.pds[f.PDID].Name, SDSNames: []string{}}
 	for _, x := range w.sdss {
 		if x.FaultSetID == f.ID {
-			v.SDSs = append(v.SDSs, x.Name)
+			v.SDSNames = append(v.SDSNames, x.Name)
 		}
 	}
-	sort.Strings(v.SDSs)
+	sort.Strings(v.SDSNames)
 	return v
 }
 
 type sdsView struct {
-	model.SDS
-	PDName       string           `json:"pd_name"`
-	FaultSetName string           `json:"fault_set_name,omitempty"`
-	Up           bool             `json:"up"` // holds its liveness lease
-	Devices      int              `json:"devices"`
-	Capacity     int64            `json:"capacity"` // bytes, devices in state normal
-	Used         int64            `json:"used"`     // bytes, as last reported
-	IO           model.IOCounters `json:"io"`       // served as primary since the SDS started
-	Maintenance  maintenanceView  `json:"maintenance"`
+	ID                   string `json:"id"`
+	Name                 string `json:"name"`
+	ProtectionDomainID   string `json:"protection_domain_id"`
+	ProtectionDomainName string `json:"protection_domain_name"`
+	FaultSetID           string `json:"fault_set_id"`   // "" : the SDS is its own fault set
+	FaultSetName         string `json:"fault_set_name"` // ""
+	Address              string `json:"address"`
+	State                string `json:"state"`
+	RebuildMBps          int    `json:"rebuild_mbps"`
+	Up                   bool   `json:"up"` // holds its liveness lease
+	DeviceCount          int    `json:"device_count"`
+	Capacity             int64  `json:"capacity"`      // raw bytes, devices in state normal
+	RawAllocated         int64  `json:"raw_allocated"` // raw bytes in allocated chunks, as last reported
+	// IO: served as primary since the SDS started (rates: /statistics).
+	IO          model.IOCounters `json:"io"`
+	Maintenance maintenanceView  `json:"maintenance"`
 	// ResyncBytes: delta-resync bytes this SDS sent as primary (to copies
 	// returning from maintenance) since it started.
 	ResyncBytes int64 `json:"resync_bytes"`
 }
 
 func (w *world) sdsView(x model.SDS) sdsView {
-	v := sdsView{SDS: x, PDName: w.pds[x.PDID].Name, FaultSetName: w.faultSets[x.FaultSetID].Name, Up: w.up(x.ID)}
+	v := sdsView{ID: x.ID, Name: x.Name, ProtectionDomainID: x.PDID, ProtectionDomainName: w.pds[x.PDID].Name,
+		FaultSetID: x.FaultSetID, FaultSetName: w.faultSets[x.FaultSetID].Name, Address: x.Address, State: x.State,
+		RebuildMBps: x.RebuildMBps, Up: w.up(x.ID)}
 	for _, d := range w.devices {
 		if d.SDSID != x.ID {
 			continue
 		}
-		v.Devices++
+		v.DeviceCount++
 		if d.State == model.DeviceNormal {
 			v.Capacity += d.Capacity
 		}
 		if u, ok := w.deviceUsage(d); ok {
-			v.Used += u.Used
+			v.RawAllocated += u.Used
 		}
 	}
 	v.IO = w.stats[x.ID].Total
@@ -232,19 +253,27 @@ func (w *world) sdsView(x model.SDS) sdsView {
 }
 
 type deviceView struct {
-	model.Device
-	SDSName  string `json:"sds_name"`
-	PoolName string `json:"pool_name"`
-	Used     int64  `json:"used"` // bytes in allocated chunks, as last reported
-	// Reported is the state the SDS last published (e.g. "error"), empty
-	// while the SDS is not publishing.
-	Reported string `json:"reported_state,omitempty"`
+	ID           string `json:"id"`
+	Name         string `json:"name"`
+	SDSID        string `json:"sds_id"`
+	SDSName      string `json:"sds_name"`
+	PoolID       string `json:"pool_id"`
+	PoolName     string `json:"pool_name"`
+	Path         string `json:"path"`
+	Capacity     int64  `json:"capacity"`      // raw bytes usable for chunks
+	RawAllocated int64  `json:"raw_allocated"` // bytes in allocated chunks, as last reported
+	State        string `json:"state"`
+	// ReportedState is the state the SDS last published (e.g. "error"),
+	// "" while the SDS is not publishing.
+	ReportedState string `json:"reported_state"`
+	Error         string `json:"error"`
 }
 
 func (w *world) deviceView(d model.Device) deviceView {
-	v := deviceView{Device: d, SDSName: w.sdss[d.SDSID].Name, PoolName: w.pools[d.PoolID].Name}
+	v := deviceView{ID: d.ID, Name: d.Name, SDSID: d.SDSID, SDSName: w.sdss[d.SDSID].Name, PoolID: d.PoolID, PoolName: w.pools[d.PoolID].Name,
+		Path: d.Path, Capacity: d.Capacity, State: d.State, Error: d.Error}
 	if u, ok := w.deviceUsage(d); ok {
-		v.Used, v.Reported = u.Used, u.State
+		v.RawAllocated, v.ReportedState = u.Used, u.State
 		if u.Error != "" && v.Error == "" {
 			v.Error = u.Error
 		}
@@ -252,78 +281,150 @@ func (w *world) deviceView(d model.Device) deviceView {
 	return v
 }
 
+// capacityView is the one capacity unit set of systems and pools
+// (docs/api.md section 6): bytes; usable figures are after the two copies,
+// raw ones are named raw*.
+type capacityView struct {
+	Raw                   int64   `json:"raw"`
+	Usable                int64   `json:"usable"`
+	SpareReserved         int64   `json:"spare_reserved"`
+	Allocated             int64   `json:"allocated"`
+	RawAllocated          int64   `json:"raw_allocated"`
+	Free                  int64   `json:"free"`
+	ThickReserved         int64   `json:"thick_reserved"`
+	ThinProvisioned       int64   `json:"thin_provisioned"`
+	OverProvisioningRatio float64 `json:"over_provisioning_ratio"`
+}
+
+// finish derives the dependent figures from raw, usable, raw_allocated and
+// the provisioned sizes.
+func (c *capacityView) finish() {
+	c.SpareReserved = c.Raw/2 - c.Usable
+	c.Allocated = c.RawAllocated / 2
+	c.Free = max(0, c.Usable-c.Allocated)
+	c.OverProvisioningRatio = 0
+	if c.Usable > 0 {
+		c.OverProvisioningRatio = math.Round(1000*float64(c.ThinProvisioned+c.ThickReserved)/float64(c.Usable)) / 1000
+	}
+}
+
+func (c *capacityView) add(o capacityView) {
+	c.Raw += o.Raw
+	c.Usable += o.Usable
+	c.RawAllocated += o.RawAllocated
+	c.ThickReserved += o.ThickReserved
+	c.ThinProvisioned += o.ThinProvisioned
+}
+
 type poolView struct {
-	model.StoragePool
-	PDName   string             `json:"pd_name"`
-	Volumes  int                `json:"volumes"`
-	Capacity model.PoolCapacity `json:"capacity"`
-	// Used is the raw bytes allocated on the pool's devices (both copies).
-	Used int64 `json:"used"`
+	ID                   string       `json:"id"`
+	Name                 string       `json:"name"`
+	ProtectionDomainID   string       `json:"protection_domain_id"`
+	ProtectionDomainName string       `json:"protection_domain_name"`
+	SparePercent         int          `json:"spare_percent"`
+	PGCount              int          `json:"pg_count"`
+	ZeroPadding          bool         `json:"zero_padding"`
+	RebuildPolicy        string       `json:"rebuild_policy"`
+	RebuildMaxIO         int          `json:"rebuild_max_io"`
+	VolumeCount          int          `json:"volume_count"`
+	DeviceCount          int          `json:"device_count"` // in state normal
+	SDSCount             int          `json:"sds_count"`
+	FaultDomainCount     int          `json:"fault_domain_count"`
+	Capacity             capacityView `json:"capacity"`
 	// Redundant: the devices span two fault domains, so volumes can be created.
 	Redundant bool `json:"redundant"`
+	// The QoS rule deriving volume limits from their size (0: off).
+	model.PoolQoS
 }
 
 func (w *world) poolView(p model.StoragePool) poolView {
 	c := model.ComputePoolCapacity(p, values(w.devices), values(w.sdss), values(w.volumes))
-	v := poolView{StoragePool: p, PDName: w.pds[p.PDID].Name, Capacity: c, Redundant: c.FaultDomains >= 2}
-	v.RebuildPolicy = p.Policy() // "" in pools created before policies: unlimited
+	v := poolView{ID: p.ID, Name: p.Name, ProtectionDomainID: p.PDID, ProtectionDomainName: w.pds[p.PDID].Name,
+		SparePercent: p.SparePercent, PGCount: p.PGCount, ZeroPadding: p.ZeroPadding,
+		RebuildPolicy: p.Policy(), RebuildMaxIO: p.RebuildMaxIO, // "" in pools created before policies: unlimited
+		DeviceCount: c.Devices, SDSCount: c.SDSs, FaultDomainCount: c.FaultDomains, Redundant: c.FaultDomains >= 2,
+		Capacity: capacityView{Raw: c.Raw, Usable: c.Usable, ThickReserved: c.ThickUsed}, PoolQoS: p.PoolQoS}
 	for _, vol := range w.volumes {
 		if vol.PoolID == p.ID {
-			v.Volumes++
+			v.VolumeCount++
+			if vol.Thin {
+				v.Capacity.ThinProvisioned += vol.Size
+			}
 		}
 	}
 	for _, d := range w.devices {
 		if u, ok := w.deviceUsage(d); ok && d.PoolID == p.ID {
-			v.Used += u.Used
+			v.Capacity.RawAllocated += u.Used
 		}
 	}
+	v.Capacity.finish()
 	return v
 }
 
 type mappingView struct {
 	HostID   string `json:"host_id"`
 	HostName string `json:"host_name"`
+	LUN      int    `json:"lun"`
 	ReadOnly bool   `json:"read_only"`
 	model.QoSLimits
 }
 
 type volumeView struct {
-	model.Volume
-	PoolName string           `json:"pool_name"`
-	Mappings []mappingView    `json:"mappings"`
-	IO       model.IOCounters `json:"io"`
+	ID       string `json:"id"`
+	Name     string `json:"name"`
+	PoolID   string `json:"pool_id"`
+	PoolName string `json:"pool_name"`
+	Size     int64  `json:"size"`
+	Thin     bool   `json:"thin"`
+	WWN      string `json:"wwn"`
+	Serial   string `json:"serial"`
+	// Allocated: usable bytes in the volume's chunks (one copy), as the
+	// SDSs last reported.
+	Allocated int64            `json:"allocated"`
+	Created   time.Time        `json:"created"`
+	Mappings  []mappingView    `json:"mappings"`
+	IO        model.IOCounters `json:"io"`
+	// The volume's own limits (0: none) and the ones frontends enforce.
+	model.QoSLimits
 	effectiveQoS
 }
 
 func (w *world) volumeView(v model.Volume) volumeView {
-	out := volumeView{Volume: v, PoolName: w.pools[v.PoolID].Name, Mappings: []mappingView{}, IO: w.volumeIO(v.ID), effectiveQoS: w.effectiveQoS(v)}
+	out := volumeView{ID: v.ID, Name: v.Name, PoolID: v.PoolID, PoolName: w.pools[v.PoolID].Name, Size: v.Size, Thin: v.Thin,
+		WWN: v.WWN, Serial: v.Serial, Created: v.Created, Mappings: []mappingView{}, IO: w.volumeIO(v.ID),
+		QoSLimits: v.QoSLimits, effectiveQoS: w.effectiveQoS(v)}
+	var chunks int64
+	for _, st := range w.stats {
+		chunks += st.VolumeChunks[v.ID]
+	}
+	out.Allocated = chunks / 2 * model.ChunkSize // two copies
 	for _, m := range v.Mappings {
-		out.Mappings = append(out.Mappings, mappingView{HostID: m.HostID, HostName: w.hosts[m.HostID].Name, ReadOnly: m.ReadOnly, QoSLimits: m.QoSLimits})
+		out.Mappings = append(out.Mappings, mappingView{HostID: m.HostID, HostName: w.hosts[m.HostID].Name, LUN: m.LUN, ReadOnly: m.ReadOnly, QoSLimits: m.QoSLimits})
 	}
 	return out
 }
 
 // hostView never carries the CHAP secret.
 type hostView struct {
-	ID       string   `json:"id"`
-	Name     string   `json:"name"`
-	Type     string   `json:"type"`
-	IQN      string   `json:"iqn,omitempty"`
-	CHAPUser string   `json:"chap_user,omitempty"`
-	CHAP     bool     `json:"chap"`    // a CHAP secret is set
-	Volumes  []string `json:"volumes"` // names of mapped volumes
+	ID          string   `json:"id"`
+	Name        string   `json:"name"`
+	Type        string   `json:"type"`
+	IQN         string   `json:"iqn"`
+	CHAPUser    string   `json:"chap_user"`
+	CHAP        bool     `json:"chap"`         // a CHAP secret is set
+	VolumeNames []string `json:"volume_names"` // mapped volumes
 }
 
 func (w *world) hostView(h model.Host) hostView {
-	v := hostView{ID: h.ID, Name: h.Name, Type: h.Type, IQN: h.IQN, CHAPUser: h.CHAPUser, CHAP: h.CHAPSecret != "", Volumes: []string{}}
+	v := hostView{ID: h.ID, Name: h.Name, Type: h.Type, IQN: h.IQN, CHAPUser: h.CHAPUser, CHAP: h.CHAPSecret != "", VolumeNames: []string{}}
 	for _, vol := range w.volumes {
 		for _, m := range vol.Mappings {
 			if m.HostID == h.ID {
-				v.Volumes = append(v.Volumes, vol.Name)
+				v.VolumeNames = append(v.VolumeNames, vol.Name)
 			}
 		}
 	}
-	sort.Strings(v.Volumes)
+	sort.Strings(v.VolumeNames)
 	return v
 }
 
@@ -334,3 +435,66 @@ type userView struct {
 }
 
 func userViewOf(u model.User) userView { return userView{Name: u.Name, Role: u.Role} }
+
+// names returns the id -> name of every object of a kind.
+func (w *world) names(kind string) map[string]string {
+	out := map[string]string{}
+	add := func(id, name string) { out[id] = name }
+	switch kind {
+	case model.KindPD:
+		for id, v := range w.pds {
+			add(id, v.Name)
+		}
+	case model.KindFaultSet:
+		for id, v := range w.faultSets {
+			add(id, v.Name)
+		}
+	case model.KindSDS:
+		for id, v := range w.sdss {
+			add(id, v.Name)
+		}
+	case model.KindDevice:
+		for id, v := range w.devices {
+			add(id, v.Name)
+		}
+	case model.KindPool:
+		for id, v := range w.pools {
+			add(id, v.Name)
+		}
+	case model.KindVolume:
+		for id, v := range w.volumes {
+			add(id, v.Name)
+		}
+	case model.KindHost:
+		for id, v := range w.hosts {
+			add(id, v.Name)
+		}
+	case model.KindUser:
+		for id := range w.users {
+			add(id, id)
+		}
+	}
+	return out
+}
+
+// nameOf returns an object's name ("" if it does not exist).
+func (w *world) nameOf(kind, id string) string { return w.names(kind)[id] }
+
+// byName returns the id of the object of a kind with that name, or "".
+func (w *world) byName(kind, name string) string {
+	for id, n := range w.names(kind) {
+		if n == name {
+			return id
+		}
+	}
+	return ""
+}
+
+// resolve turns an id or a name into the id, "" when nothing matches.
+func (w *world) resolve(kind, ref string) string {
+	names := w.names(kind)
+	if _, ok := names[ref]; ok {
+		return ref
+	}
+	return w.byName(kind, ref)
+}

@@ -57,6 +57,9 @@ func Run(ctx context.Context, cfg Config) error {
 		return fmt.Errorf("mdm %s: etcd: %w", cfg.Name, err)
 	}
 	log.Info("MDM member ready", "client_url", cfg.ClientURL, "tie_breaker", cfg.TieBreaker)
+	if err := publishRole(ctx, cfg); err != nil {
+		log.Warn("MDM role not published (the API shows it as a full member until it is)", "err", err)
+	}
 	if cfg.TieBreaker {
 		select {
 		case <-ctx.Done():
@@ -79,6 +82,24 @@ func Run(ctx context.Context, cfg Config) error {
 	case err := <-e.Err():
 		return fmt.Errorf("mdm %s: etcd: %w", cfg.Name, err)
 	}
+}
+
+// RolePrefix holds each member's Cairn role (layout v1: RolePrefix+name ->
+// {"tie_breaker": bool}); the gateway's MDM member list reads it.
+const RolePrefix = "/cairn/v1/mdmrole/"
+
+// publishRole records whether this member is a tie-breaker, through its own
+// client URL, once it is ready.
+func publishRole(ctx context.Context, cfg Config) error {
+	cli, err := clientv3.New(clientv3.Config{Endpoints: []string{cfg.ClientURL}, DialTimeout: 5 * time.Second, Logger: quietZap()})
+	if err != nil {
+		return err
+	}
+	defer cli.Close()
+	pctx, cancel := context.WithTimeout(ctx, 10*time.Second)
+	defer cancel()
+	_, err = cli.Put(pctx, RolePrefix+cfg.Name, fmt.Sprintf(`{"tie_breaker":%t}`, cfg.TieBreaker))
+	return err
 }
 
 // Start launches the embedded etcd member.

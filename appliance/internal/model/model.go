@@ -280,6 +280,9 @@ type SDSStats struct {
 	Volumes  map[string]IOCounters  `json:"volumes"`
 	Devices  map[string]DeviceUsage `json:"devices"`
 	Rebuild  RebuildStats           `json:"rebuild"`
+	// VolumeChunks counts the allocated chunks each volume has on this
+	// SDS's devices (every copy it holds), by volume id.
+	VolumeChunks map[string]int64 `json:"volume_chunks,omitempty"`
 }
 
 // RebuildStats is an SDS's share of rebuild, rebalance and resync work (as

@@ -32,7 +32,62 @@ var (
 	// ErrUnavailable: a component needed for the operation (an SDS, etcd) is
 	// unreachable; retrying later may succeed.
 	ErrUnavailable = errors.New("unavailable")
+	// ErrNoChange: an update that names nothing to change.
+	ErrNoChange = errors.New("no change requested")
+	// ErrPrecondition: the object changed since the version the caller
+	// named (If-Match); nothing was written.
+	ErrPrecondition = errors.New("version mismatch")
 )
+
+// fieldError names the request field an error is about (a body field,
+// "ref" for the object named in the path). The outermost one wins, so a
+// caller that resolved a reference from a request field overrides the
+// "ref" that fetch put there.
+type fieldError struct {
+	field string
+	err   error
+}
+
+func (e *fieldError) Error() string { return e.err.Error() }
+func (e *fieldError) Unwrap() error { return e.err }
+
+// WithField marks err as being about request field field (nil stays nil).
+func WithField(err error, field string) error {
+	if err == nil {
+		return nil
+	}
+	return &fieldError{field, err}
+}
+
+// FieldOf returns the request field err is about, or "".
+func FieldOf(err error) string {
+	var fe *fieldError
+	if errors.As(err, &fe) {
+		return fe.field
+	}
+	return ""
+}
+
+// invalidField is invalidf about one request field.
+func invalidField(field, format string, a ...any) error {
+	return WithField(invalidf(format, a...), field)
+}
+
+// expectKey carries the version a caller expects of one object (If-Match).
+type expectKey struct{}
+
+type expectation struct {
+	kind, ref string
+	rev       int64
+}
+
+// ExpectRevision returns a context under which an operation on the object
+// (kind, ref) fails with ErrPrecondition unless the object's etcd
+// modification revision is rev. The check joins the operation's own
+// read-compare-write, so it is exact: the write compares the same revision.
+func ExpectRevision(ctx context.Context, kind, ref string, rev int64) context.Context {
+	return context.WithValue(ctx, expectKey{}, expectation{kind, ref, rev})
+}
 
 // opError carries a user-facing message and the sentinel callers branch on,
 // without appending the sentinel's text to the message.
@@ -72,13 +127,13 @@ var kindNoun = map[string]string{
 // every API path accepts an id or a name).
 func ValidateName(kind, name string) error {
 	if name == "" {
-		return invalidf("%s name is required", kindNoun[kind])
+		return invalidField("name", "%s name is required", kindNoun[kind])
 	}
 	if !nameRe.MatchString(name) {
-		return invalidf("%s name %q: use 1-64 characters from A-Z a-z 0-9 . _ -, starting with a letter or digit", kindNoun[kind], name)
+		return invalidField("name", "%s name %q: use 1-64 characters from A-Z a-z 0-9 . _ -, starting with a letter or digit", kindNoun[kind], name)
 	}
 	if idRe.MatchString(name) {
-		return invalidf("%s name %q looks like an object id (16 hex digits); choose another name", kindNoun[kind], name)
+		return invalidField("name", "%s name %q looks like an object id (16 hex digits); choose another name", kindNoun[kind], name)
 	}
 	return nil
 }
@@ -103,7 +158,7 @@ func (s *Store) Resolve(ctx context.Context, kind, ref string) (string, error) {
 	}
 	id, err := s.Lookup(ctx, kind, ref)
 	if errors.Is(err, ErrNotFound) {
-		return "", notFoundf("%s %q not found; list them with `cairnctl %s ls`", kindNoun[kind], ref, kind)
+		return "", notFoundf("%s %q not found; list them with `cairnctl %s ls`", kindNoun[kind], ref, CLINoun(kind))
 	}
 	if err != nil {
 		return "", unavailable(err)
@@ -111,21 +166,38 @@ func (s *Store) Resolve(ctx context.Context, kind, ref string) (string, error) {
 	return id, nil
 }
 
-// fetch resolves ref and reads the object with its mod revision.
+// fetch resolves ref and reads the object with its mod revision. Its
+// errors are about the path's object ("ref"); callers resolving a request
+// field wrap them with that field. Under ExpectRevision for this object it
+// fails with ErrPrecondition when the object has another revision.
 func fetch[T any](ctx context.Context, s *Store, kind, ref string) (T, int64, error) {
 	var v T
 	id, err := s.Resolve(ctx, kind, ref)
 	if err != nil {
-		return v, 0, err
+		return v, 0, WithField(err, "ref")
 	}
 	rev, err := s.Get(ctx, Key(kind, id), &v)
 	if errors.Is(err, ErrNotFound) {
-		return v, 0, notFoundf("%s %q not found; list them with `cairnctl %s ls`", kindNoun[kind], ref, kind)
+		return v, 0, WithField(notFoundf("%s %q not found; list them with `cairnctl %s ls`", kindNoun[kind], ref, CLINoun(kind)), "ref")
 	}
 	if err != nil {
 		return v, 0, unavailable(err)
 	}
+	if e, ok := ctx.Value(expectKey{}).(expectation); ok && e.kind == kind && (e.ref == ref || e.ref == id) && e.rev != rev {
+		return v, 0, &opError{ErrPrecondition, fmt.Sprintf("%s %q changed since version %d (now %d); read it again (GET) and retry with the new ETag", kindNoun[kind], ref, e.rev, rev)}
+	}
 	return v, rev, nil
+}
+
+// CLINoun is the cairnctl object name of a kind.
+func CLINoun(kind string) string {
+	if kind == KindPD {
+		return "pd"
+	}
+	if kind == KindFaultSet {
+		return "faultset"
+	}
+	return kind
 }
 
 // unavailable marks an etcd client error (timeout, no leader) as

@@ -60,14 +60,11 @@ func (s *Store) CreateHost(ctx context.Context, spec HostSpec) (Host, error) {
 		}
 		iqn, err := NormalizeIQN(spec.IQN)
 		if err != nil {
-			return Host{}, err
+			return Host{}, WithField(err, "iqn")
 		}
 		h.IQN = iqn
-		if (spec.CHAPUser == "") != (spec.CHAPSecret == "") {
-			return Host{}, invalidf("iSCSI host %q: give both chap_user and chap_secret, or neither", spec.Name)
-		}
-		if spec.CHAPSecret != "" && (len(spec.CHAPSecret) < 12 || len(spec.CHAPSecret) > 255) {
-			return Host{}, invalidf("iSCSI host %q: chap_secret must be 12 to 255 characters (initiators refuse shorter ones)", spec.Name)
+		if err := checkCHAP(spec.Name, spec.CHAPUser, spec.CHAPSecret); err != nil {
+			return Host{}, err
 		}
 		h.CHAPUser, h.CHAPSecret = spec.CHAPUser, spec.CHAPSecret
 	case HostNBD:

@@ -274,6 +274,13 @@ func (s *Store) changeMaintenance(ctx context.Context, mode string, pick func(*m
 		if err != nil {
 			return nil, err
 		}
+		already := mode != "" // exiting a normal SDS stays an error: it names nothing to exit
+		for _, x := range set {
+			already = already && x.State == target
+		}
+		if already {
+			return set, nil // a repeat: every SDS is where it was asked to be
+		}
 		var relied []string
 		if mode != "" {
 			relied, err = m.checkEnter(set, mode, fsName)

@@ -47,6 +47,9 @@ func (p StoragePool) Policy() string {
 
 // PoolUpdate changes a pool's settings; nil fields stay as they are.
 type PoolUpdate struct {
+	Name *string `json:"name,omitempty"`
+	// SparePercent of the raw capacity kept free for rebuilds, 0..90.
+	SparePercent  *int    `json:"spare_percent,omitempty"`
 	RebuildPolicy *string `json:"rebuild_policy,omitempty"`
 	// RebuildMaxIO: fill I/Os in flight per SDS, 1..MaxRebuildMaxIO; only
 	// with the policy limit-concurrent-io.
@@ -58,18 +61,14 @@ type PoolUpdate struct {
 
 // applyPoolUpdate validates up against p and returns the updated pool.
 func applyPoolUpdate(p StoragePool, up PoolUpdate) (StoragePool, error) {
-	qos := up.QoSIOPSPerGiB != nil || up.QoSBandwidthPerGiB != nil
-	if up.RebuildPolicy == nil && up.RebuildMaxIO == nil {
-		if !qos {
-			return p, invalidf("pool %q: give rebuild_policy and/or rebuild_max_io (or the QoS rule: qos_iops_per_gib, qos_bandwidth_per_gib)", p.Name)
-		}
-		return applyPoolQoS(p, up)
-	}
-	if qos {
+	if up.QoSIOPSPerGiB != nil || up.QoSBandwidthPerGiB != nil {
 		var err error
 		if p, err = applyPoolQoS(p, up); err != nil {
 			return p, err
 		}
+	}
+	if up.RebuildPolicy == nil && up.RebuildMaxIO == nil {
+		return p, nil
 	}
 	policy := p.Policy()
 	if up.RebuildPolicy != nil {
@@ -79,45 +78,35 @@ func applyPoolUpdate(p StoragePool, up PoolUpdate) (StoragePool, error) {
 			known = known || policy == k
 		}
 		if !known {
-			return p, invalidf("pool %q: rebuild_policy %q: use one of %s", p.Name, policy, strings.Join(RebuildPolicies, ", "))
+			return p, invalidField("rebuild_policy", "pool %q: rebuild_policy %q: use one of %s", p.Name, policy, strings.Join(RebuildPolicies, ", "))
 		}
 	}
 	maxIO := p.RebuildMaxIO
 	if up.RebuildMaxIO != nil {
 		maxIO = *up.RebuildMaxIO
 		if policy != RebuildLimitIO {
-			return p, invalidf("pool %q: rebuild_max_io applies only to the policy %s (the policy is %s)", p.Name, RebuildLimitIO, policy)
+			return p, invalidField("rebuild_max_io", "pool %q: rebuild_max_io applies only to the policy %s (the policy is %s)", p.Name, RebuildLimitIO, policy)
 		}
 		if maxIO < 1 || maxIO > MaxRebuildMaxIO {
-			return p, invalidf("pool %q: rebuild_max_io %d must be between 1 and %d", p.Name, maxIO, MaxRebuildMaxIO)
+			return p, invalidField("rebuild_max_io", "pool %q: rebuild_max_io %d must be between 1 and %d", p.Name, maxIO, MaxRebuildMaxIO)
 		}
 	}
 	switch {
 	case policy == RebuildLimitIO && maxIO == 0:
-		return p, invalidf("pool %q: the policy %s needs rebuild_max_io (fill I/Os at once per SDS, 1-%d)", p.Name, RebuildLimitIO, MaxRebuildMaxIO)
+		return p, invalidField("rebuild_max_io", "pool %q: the policy %s needs rebuild_max_io (fill I/Os at once per SDS, 1-%d)", p.Name, RebuildLimitIO, MaxRebuildMaxIO)
 	case policy != RebuildLimitIO:
 		maxIO = 0 // meaningless for the other policies: not kept
+	}
+	if policy == p.Policy() && maxIO == p.RebuildMaxIO {
+		return p, nil // as it is (an old pool's "" policy stays, meaning unlimited)
 	}
 	p.RebuildPolicy, p.RebuildMaxIO = policy, maxIO
 	return p, nil
 }
 
-// UpdatePool changes a pool's rebuild policy. A refused request changes
-// nothing.
-func (s *Store) UpdatePool(ctx context.Context, ref string, up PoolUpdate) (StoragePool, error) {
-	p, rev, err := fetch[StoragePool](ctx, s, KindPool, ref)
-	if err != nil {
-		return p, err
-	}
-	np, err := applyPoolUpdate(p, up)
-	if err != nil {
-		return p, err
-	}
-	return np, s.replace(ctx, KindPool, np.ID, np.Name, rev, np)
-}
-
 // SDSUpdate changes an SDS's settings; nil fields stay as they are.
 type SDSUpdate struct {
+	Name *string `json:"name,omitempty"`
 	// RebuildMBps caps the SDS's outgoing fill traffic (MB/s); 0 removes
 	// the cap.
 	RebuildMBps *int `json:"rebuild_mbps,omitempty"`
@@ -125,27 +114,13 @@ type SDSUpdate struct {
 
 func applySDSUpdate(x SDS, up SDSUpdate) (SDS, error) {
 	if up.RebuildMBps == nil {
-		return x, invalidf("SDS %q: give rebuild_mbps (MB/s, 0 for no cap)", x.Name)
+		return x, nil
 	}
 	if v := *up.RebuildMBps; v < 0 || v > MaxRebuildMBps {
-		return x, invalidf("SDS %q: rebuild_mbps %d must be between 0 (no cap) and %d", x.Name, v, MaxRebuildMBps)
+		return x, invalidField("rebuild_mbps", "SDS %q: rebuild_mbps %d must be between 0 (no cap) and %d", x.Name, v, MaxRebuildMBps)
 	}
 	x.RebuildMBps = *up.RebuildMBps
 	return x, nil
-}
-
-// UpdateSDS changes an SDS's rebuild bandwidth cap. A refused request
-// changes nothing.
-func (s *Store) UpdateSDS(ctx context.Context, ref string, up SDSUpdate) (SDS, error) {
-	x, rev, err := fetch[SDS](ctx, s, KindSDS, ref)
-	if err != nil {
-		return x, err
-	}
-	nx, err := applySDSUpdate(x, up)
-	if err != nil {
-		return x, err
-	}
-	return nx, s.replace(ctx, KindSDS, nx.ID, nx.Name, rev, nx)
 }
 
 // replace writes an object unless it changed since rev (a concurrent

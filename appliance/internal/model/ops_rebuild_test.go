@@ -18,7 +18,7 @@ func TestPoolRebuildPolicy(t *testing.T) {
 	upd := func(up model.PoolUpdate) func() error {
 		return func() error { _, err := f.s.UpdatePool(f.ctx, "p", up); return err }
 	}
-	f.refused("nothing to change", model.ErrInvalid, "give rebuild_policy", upd(model.PoolUpdate{}))
+	f.refused("nothing to change", model.ErrNoChange, "give at least one of name, spare_percent, rebuild_policy", upd(model.PoolUpdate{}))
 	f.refused("unknown policy", model.ErrInvalid, `rebuild_policy "fast": use one of unlimited, limit-concurrent-io, favor-app-io`,
 		upd(model.PoolUpdate{RebuildPolicy: ptr("fast")}))
 	f.refused("limit without a number", model.ErrInvalid, "needs rebuild_max_io",
@@ -56,7 +56,7 @@ func TestSDSRebuildCap(t *testing.T) {
 	upd := func(v *int) func() error {
 		return func() error { _, err := f.s.UpdateSDS(f.ctx, "a", model.SDSUpdate{RebuildMBps: v}); return err }
 	}
-	f.refused("nothing to change", model.ErrInvalid, "give rebuild_mbps", upd(nil))
+	f.refused("nothing to change", model.ErrNoChange, "give at least one of name, rebuild_mbps", upd(nil))
 	f.refused("negative", model.ErrInvalid, "rebuild_mbps -1 must be between 0 (no cap) and 100000", upd(ptr(-1)))
 	f.refused("huge", model.ErrInvalid, "rebuild_mbps 100001 must be between", upd(ptr(100001)))
 

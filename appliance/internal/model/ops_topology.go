@@ -116,7 +116,7 @@ func (s *Store) DeletePD(ctx context.Context, ref string) error {
 // FaultSetSpec is the request to create a fault set.
 type FaultSetSpec struct {
 	Name string `json:"name"`
-	PD   string `json:"pd"` // id or name
+	PD   string `json:"protection_domain"` // id or name
 }
 
 func (s *Store) CreateFaultSet(ctx context.Context, spec FaultSetSpec) (FaultSet, error) {
@@ -124,11 +124,11 @@ func (s *Store) CreateFaultSet(ctx context.Context, spec FaultSetSpec) (FaultSet
 		return FaultSet{}, err
 	}
 	if spec.PD == "" {
-		return FaultSet{}, invalidf("fault set %q: give its protection domain (pd)", spec.Name)
+		return FaultSet{}, invalidf("fault set %q: give its protection_domain", spec.Name)
 	}
 	pd, err := s.GetPD(ctx, spec.PD)
 	if err != nil {
-		return FaultSet{}, err
+		return FaultSet{}, WithField(err, "protection_domain")
 	}
 	fs := FaultSet{ID: NewID(), Name: spec.Name, PDID: pd.ID}
 	return fs, s.create(ctx, KindFaultSet, fs.ID, fs.Name, fs, []clientv3.Cmp{exists(Key(KindPD, pd.ID))})
@@ -164,7 +164,7 @@ func (s *Store) DeleteFaultSet(ctx context.Context, ref string) error {
 // SDSSpec is the request to add an SDS.
 type SDSSpec struct {
 	Name     string `json:"name"`
-	PD       string `json:"pd"`                  // id or name
+	PD       string `json:"protection_domain"`   // id or name
 	FaultSet string `json:"fault_set,omitempty"` // id or name; empty: its own fault set
 	Address  string `json:"address"`             // data-path host:port
 }
@@ -178,18 +178,18 @@ func (s *Store) CreateSDS(ctx context.Context, spec SDSSpec) (SDS, error) {
 		return SDS{}, invalidf("SDS %q: address %q must be host:port of its data path, e.g. 10.0.0.11:7070", spec.Name, spec.Address)
 	}
 	if spec.PD == "" {
-		return SDS{}, invalidf("SDS %q: give its protection domain (pd)", spec.Name)
+		return SDS{}, invalidf("SDS %q: give its protection_domain", spec.Name)
 	}
 	pd, err := s.GetPD(ctx, spec.PD)
 	if err != nil {
-		return SDS{}, err
+		return SDS{}, WithField(err, "protection_domain")
 	}
 	cmps := []clientv3.Cmp{exists(Key(KindPD, pd.ID))}
 	x := SDS{ID: NewID(), Name: spec.Name, PDID: pd.ID, Address: spec.Address, State: SDSNormal}
 	if spec.FaultSet != "" {
 		fs, err := s.GetFaultSet(ctx, spec.FaultSet)
 		if err != nil {
-			return SDS{}, err
+			return SDS{}, WithField(err, "fault_set")
 		}
 		if fs.PDID != pd.ID {
 			return SDS{}, invalidf("SDS %q: fault set %q belongs to another protection domain; pick a fault set of %q", spec.Name, fs.Name, pd.Name)
@@ -240,7 +240,7 @@ func (s *Store) DeleteSDS(ctx context.Context, ref string) error {
 // PoolSpec is the request to create a storage pool.
 type PoolSpec struct {
 	Name string `json:"name"`
-	PD   string `json:"pd"` // id or name
+	PD   string `json:"protection_domain"` // id or name
 	// SparePercent of the raw capacity kept free for rebuilds; default 10.
 	// It should be at least the share of the largest fault set.
 	SparePercent *int `json:"spare_percent,omitempty"`
@@ -275,11 +275,11 @@ func (s *Store) CreatePool(ctx context.Context, spec PoolSpec) (StoragePool, err
 		return StoragePool{}, err
 	}
 	if spec.PD == "" {
-		return StoragePool{}, invalidf("pool %q: give its protection domain (pd)", spec.Name)
+		return StoragePool{}, invalidf("pool %q: give its protection_domain", spec.Name)
 	}
 	pd, err := s.GetPD(ctx, spec.PD)
 	if err != nil {
-		return StoragePool{}, err
+		return StoragePool{}, WithField(err, "protection_domain")
 	}
 	p := StoragePool{ID: NewID(), Name: spec.Name, PDID: pd.ID, SparePercent: spare, PGCount: pgs, ZeroPadding: true, PoolQoS: spec.qos()}
 	return p, s.create(ctx, KindPool, p.ID, p.Name, p, []clientv3.Cmp{exists(Key(KindPD, pd.ID))})
@@ -376,11 +376,11 @@ func (s *Store) AddDevice(ctx context.Context, spec DeviceSpec, prepare PrepareF
 	}
 	x, err := s.GetSDS(ctx, spec.SDS)
 	if err != nil {
-		return Device{}, err
+		return Device{}, WithField(err, "sds")
 	}
 	p, err := s.GetPool(ctx, spec.Pool)
 	if err != nil {
-		return Device{}, err
+		return Device{}, WithField(err, "pool")
 	}
 	if p.PDID != x.PDID {
 		return Device{}, invalidf("device %s: pool %q and SDS %q are in different protection domains; pick a pool of the SDS's domain", spec.Path, p.Name, x.Name)
@@ -463,4 +463,124 @@ func (s *Store) DeleteDevice(ctx context.Context, ref string) error {
 		return inUsef("device %q is in a pool holding %s (%s); remove the volumes first (device evacuation is not supported yet)", d.Name, plural(len(vn), "volume"), nameList(vn))
 	}
 	return s.deleteObj(ctx, KindDevice, d.ID, d.Name, rev, []clientv3.Cmp{unchangedSince(KindVolume, r)})
+}
+
+// RemoveSDS starts the graceful removal of an SDS: its state becomes
+// removing, the MDM leader moves every copy it holds to other SDSs through
+// the rebalance machinery (two copies all along) and deletes its devices
+// and then the SDS once no placement map references them. Refused when the
+// rest of its pools could not hold their data on two fault domains. A
+// repeat while removing returns the SDS unchanged.
+func (s *Store) RemoveSDS(ctx context.Context, ref string) (SDS, error) {
+	x, rev, err := fetch[SDS](ctx, s, KindSDS, ref)
+	if err != nil {
+		return x, err
+	}
+	switch x.State {
+	case SDSRemoving:
+		return x, nil
+	case SDSNormal:
+	default:
+		return x, &opError{ErrConflict, fmt.Sprintf("SDS %q is in %s; exit maintenance first (`cairnctl sds maintenance exit %s`), then remove it", x.Name, x.State, x.Name)}
+	}
+	cmps, err := s.checkDrain(ctx, func(d Device) bool { return d.SDSID == x.ID }, func(o SDS) bool { return o.ID == x.ID }, "SDS "+x.Name)
+	if err != nil {
+		return x, err
+	}
+	x.State = SDSRemoving
+	b, _ := json.Marshal(x)
+	key := Key(KindSDS, x.ID)
+	cmps = append(cmps, clientv3.Compare(clientv3.ModRevision(key), "=", rev))
+	return x, s.txn(ctx, fmt.Sprintf("remove SDS %q", x.Name), cmps, clientv3.OpPut(key, string(b)))
+}
+
+// RemoveDevice starts the graceful removal of a device (state removing);
+// see RemoveSDS.
+func (s *Store) RemoveDevice(ctx context.Context, ref string) (Device, error) {
+	d, rev, err := fetch[Device](ctx, s, KindDevice, ref)
+	if err != nil {
+		return d, err
+	}
+	if d.State == DeviceRemoving {
+		return d, nil
+	}
+	cmps, err := s.checkDrain(ctx, func(o Device) bool { return o.ID == d.ID }, func(SDS) bool { return false }, "device "+d.Name)
+	if err != nil {
+		return d, err
+	}
+	d.State = DeviceRemoving
+	b, _ := json.Marshal(d)
+	key := Key(KindDevice, d.ID)
+	cmps = append(cmps, clientv3.Compare(clientv3.ModRevision(key), "=", rev))
+	return d, s.txn(ctx, fmt.Sprintf("remove device %q", d.Name), cmps, clientv3.OpPut(key, string(b)))
+}
+
+// checkDrain refuses a removal after which a pool holding volumes would
+// span fewer than two fault domains, or hold less usable capacity than its
+// thick reservations and the data its devices hold now. leaving says which
+// devices go (SDSs: sdsLeaving). It returns the guards of what it read.
+func (s *Store) checkDrain(ctx context.Context, leaving func(Device) bool, sdsLeaving func(SDS) bool, what string) ([]clientv3.Cmp, error) {
+	devs, r1, err := listAt[Device](ctx, s, KindDevice)
+	if err != nil {
+		return nil, err
+	}
+	sdss, r2, err := listAt[SDS](ctx, s, KindSDS)
+	if err != nil {
+		return nil, err
+	}
+	vols, r3, err := listAt[Volume](ctx, s, KindVolume)
+	if err != nil {
+		return nil, err
+	}
+	pools, _, err := listAt[StoragePool](ctx, s, KindPool)
+	if err != nil {
+		return nil, err
+	}
+	stats, err := ListPrefix[SDSStats](ctx, s, Prefix+"stats/sds/")
+	if err != nil {
+		return nil, unavailable(err)
+	}
+	used := map[string]int64{} // raw bytes by device id
+	for _, st := range stats {
+		for id, u := range st.Devices {
+			used[id] = u.Used
+		}
+	}
+	var remain []Device
+	for _, d := range devs {
+		if !leaving(d) {
+			remain = append(remain, d)
+		}
+	}
+	var staying []SDS
+	for _, x := range sdss {
+		if !sdsLeaving(x) {
+			staying = append(staying, x)
+		}
+	}
+	for _, p := range pools {
+		affected, hasVols := false, false
+		var rawUsed int64
+		for _, d := range devs {
+			if d.PoolID == p.ID {
+				rawUsed += used[d.ID]
+				affected = affected || leaving(d)
+			}
+		}
+		for _, v := range vols {
+			hasVols = hasVols || v.PoolID == p.ID
+		}
+		if !affected || !hasVols {
+			continue
+		}
+		c := ComputePoolCapacity(p, remain, staying, vols)
+		if c.FaultDomains < 2 {
+			return nil, inUsef("removing %s would leave pool %q (which holds volumes) on %d fault domain; add devices on another SDS/fault set first: two copies need two", what, p.Name, c.FaultDomains)
+		}
+		if c.ThickUsed > c.Usable || rawUsed/2 > c.Usable {
+			return nil, inUsef("removing %s would leave pool %q %s usable, less than its data (%s) or thick reservations (%s); add devices or remove volumes first",
+				what, p.Name, FormatSize(c.Usable), FormatSize(rawUsed/2), FormatSize(c.ThickUsed))
+		}
+	}
+	return []clientv3.Cmp{unchangedSince(KindDevice, r1), unchangedSince(KindSDS, r2), unchangedSince(KindVolume, r3)}, nil
 }

@@ -86,7 +86,7 @@ func (s *Store) UpdateUser(ctx context.Context, name string, up UserUpdate) (Use
 		return u, err
 	}
 	if up.Role == "" && up.Password == "" {
-		return u, invalidf("user %q: give a new role or password", name)
+		return u, &opError{ErrNoChange, fmt.Sprintf("user %q: the request changes nothing; give a new role and/or password", name)}
 	}
 	var cmps []clientv3.Cmp
 	if up.Role != "" && up.Role != u.Role {

@@ -95,7 +95,7 @@ func ComputePoolCapacity(p StoragePool, devs []Device, sdss []SDS, vols []Volume
 // checkSize enforces the allocation unit.
 func checkSize(name string, size int64) error {
 	if size <= 0 || size%AllocationUnit != 0 {
-		return invalidf("volume %q: size %d bytes is not a positive multiple of the allocation unit (%s = %d bytes); use whole GiB, e.g. %d for 8 GiB (cairnctl: --size 8GiB)", name, size, FormatSize(AllocationUnit), int64(AllocationUnit), int64(8*AllocationUnit))
+		return invalidField("size", "volume %q: size %d bytes is not a positive multiple of the allocation unit (%s = %d bytes); use whole GiB, e.g. %d for 8 GiB (cairnctl: --size 8GiB)", name, size, FormatSize(AllocationUnit), int64(AllocationUnit), int64(8*AllocationUnit))
 	}
 	return nil
 }
@@ -142,6 +142,7 @@ func (s *Store) CreateVolume(ctx context.Context, spec VolumeSpec) (Volume, erro
 		return Volume{}, err
 	}
 	p, err := s.GetPool(ctx, spec.Pool)
+	err = WithField(err, "pool")
 	if err != nil {
 		return Volume{}, err
 	}
@@ -175,42 +176,11 @@ func (s *Store) GetVolume(ctx context.Context, ref string) (Volume, error) {
 	return v, err
 }
 
-// ResizeVolume grows a volume; shrinking would cut data off under a
-// filesystem, so it is refused.
+// ResizeVolume grows a volume (UpdateVolume with a size); shrinking would
+// cut data off under a filesystem, so it is refused; the current size is a
+// repeat that changes nothing.
 func (s *Store) ResizeVolume(ctx context.Context, ref string, size int64) (Volume, error) {
-	v, rev, err := fetch[Volume](ctx, s, KindVolume, ref)
-	if err != nil {
-		return v, err
-	}
-	if err := checkSize(v.Name, size); err != nil {
-		return v, err
-	}
-	if size < v.Size {
-		return v, invalidf("volume %q is %s; it can only grow (asked %s): create a new volume and copy the data to shrink", v.Name, FormatSize(v.Size), FormatSize(size))
-	}
-	if size == v.Size {
-		return v, invalidf("volume %q is already %s; give a larger size", v.Name, FormatSize(size))
-	}
-	if !v.Thin {
-		p, err := s.GetPool(ctx, v.PoolID)
-		if err != nil {
-			return v, err
-		}
-		c, err := s.PoolCapacityOf(ctx, p)
-		if err != nil {
-			return v, err
-		}
-		if err := checkThick(p, c, v.Name, size-v.Size); err != nil {
-			return v, err
-		}
-	}
-	old := v.Size
-	v.Size = size
-	if err := s.updateVolume(ctx, v, rev, nil); err != nil {
-		v.Size = old
-		return v, err
-	}
-	return v, nil
+	return s.UpdateVolume(ctx, ref, VolumeUpdate{Size: &size})
 }
 
 func (s *Store) updateVolume(ctx context.Context, v Volume, rev int64, cmps []clientv3.Cmp) error {
@@ -264,6 +234,7 @@ func (s *Store) MapVolume(ctx context.Context, ref string, spec MapSpec) (Volume
 		return v, err
 	}
 	h, err := s.GetHost(ctx, spec.Host)
+	err = WithField(err, "host")
 	if err != nil {
 		return v, err
 	}
@@ -275,7 +246,7 @@ func (s *Store) MapVolume(ctx context.Context, ref string, spec MapSpec) (Volume
 			continue
 		}
 		if m.ReadOnly != spec.ReadOnly {
-			return v, existsf("volume %q is already mapped to host %q with read_only %v; unmap it first to change that", v.Name, h.Name, m.ReadOnly)
+			return v, WithField(&opError{ErrConflict, fmt.Sprintf("volume %q is already mapped to host %q with read_only=%t; unmap it first to change that", v.Name, h.Name, m.ReadOnly)}, "read_only")
 		}
 		// Mapping again changes the mapping's QoS limits (live), or
 		// nothing: a repeat is harmless.
@@ -312,6 +283,7 @@ func (s *Store) UnmapVolume(ctx context.Context, ref, hostRef string) (Volume, e
 		return v, err
 	}
 	h, err := s.GetHost(ctx, hostRef)
+	err = WithField(err, "host")
 	if err != nil {
 		return v, err
 	}
@@ -323,7 +295,7 @@ func (s *Store) UnmapVolume(ctx context.Context, ref, hostRef string) (Volume, e
 		}
 	}
 	if len(nv.Mappings) == len(v.Mappings) {
-		return v, notFoundf("volume %q is not mapped to host %q", v.Name, h.Name)
+		return v, nil // a repeat: not mapped
 	}
 	if err := s.updateVolume(ctx, nv, rev, nil); err != nil {
 		return v, err

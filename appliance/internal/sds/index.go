@@ -219,6 +219,18 @@ func (x *index) usage(devID string) (used, total uint64) {
 	return 0, 0
 }
 
+// volumeChunks counts the allocated chunks of each volume held here (one
+// pass over the in-memory index, for the statistics publication).
+func (x *index) volumeChunks() map[uint64]int64 {
+	x.mu.RLock()
+	defer x.mu.RUnlock()
+	out := map[uint64]int64{}
+	for k := range x.locs {
+		out[k.vol]++
+	}
+	return out
+}
+
 // chunks returns the keys of every allocated chunk.
 func (x *index) chunks() []chunkKey {
 	x.mu.RLock()

@@ -383,6 +383,10 @@ func (s *Server) publishStats(ctx context.Context) {
 			st.Volumes[fmt.Sprintf("%016x", id)] = c.snapshot()
 		}
 		s.statsMu.Unlock()
+		st.VolumeChunks = map[string]int64{}
+		for vol, n := range s.idx.volumeChunks() {
+			st.VolumeChunks[fmt.Sprintf("%016x", vol)] = n
+		}
 		s.mu.RLock()
 		for id := range s.devices {
 			used, total := s.idx.usage(id)

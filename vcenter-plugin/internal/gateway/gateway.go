@@ -43,13 +43,13 @@ type ProtectionDomain struct {
 type FaultSet struct {
 	ID   string `json:"id"`
 	Name string `json:"name"`
-	PDID string `json:"pd_id"`
+	PDID string `json:"protection_domain_id"`
 }
 
 type SDS struct {
 	ID         string `json:"id"`
 	Name       string `json:"name"`
-	PDID       string `json:"pd_id"`
+	PDID       string `json:"protection_domain_id"`
 	FaultSetID string `json:"fault_set_id,omitempty"`
 	Address    string `json:"address"`
 	State      string `json:"state"`
@@ -89,7 +89,7 @@ type Device struct {
 type Pool struct {
 	ID           string `json:"id"`
 	Name         string `json:"name"`
-	PDID         string `json:"pd_id"`
+	PDID         string `json:"protection_domain_id"`
 	SparePercent int    `json:"spare_percent"`
 }
 
@@ -123,15 +123,15 @@ type System struct {
 	} `json:"system"`
 	Health struct {
 		Status   string   `json:"status"` // HealthOK: every SDS up, no device in error, every pool redundant
-		SDSs     int      `json:"sdss"`
-		SDSsUp   int      `json:"sdss_up"`
-		SDSsDown []string `json:"sdss_down"`
+		SDSs     int      `json:"sds_count"`
+		SDSsUp   int      `json:"sds_up_count"`
+		SDSsDown []string `json:"sds_down_names"`
 		Messages []string `json:"messages"` // what to look at, for humans
 	} `json:"health"`
 	Capacity struct {
 		Raw    int64 `json:"raw"`
 		Usable int64 `json:"usable"`
-		Used   int64 `json:"used"`
+		Used   int64 `json:"allocated"` // usable bytes written
 	} `json:"capacity"`
 }
 
@@ -140,7 +140,7 @@ type System struct {
 type SDSSpec struct {
 	Name     string `json:"name"`
 	Address  string `json:"address"`
-	PD       string `json:"pd"`
+	PD       string `json:"protection_domain"`
 	FaultSet string `json:"fault_set,omitempty"`
 }
 
@@ -154,7 +154,7 @@ type DeviceSpec struct {
 
 type PoolSpec struct {
 	Name         string `json:"name"`
-	PD           string `json:"pd"`
+	PD           string `json:"protection_domain"`
 	SparePercent int    `json:"spare_percent"`
 }
 

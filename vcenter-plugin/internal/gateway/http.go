@@ -94,7 +94,7 @@ func NewHTTPClient(cfg Config) (*HTTPClient, error) {
 	return &HTTPClient{base: u, cfg: cfg, http: &http.Client{Transport: tr, Timeout: DefaultTimeout}}, nil
 }
 
-// StatusError is a non-2xx answer; Message is the gateway's "error" text.
+// StatusError is a non-2xx answer; Message is the gateway's error message.
 type StatusError struct {
 	Method, Path string
 	Status       int
@@ -201,13 +201,14 @@ func (c *HTTPClient) exchange(ctx context.Context, token, method, path string, i
 	return nil
 }
 
-// ErrorMessage extracts {"error": "..."}; falls back to the raw (bounded) text.
+// ErrorMessage extracts the message of {"code", "message", "field"}; falls
+// back to the raw (bounded) text.
 func ErrorMessage(data []byte) string {
 	var e struct {
-		Error string `json:"error"`
+		Message string `json:"message"`
 	}
-	if json.Unmarshal(data, &e) == nil && e.Error != "" {
-		return e.Error
+	if json.Unmarshal(data, &e) == nil && e.Message != "" {
+		return e.Message
 	}
 	s := strings.TrimSpace(string(data))
 	if len(s) > 200 {
@@ -256,16 +257,16 @@ func (c *HTTPClient) ListHosts(ctx context.Context) ([]Host, error) {
 	return list[Host](ctx, c, "hosts")
 }
 func (c *HTTPClient) GetPD(ctx context.Context, id string) (*ProtectionDomain, error) {
-	return getOne[ProtectionDomain](ctx, c, "pds", id)
+	return getOne[ProtectionDomain](ctx, c, "protection-domains", id)
 }
 func (c *HTTPClient) CreatePD(ctx context.Context, name string) (*ProtectionDomain, error) {
-	return create[ProtectionDomain](ctx, c, "pds", map[string]string{"name": name})
+	return create[ProtectionDomain](ctx, c, "protection-domains", map[string]string{"name": name})
 }
 func (c *HTTPClient) GetFaultSet(ctx context.Context, id string) (*FaultSet, error) {
-	return getOne[FaultSet](ctx, c, "faultsets", id)
+	return getOne[FaultSet](ctx, c, "fault-sets", id)
 }
 func (c *HTTPClient) CreateFaultSet(ctx context.Context, name, pd string) (*FaultSet, error) {
-	return create[FaultSet](ctx, c, "faultsets", map[string]string{"name": name, "pd": pd})
+	return create[FaultSet](ctx, c, "fault-sets", map[string]string{"name": name, "protection_domain": pd})
 }
 func (c *HTTPClient) GetSDS(ctx context.Context, id string) (*SDS, error) {
 	return getOne[SDS](ctx, c, "sds", id)

@@ -25,7 +25,7 @@ func fakeServer(t *testing.T) (*httptest.Server, *atomic.Int32, *atomic.Bool) {
 		_ = json.NewDecoder(r.Body).Decode(&req)
 		if req["username"] != "admin" || req["password"] != "s3cret-pass" {
 			w.WriteHeader(401)
-			_, _ = w.Write([]byte(`{"error":"wrong user name or password"}`))
+			_, _ = w.Write([]byte(`{"code":"invalid","field":"","message":"wrong user name or password"}`))
 			return
 		}
 		logins.Add(1)
@@ -36,19 +36,19 @@ func fakeServer(t *testing.T) (*httptest.Server, *atomic.Int32, *atomic.Bool) {
 		return func(w http.ResponseWriter, r *http.Request) {
 			if r.Header.Get("Authorization") != "Bearer tok" || expired.Load() {
 				w.WriteHeader(401)
-				_, _ = w.Write([]byte(`{"error":"token expired: log in again"}`))
+				_, _ = w.Write([]byte(`{"code":"invalid","field":"","message":"token expired: log in again"}`))
 				return
 			}
 			h(w, r)
 		}
 	}
 	mux.HandleFunc("GET /api/v1/system", auth(func(w http.ResponseWriter, r *http.Request) {
-		_, _ = w.Write([]byte(`{"bootstrapped":true,"system":{"id":"abc","name":"c1","created":"2026-01-01T00:00:00Z"},"health":{"status":"degraded","sdss":3,"sdss_up":2,"sdss_down":["sds-b"],"devices_in_error":[],"pools_not_redundant":[],"messages":["SDS sds-b is down"]},"capacity":{"raw":10,"usable":4,"used":1,"thick_reserved":0},"counts":{"sdss":3}}`))
+		_, _ = w.Write([]byte(`{"bootstrapped":true,"system":{"id":"abc","name":"c1","created":"2026-01-01T00:00:00Z"},"health":{"status":"degraded","sds_count":3,"sds_up_count":2,"sds_down_names":["sds-b"],"device_error_names":[],"pool_not_redundant_names":[],"messages":["SDS sds-b is down"]},"capacity":{"raw":10,"usable":4,"allocated":1,"thick_reserved":0},"counts":{"sds":3}}`))
 	}))
 	mux.HandleFunc("GET /api/v1/volumes/{ref}", auth(func(w http.ResponseWriter, r *http.Request) {
 		if r.PathValue("ref") != "vol 1" {
 			w.WriteHeader(404)
-			_, _ = w.Write([]byte(`{"error":"volume \"` + r.PathValue("ref") + `\" not found"}`))
+			_, _ = w.Write([]byte(`{"code":"invalid","field":"","message":"volume \"` + r.PathValue("ref") + `\" not found"}`))
 			return
 		}
 		_, _ = w.Write([]byte(`{"id":"00000000000000a1","name":"vol 1","pool_id":"p","size":1073741824,"thin":true,"wwn":"6c0ffee0000000000000000000000001","mappings":[{"host_id":"h1","host_name":"esx-01"}]}`))
@@ -59,11 +59,11 @@ func fakeServer(t *testing.T) (*httptest.Server, *atomic.Int32, *atomic.Bool) {
 		var spec gateway.VolumeSpec
 		if err := dec.Decode(&spec); err != nil {
 			w.WriteHeader(400)
-			_, _ = w.Write([]byte(`{"error":"` + err.Error() + `"}`))
+			_, _ = w.Write([]byte(`{"code":"invalid","field":"","message":"` + err.Error() + `"}`))
 			return
 		}
 		w.WriteHeader(409)
-		_, _ = w.Write([]byte(`{"error":"volume name taken: pick another name"}`))
+		_, _ = w.Write([]byte(`{"code":"invalid","field":"","message":"volume name taken: pick another name"}`))
 	}))
 	mux.HandleFunc("POST /api/v1/volumes/{ref}/map", auth(func(w http.ResponseWriter, r *http.Request) {
 		var m map[string]string
@@ -153,8 +153,8 @@ func TestHTTPClient(t *testing.T) {
 // FuzzDecode: whatever a gateway answers, decoding into the client's types
 // neither panics nor hangs.
 func FuzzDecode(f *testing.F) {
-	f.Add([]byte(`{"health":{"status":"ok","sdss_down":["a"]},"system":null}`))
-	f.Add([]byte(`{"error":"x"}`))
+	f.Add([]byte(`{"health":{"status":"ok","sds_down_names":["a"]},"system":null}`))
+	f.Add([]byte(`{"code":"invalid","field":"","message":"x"}`))
 	f.Add([]byte(`[{"id":"1","mappings":[{"host_id":"h"}]}]`))
 	f.Fuzz(func(t *testing.T, data []byte) {
 		var s gateway.System

@@ -1,0 +1,130 @@
+package cli
+
+import (
+	"context"
+	"encoding/json"
+	"flag"
+	"fmt"
+	"net/http"
+	"net/url"
+	"time"
+)
+
+var jobColumns = []column{
+	{"ID", str("id")}, {"KIND", str("kind")},
+	{"OBJECT", func(o map[string]any) string { return text(nested(o, "object", "name")) }},
+	{"STATE", str("state")}, {"PERCENT", str("percent")}, {"ETA", str("eta_seconds")},
+	{"USER", str("user")}, {"MESSAGE", str("message")},
+}
+
+func init() {
+	register(&command{object: "job", verb: "ls", args: "[--state STATE]", help: "list jobs (long operations), newest first",
+		setup: func(fs *flag.FlagSet) func(context.Context, *session, []string) error {
+			var state string
+			fs.StringVar(&state, "state", "", "only jobs in this state: queued, running, succeeded, failed")
+			return func(ctx context.Context, s *session, args []string) error {
+				if err := needArgs(args, 0, "no arguments"); err != nil {
+					return err
+				}
+				path := "/jobs"
+				if state != "" {
+					path += "?state=" + url.QueryEscape(state)
+				}
+				return s.listAt(ctx, path, jobColumns)
+			}
+		}})
+	register(&command{object: "job", verb: "info", args: "ID [--wait]", help: "show a job; --wait follows it to its end",
+		setup: func(fs *flag.FlagSet) func(context.Context, *session, []string) error {
+			var wait bool
+			fs.BoolVar(&wait, "wait", false, "follow the job's progress until it ends")
+			return func(ctx context.Context, s *session, args []string) error {
+				if err := needArgs(args, 1, "the job's id"); err != nil {
+					return err
+				}
+				if !wait {
+					return s.show(ctx, http.MethodGet, "/jobs/"+url.PathEscape(args[0]), nil)
+				}
+				if err := s.setup(); err != nil {
+					return err
+				}
+				return s.followJob(ctx, args[0])
+			}
+		}})
+}
+
+// jobPoll is how often followJob reads a running job.
+var jobPoll = time.Second
+
+// followJob prints a job's progress, one line per change, until it ends;
+// a failed job is an error.
+func (s *session) followJob(ctx context.Context, id string) error {
+	last := ""
+	for {
+		var raw json.RawMessage
+		if err := s.api.call(ctx, http.MethodGet, "/jobs/"+url.PathEscape(id), nil, &raw); err != nil {
+			return err
+		}
+		var j struct {
+			State      string   `json:"state"`
+			Percent    float64  `json:"percent"`
+			ETASeconds *float64 `json:"eta_seconds"`
+			Message    string   `json:"message"`
+			Error      *struct {
+				Message string `json:"message"`
+			} `json:"error"`
+		}
+		if err := json.Unmarshal(raw, &j); err != nil {
+			return fmt.Errorf("gateway answer for job %s: %w", id, err)
+		}
+		eta := ""
+		if j.ETASeconds != nil {
+			eta = fmt.Sprintf(", ETA %s", time.Duration(*j.ETASeconds)*time.Second)
+		}
+		line := fmt.Sprintf("job %s: %s %.1f%%%s: %s", id, j.State, j.Percent, eta, j.Message)
+		if line != last && !s.opts.json {
+			fmt.Fprintln(s.out, line)
+			last = line
+		}
+		switch j.State {
+		case "succeeded":
+			if s.opts.json {
+				return printJSON(s.out, raw)
+			}
+			return nil
+		case "failed":
+			if s.opts.json {
+				printJSON(s.out, raw)
+			}
+			msg := j.Message
+			if j.Error != nil {
+				msg = j.Error.Message
+			}
+			return fmt.Errorf("job %s failed: %s", id, msg)
+		}
+		select {
+		case <-ctx.Done():
+			return fmt.Errorf("stopped following job %s (it goes on): %w; see `cairnctl job info %s`", id, ctx.Err(), id)
+		case <-time.After(jobPoll):
+		}
+	}
+}
+
+// listAt prints the list at path (with a query) as a table or JSON.
+func (s *session) listAt(ctx context.Context, path string, cols []column) error {
+	if err := s.setup(); err != nil {
+		return err
+	}
+	var raw json.RawMessage
+	if err := s.api.call(ctx, http.MethodGet, path, nil, &raw); err != nil {
+		return err
+	}
+	if s.opts.json {
+		return printJSON(s.out, raw)
+	}
+	var rows []map[string]any
+	if err := json.Unmarshal(raw, &rows); err != nil {
+		return fmt.Errorf("gateway answer for %s is not a list: %w", path, err)
+	}
+	printTable(s.out, cols, rows)
+	return nil
+}
