@@ -1,0 +1,248 @@
+"""Typed views of the gateway's objects (docs/api.md).
+
+Each model is a dataclass with the fields the API documents; ``raw`` keeps
+the whole object as the server sent it (fields added by a newer gateway are
+there too) and ``etag`` the ETag of the answer it came from, for If-Match.
+Sizes and capacities are bytes; rates are per second.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from dataclasses import dataclass, field
+from typing import Any, ClassVar, TypeVar
+
+T = TypeVar("T", bound="Model")
+
+KiB, MiB, GiB, TiB = 1 << 10, 1 << 20, 1 << 30, 1 << 40
+
+
+@dataclass
+class Model:
+    """Base of every model: build one from the API's JSON with :meth:`from_dict`."""
+
+    raw: dict[str, Any] = field(default_factory=dict, repr=False, compare=False)
+    etag: str | None = field(default=None, repr=False, compare=False)
+
+    # Nested models by field name, converted by from_dict.
+    _nested: ClassVar[dict[str, type[Model]]] = {}
+    _nested_lists: ClassVar[dict[str, type[Model]]] = {}
+    # Model field -> JSON key, where the JSON key is taken (``raw``).
+    _keys: ClassVar[dict[str, str]] = {}
+
+    @classmethod
+    def from_dict(cls: type[T], doc: dict[str, Any], etag: str | None = None) -> T:
+        """Build from the API's JSON object; unknown fields stay in ``raw`` only.
+
+        >>> Volume.from_dict({"id": "v1", "name": "db", "size": 8, "new_field": 1}).size
+        8
+        """
+        kw: dict[str, Any] = {}
+        for f in dataclasses.fields(cls):
+            key = cls._keys.get(f.name, f.name)
+            if f.name in ("raw", "etag") or key not in doc:
+                continue
+            v = doc[key]
+            if f.name in cls._nested and isinstance(v, dict):
+                v = cls._nested[f.name].from_dict(v)
+            elif f.name in cls._nested_lists and isinstance(v, list):
+                v = [cls._nested_lists[f.name].from_dict(x) for x in v if isinstance(x, dict)]
+            kw[f.name] = v
+        obj = cls(**kw)
+        obj.raw = dict(doc)
+        obj.etag = etag
+        return obj
+
+
+@dataclass
+class Capacity(Model):
+    """Capacity of the system or a pool, in bytes; "usable" means after copies."""
+
+    raw_bytes: int = 0  # JSON "raw": before copies
+    usable: int = 0
+    spare_reserved: int = 0
+    allocated: int = 0
+    free: int = 0
+    thin_provisioned: int = 0
+    over_provisioning_ratio: float = 0.0
+    _keys: ClassVar[dict[str, str]] = {"raw_bytes": "raw"}
+
+
+@dataclass
+class ProtectionDomain(Model):
+    id: str = ""
+    name: str = ""
+    state: str = ""
+
+
+@dataclass
+class FaultSet(Model):
+    id: str = ""
+    name: str = ""
+    protection_domain: str = ""
+
+
+@dataclass
+class Maintenance(Model):
+    state: str = ""  # none | entering | in | exiting (see docs/api.md)
+    message: str = ""
+
+
+@dataclass
+class SDS(Model):
+    id: str = ""
+    name: str = ""
+    protection_domain: str = ""
+    fault_set: str = ""
+    address: str = ""
+    state: str = ""
+    up: bool = False
+    maintenance: Maintenance | None = None
+    _nested: ClassVar[dict[str, type[Model]]] = {"maintenance": Maintenance}
+
+
+@dataclass
+class Device(Model):
+    id: str = ""
+    name: str = ""
+    sds: str = ""
+    pool: str = ""
+    path: str = ""
+    state: str = ""
+    capacity: int = 0
+
+
+@dataclass
+class Pool(Model):
+    id: str = ""
+    name: str = ""
+    protection_domain: str = ""
+    state: str = ""
+    capacity: Capacity | None = None
+    qos_iops_per_gib: int = 0
+    qos_bandwidth_per_gib: int = 0
+    _nested: ClassVar[dict[str, type[Model]]] = {"capacity": Capacity}
+
+
+@dataclass
+class Mapping(Model):
+    """A volume's mapping to a host; ``lun`` is the LUN the host sees."""
+
+    host: str = ""
+    host_id: str = ""
+    host_name: str = ""
+    lun: int | None = None
+    read_only: bool = False
+
+
+@dataclass
+class Volume(Model):
+    id: str = ""
+    name: str = ""
+    pool: str = ""
+    size: int = 0
+    thin: bool = True
+    allocated: int = 0
+    state: str = ""
+    iops_limit: int = 0
+    bandwidth_limit: int = 0
+    mappings: list[Mapping] = field(default_factory=list)
+    _nested_lists: ClassVar[dict[str, type[Model]]] = {"mappings": Mapping}
+
+
+@dataclass
+class Host(Model):
+    id: str = ""
+    name: str = ""
+    type: str = ""  # iscsi | nbd
+    iqn: str = ""
+    chap_user: str = ""
+    chap: bool = False
+    volumes: list[str] = field(default_factory=list)
+
+
+@dataclass
+class User(Model):
+    name: str = ""
+    role: str = ""  # admin | operator | monitor
+
+
+@dataclass
+class MdmMember(Model):
+    id: str = ""
+    name: str = ""
+    role: str = ""  # member | tie-breaker
+    leader: bool = False
+    peer_url: str = ""
+    client_url: str = ""
+    healthy: bool = False
+
+
+@dataclass
+class Job(Model):
+    """A long operation on the cluster; see :meth:`cairn.Client.jobs` ``.wait``."""
+
+    id: str = ""
+    kind: str = ""
+    object: str = ""
+    state: str = ""  # queued | running | succeeded | failed
+    percent: float = 0.0
+    eta_seconds: float | None = None
+    message: str = ""
+    result: Any = None
+    error: Any = None
+    created: str = ""
+    updated: str = ""
+
+    @property
+    def done(self) -> bool:
+        return self.state in ("succeeded", "failed")
+
+
+@dataclass
+class Event(Model):
+    id: str = ""
+    time: str = ""
+    severity: str = ""
+    kind: str = ""
+    object: str = ""
+    message: str = ""
+    user: str = ""
+
+
+@dataclass
+class Alert(Model):
+    id: str = ""
+    severity: str = ""
+    object: str = ""
+    message: str = ""
+    since: str = ""
+    cleared: str | None = None
+
+
+@dataclass
+class IOStats(Model):
+    iops: float = 0.0
+    bytes_per_second: float = 0.0
+    latency_mean_us: float = 0.0
+    latency_p99_us: float = 0.0
+
+
+@dataclass
+class Statistics(Model):
+    timestamp: str = ""
+    interval_seconds: float = 0.0
+    read: IOStats | None = None
+    write: IOStats | None = None
+    throttled_seconds: float = 0.0
+    history: list[Any] = field(default_factory=list)
+    _nested: ClassVar[dict[str, type[Model]]] = {"read": IOStats, "write": IOStats}
+
+
+@dataclass
+class System(Model):
+    id: str = ""
+    name: str = ""
+    state: str = ""
+    capacity: Capacity | None = None
+    _nested: ClassVar[dict[str, type[Model]]] = {"capacity": Capacity}
