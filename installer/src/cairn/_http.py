@@ -62,6 +62,19 @@ def normalize_gateway(addr: str) -> str:
     return a
 
 
+class Session(requests.Session):
+    """A requests.Session whose ``verify`` is what every request uses.
+
+    requests lets $REQUESTS_CA_BUNDLE / $CURL_CA_BUNDLE override a session's
+    ``verify`` (a CA file, or False) unless each call passes it again; this
+    class passes it, so the TLS policy the caller set is the one applied.
+    """
+
+    def request(self, method: str | bytes, url: str | bytes, *args: Any, **kwargs: Any) -> requests.Response:
+        kwargs.setdefault("verify", self.verify)
+        return super().request(method, url, *args, **kwargs)
+
+
 def _never_sent(exc: requests.RequestException) -> bool:
     """True when the request certainly did not reach the server."""
     if isinstance(exc, requests.ConnectTimeout):
@@ -111,7 +124,7 @@ class Transport:
         self.timeout = (connect_timeout, timeout)
         self.retries, self.backoff = retries, backoff
         self._sleep = sleep
-        self._session = session or requests.Session()
+        self._session = session or Session()
         self._session.verify = verify
         self._session.headers["Accept"] = "application/json"
         self._session.headers["User-Agent"] = "cairn-python"
