@@ -14,10 +14,11 @@ Invariants:
 
 from __future__ import annotations
 
+import json
 import logging
 import threading
 import time
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -32,6 +33,7 @@ API_PREFIX = "/api/v1"
 IDEMPOTENT = frozenset({"GET", "HEAD", "OPTIONS", "DELETE"})
 # Statuses that say "this gateway cannot serve now, another may".
 RETRY_STATUSES = frozenset({502, 503, 504})
+MAX_SSE_LINE = 1 << 20
 
 
 @dataclass(frozen=True)
@@ -178,6 +180,56 @@ class Transport:
             log.info("cairn: token rejected, logging in again as %s", self.username)
             self.login()
             return self._send(method, path, json_body=json_body, params=params, headers=headers, retry_unsent_only=unsafe)
+
+    def stream_sse(self, path: str, *, params: Mapping[str, Any] | None = None) -> Iterator[dict[str, Any]]:
+        """Yield the JSON ``data`` of each server-sent event of a stream on the current gateway.
+
+        Lines are bounded (MAX_SSE_LINE); a stream that ends or breaks raises Unavailable so
+        the caller reconnects (with the id it saw last)."""
+        if self._token is None:
+            self.login()
+        base = self.gateways[self._current]
+        try:
+            r = self._session.get(
+                base + API_PREFIX + path,
+                params={k: v for k, v in (params or {}).items() if v is not None},
+                headers={"Authorization": "Bearer " + (self._token or ""), "Accept": "text/event-stream"},
+                stream=True,
+                timeout=(self.timeout[0], 60.0),  # the server sends a keepalive every 15 s
+            )
+        except requests.RequestException as e:
+            self._current = (self._current + 1) % len(self.gateways)
+            raise Unavailable(0, "unavailable", f"{base}: event stream: {e}") from e
+        with r:
+            if r.status_code == 401:
+                self.login()
+                raise Unavailable(401, "unavailable", "token expired: logged in again; reconnect")
+            if r.status_code >= 400:
+                raise error_from_response(r.status_code, r.content[:65536])
+            buf = b""
+            data: list[bytes] = []
+            try:
+                for chunk in r.iter_content(8192):
+                    buf += chunk
+                    if len(buf) > MAX_SSE_LINE and b"\n" not in buf:
+                        raise ApiError(r.status_code, "invalid_response", f"event stream line longer than {MAX_SSE_LINE} bytes")
+                    while b"\n" in buf:
+                        line, buf = buf.split(b"\n", 1)
+                        line = line.rstrip(b"\r")
+                        if not line:
+                            if data:
+                                try:
+                                    doc = json.loads(b"\n".join(data))
+                                except ValueError:
+                                    doc = None
+                                data = []
+                                if isinstance(doc, dict):
+                                    yield doc
+                        elif line.startswith(b"data:"):
+                            data.append(line[5:].lstrip())
+            except requests.RequestException as e:
+                raise Unavailable(0, "unavailable", f"{base}: event stream broke: {e}") from e
+        raise Unavailable(0, "unavailable", f"{base}: event stream ended")
 
     def _send(
         self,

@@ -48,6 +48,18 @@ class Invalid(ApiError):
     code_name = "invalid"
 
 
+class NoChange(Invalid):
+    """400 ``no_change``: a PATCH that names no field at all."""
+
+    code_name = "no_change"
+
+
+class Internal(ApiError):
+    """500 ``internal``: a bug in the gateway; its log has the details."""
+
+    code_name = "internal"
+
+
 class Unauthorized(ApiError):
     """401 ``unauthorized``: wrong credentials, or the token expired and re-login failed."""
 
@@ -67,7 +79,9 @@ class NotFound(ApiError):
 
 
 class AlreadyExists(ApiError):
-    """409 ``already_exists``: an object of that name exists with other settings."""
+    """409 ``already_exists``: the name (or IQN, address, path) is taken by a different object.
+
+    A create repeated with the same settings is not an error: it answers the existing object."""
 
     code_name = "already_exists"
 
@@ -79,7 +93,8 @@ class InUse(ApiError):
 
 
 class Conflict(ApiError):
-    """409/412 ``conflict``: a concurrent change (an If-Match that no longer matches); re-read and retry."""
+    """409/412 ``conflict``: a concurrent change, a state that forbids the call, or (412) an If-Match that
+    no longer matches; re-read and retry."""
 
     code_name = "conflict"
 
@@ -95,7 +110,9 @@ class JobFailed(CairnError):
 
     def __init__(self, job: Any) -> None:
         self.job = job
-        super().__init__(f"job {job.id} ({job.kind} {job.object}) failed: {job.error or job.message}")
+        err = job.error.get("message") if isinstance(job.error, dict) else job.error
+        what = job.object.name if job.object is not None else ""
+        super().__init__(f"job {job.id} ({job.kind} {what}) failed: {err or job.message}")
 
 
 class JobTimeout(CairnError):
@@ -104,13 +121,13 @@ class JobTimeout(CairnError):
     def __init__(self, job: Any, timeout: float) -> None:
         self.job = job
         super().__init__(
-            f"job {job.id} ({job.kind} {job.object}) still {job.state} at {job.percent}% after {timeout:.0f} s; "
+            f"job {job.id} ({job.kind}) still {job.state} at {job.percent}% after {timeout:.0f} s; "
             f"it goes on in the cluster: wait again with client.jobs.wait({job.id!r})"
         )
 
 
 _BY_CODE: dict[str, type[ApiError]] = {
-    c.code_name: c for c in (Invalid, Unauthorized, Forbidden, NotFound, AlreadyExists, InUse, Conflict, Unavailable)
+    c.code_name: c for c in (Invalid, NoChange, Internal, Unauthorized, Forbidden, NotFound, AlreadyExists, InUse, Conflict, Unavailable)
 }
 
 # A body without a code (a proxy's error page, an older gateway) is
@@ -122,6 +139,7 @@ _BY_STATUS: dict[int, type[ApiError]] = {
     404: NotFound,
     409: Conflict,
     412: Conflict,
+    500: Internal,
     502: Unavailable,
     503: Unavailable,
     504: Unavailable,

@@ -55,14 +55,28 @@ class Model:
 
 
 @dataclass
-class Capacity(Model):
-    """Capacity of the system or a pool, in bytes; "usable" means after copies."""
+class Ref(Model):
+    """A reference to another object, as events, jobs and alerts carry it."""
 
-    raw_bytes: int = 0  # JSON "raw": before copies
+    kind: str = ""
+    id: str = ""
+    name: str = ""
+
+
+@dataclass
+class Capacity(Model):
+    """Capacity of the system or a pool, in bytes (docs/api.md section 6).
+
+    "usable" figures are after the two copies; ``raw_bytes`` (JSON ``raw``)
+    and ``raw_allocated`` are as on the devices."""
+
+    raw_bytes: int = 0
     usable: int = 0
     spare_reserved: int = 0
     allocated: int = 0
+    raw_allocated: int = 0
     free: int = 0
+    thick_reserved: int = 0
     thin_provisioned: int = 0
     over_provisioning_ratio: float = 0.0
     _keys: ClassVar[dict[str, str]] = {"raw_bytes": "raw"}
@@ -72,31 +86,42 @@ class Capacity(Model):
 class ProtectionDomain(Model):
     id: str = ""
     name: str = ""
-    state: str = ""
+    fault_set_count: int = 0
+    sds_count: int = 0
+    pool_count: int = 0
 
 
 @dataclass
 class FaultSet(Model):
     id: str = ""
     name: str = ""
-    protection_domain: str = ""
+    protection_domain_id: str = ""
+    protection_domain_name: str = ""
+    sds_names: list[str] = field(default_factory=list)
 
 
 @dataclass
 class Maintenance(Model):
-    state: str = ""  # none | entering | in | exiting (see docs/api.md)
-    message: str = ""
+    mode: str = ""  # "" | instant | protected
+    state: str = ""
 
 
 @dataclass
 class SDS(Model):
     id: str = ""
     name: str = ""
-    protection_domain: str = ""
-    fault_set: str = ""
+    protection_domain_id: str = ""
+    protection_domain_name: str = ""
+    fault_set_id: str = ""
+    fault_set_name: str = ""
     address: str = ""
-    state: str = ""
+    state: str = ""  # normal | maintenance | protected-maintenance | removing
+    rebuild_mbps: int = 0
     up: bool = False
+    device_count: int = 0
+    capacity: int = 0  # raw bytes of its devices in state normal
+    raw_allocated: int = 0
+    resync_bytes: int = 0
     maintenance: Maintenance | None = None
     _nested: ClassVar[dict[str, type[Model]]] = {"maintenance": Maintenance}
 
@@ -105,19 +130,33 @@ class SDS(Model):
 class Device(Model):
     id: str = ""
     name: str = ""
-    sds: str = ""
-    pool: str = ""
+    sds_id: str = ""
+    sds_name: str = ""
+    pool_id: str = ""
+    pool_name: str = ""
     path: str = ""
-    state: str = ""
     capacity: int = 0
+    raw_allocated: int = 0
+    state: str = ""
+    reported_state: str = ""
+    error: str = ""
 
 
 @dataclass
 class Pool(Model):
     id: str = ""
     name: str = ""
-    protection_domain: str = ""
-    state: str = ""
+    protection_domain_id: str = ""
+    protection_domain_name: str = ""
+    spare_percent: int = 0
+    pg_count: int = 0
+    zero_padding: bool = False
+    rebuild_policy: str = ""
+    rebuild_max_io: int = 0
+    volume_count: int = 0
+    device_count: int = 0
+    sds_count: int = 0
+    redundant: bool = False
     capacity: Capacity | None = None
     qos_iops_per_gib: int = 0
     qos_bandwidth_per_gib: int = 0
@@ -126,26 +165,32 @@ class Pool(Model):
 
 @dataclass
 class Mapping(Model):
-    """A volume's mapping to a host; ``lun`` is the LUN the host sees."""
+    """A volume's mapping to a host; ``lun`` is the LUN every host sees."""
 
-    host: str = ""
     host_id: str = ""
     host_name: str = ""
     lun: int | None = None
     read_only: bool = False
+    iops_limit: int = 0
+    bandwidth_limit: int = 0
 
 
 @dataclass
 class Volume(Model):
     id: str = ""
     name: str = ""
-    pool: str = ""
+    pool_id: str = ""
+    pool_name: str = ""
     size: int = 0
     thin: bool = True
-    allocated: int = 0
-    state: str = ""
+    wwn: str = ""
+    serial: str = ""
+    allocated: int = 0  # usable bytes of its chunks (one copy)
+    created: str = ""
     iops_limit: int = 0
     bandwidth_limit: int = 0
+    effective_iops_limit: int = 0
+    effective_bandwidth_limit: int = 0
     mappings: list[Mapping] = field(default_factory=list)
     _nested_lists: ClassVar[dict[str, type[Model]]] = {"mappings": Mapping}
 
@@ -157,8 +202,8 @@ class Host(Model):
     type: str = ""  # iscsi | nbd
     iqn: str = ""
     chap_user: str = ""
-    chap: bool = False
-    volumes: list[str] = field(default_factory=list)
+    chap: bool = False  # a CHAP secret is set (never returned)
+    volume_names: list[str] = field(default_factory=list)
 
 
 @dataclass
@@ -169,30 +214,33 @@ class User(Model):
 
 @dataclass
 class MdmMember(Model):
-    id: str = ""
     name: str = ""
-    role: str = ""  # member | tie-breaker
-    leader: bool = False
-    peer_url: str = ""
-    client_url: str = ""
-    healthy: bool = False
+    id: str = ""
+    peer_urls: list[str] = field(default_factory=list)
+    client_urls: list[str] = field(default_factory=list)
+    learner: bool = False
+    raft_leader: bool = False
+    tie_breaker: bool = False
+    cairn_leader: bool = False
 
 
 @dataclass
 class Job(Model):
-    """A long operation on the cluster; see :meth:`cairn.Client.jobs` ``.wait``."""
+    """A long operation on the cluster; wait for it with ``client.jobs.wait(job)``."""
 
     id: str = ""
-    kind: str = ""
-    object: str = ""
+    kind: str = ""  # sds-remove | device-remove | ...
+    object: Ref | None = None
     state: str = ""  # queued | running | succeeded | failed
     percent: float = 0.0
     eta_seconds: float | None = None
     message: str = ""
     result: Any = None
-    error: Any = None
+    error: Any = None  # the error shape {code, message, field} when failed
+    user: str = ""
     created: str = ""
     updated: str = ""
+    _nested: ClassVar[dict[str, type[Model]]] = {"object": Ref}
 
     @property
     def done(self) -> bool:
@@ -203,21 +251,27 @@ class Job(Model):
 class Event(Model):
     id: str = ""
     time: str = ""
-    severity: str = ""
-    kind: str = ""
-    object: str = ""
+    severity: str = ""  # info | warning | error | critical
+    kind: str = ""  # audit | login | state | rebuild | alert
+    object: Ref | None = None
     message: str = ""
     user: str = ""
+    method: str = ""
+    path: str = ""
+    status: int = 0
+    _nested: ClassVar[dict[str, type[Model]]] = {"object": Ref}
 
 
 @dataclass
 class Alert(Model):
     id: str = ""
     severity: str = ""
-    object: str = ""
+    kind: str = ""
+    object: Ref | None = None
     message: str = ""
     since: str = ""
     cleared: str | None = None
+    _nested: ClassVar[dict[str, type[Model]]] = {"object": Ref}
 
 
 @dataclass
@@ -240,9 +294,25 @@ class Statistics(Model):
 
 
 @dataclass
-class System(Model):
+class SystemInfo(Model):
     id: str = ""
     name: str = ""
-    state: str = ""
+    created: str = ""
+
+
+@dataclass
+class System(Model):
+    """``GET /system``: identity, health, capacity, counts, rebuild, MDM leader."""
+
+    bootstrapped: bool = False
+    system: SystemInfo | None = None
+    health: dict[str, Any] = field(default_factory=dict)
     capacity: Capacity | None = None
-    _nested: ClassVar[dict[str, type[Model]]] = {"capacity": Capacity}
+    counts: dict[str, int] = field(default_factory=dict)
+    rebuild: dict[str, Any] = field(default_factory=dict)
+    leader: str = ""
+    _nested: ClassVar[dict[str, type[Model]]] = {"capacity": Capacity, "system": SystemInfo}
+
+    @property
+    def name(self) -> str:
+        return self.system.name if self.system else ""
