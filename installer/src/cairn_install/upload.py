@@ -301,17 +301,32 @@ def _upload_host(
         res.status, res.message = "uploaded", res.message + f"template {tname} on {ds_name}"
     except Cancelled:
         res.status, res.message = "cancelled", "interrupted"
-        res.cleaned_up = _cleanup(content, lease, tname, "interrupted by the user")
+        res.cleaned_up = _cleanup_anyway(target, si, lease, tname, "interrupted by the user")
     except InstallerError as e:
         res.status, res.message = "failed", e.message
-        res.cleaned_up = _cleanup(content, lease, tname, e.message)
+        res.cleaned_up = _cleanup_anyway(target, si, lease, tname, e.message)
     except Exception as e:  # a vSphere fault, an HTTP error: report it per host
         res.status, res.message = "failed", _fault_text(e)
-        res.cleaned_up = _cleanup(content, lease, tname, res.message)
+        res.cleaned_up = _cleanup_anyway(target, si, lease, tname, res.message)
     finally:
         res.seconds = round(time.monotonic() - t0, 1)
         disconnect(si)
     return res
+
+
+def _cleanup_anyway(target: Target, si: Any, lease: Any, tname: str, why: str) -> bool:
+    """Clean up with the worker's session, or with a new one when that session
+    is gone (expired, or terminated by an admin: the usual cause of a failed
+    import), so the half-imported VM is removed whatever ended the upload."""
+    try:
+        return _cleanup(si.content, lease, tname, why)
+    except vim.fault.NotAuthenticated:
+        pass
+    fresh = connect(target)
+    try:
+        return _cleanup(fresh.content, None, tname, why)
+    finally:
+        disconnect(fresh)
 
 
 def _fault_text(e: BaseException) -> str:
