@@ -35,9 +35,12 @@ def free_port() -> int:
         return int(s.getsockname()[1])
 
 
-def wait_port(port: int, timeout: float, what: str) -> None:
+def wait_port(port: int, timeout: float, what: str, proc: subprocess.Popen[bytes] | None = None, log: Path | None = None) -> None:
     deadline = time.monotonic() + timeout
     while time.monotonic() < deadline:
+        if proc is not None and proc.poll() is not None:
+            tail = log.read_text(errors="replace")[-2000:] if log else ""
+            raise AssertionError(f"{what} exited with status {proc.returncode} before listening:\n{tail}")
         with socket.socket() as s:
             s.settimeout(0.5)
             if s.connect_ex(("127.0.0.1", port)) == 0:
@@ -155,7 +158,7 @@ def start_plugin(vc: VCSim, dir: Path) -> Plugin:
         start_new_session=True,
     )
     log.close()
-    wait_port(port, 60, "cairn-plugin")
+    wait_port(port, 60, "cairn-plugin", p, dir / "plugin.log")
     cert = str(dir / "state" / "plugin-cert.pem")
     from cairn_install.vcenter import colon_hex
 
