@@ -28,12 +28,12 @@ declare -A PKGS=(
 	[appliance]="packer qemu-system-x86 qemu-utils debootstrap parted fdisk e2fsprogs dosfstools mtools openssh-client xz-utils"
 	[bench]="nbdkit gnuplot-nox ceph-mon ceph-osd ceph-mgr ceph-common uuid-runtime libiscsi-bin libiscsi-dev qemu-system-x86 busybox-static cpio kmod xz-utils e2fsprogs debootstrap gcc socat fio libnbd-bin"
 	[ui]="chromium"
-	[installer]="python3-venv"
+	[installer]="python3-venv qemu-utils openssl"
 	[ansible]="python3-venv openssh-client"
 )
 # Suites whose scripts read apt's package lists (apt-cache, apt-get download).
 NEEDS_APT_LISTS=" lio appliance bench "
-TEST_SUITES="go integration plugin packer chaos e2e lio"
+TEST_SUITES="go integration plugin installer packer chaos e2e lio"
 
 suites=()
 for s in "${@:-test}"; do

@@ -215,8 +215,17 @@ def svm_ova(tmp_path_factory: pytest.TempPathFactory) -> OVA:
         from cairn_install import ova
 
         o = ova.read(str(real[-1]))
-        print(f"\nOVA under test: the real one, {real[-1]} (version {o.version})")
+        OVA_USED.append(f"the real OVA {real[-1]} (version {o.version})")
         return OVA(str(real[-1]), o.version, "real (packer/output)")
     path = make_ova(tmp_path_factory.mktemp("ova"), "9.9.1-test")
-    print(f"\nOVA under test: generated {path} (no OVA in packer/output: run 'make appliance' to test the real one)")
+    OVA_USED.append(f"a small generated OVA {path} (packer/output has none: 'make appliance' builds the real one)")
     return OVA(path, "9.9.1-test", "generated")
+
+
+OVA_USED: list[str] = []
+
+
+def pytest_terminal_summary(terminalreporter: pytest.TerminalReporter) -> None:
+    """Says which OVA the upload tests used."""
+    for what in OVA_USED:
+        terminalreporter.write_line(f"OVA upload tested on {what}")

@@ -200,6 +200,13 @@ def test_errors_carry_the_servers_code_and_events_record_calls(cluster: Cluster)
             c.pools.update("pool1")
         evs = c.events.list(kind="audit", limit=1000)
         assert any(ev.path == "/api/v1/volumes" and ev.method == "POST" and ev.status == 400 for ev in evs)
+        # The live stream (SSE) from the last listed event on: the next audit event is ours.
+        stream = c.events.stream(after=evs[-1].id, kind="audit")
+        c.hosts.create("py-ev-host", type="nbd")
+        ev = next(stream)
+        assert (ev.method, ev.path, ev.status) == ("POST", "/api/v1/hosts", 201), ev.raw
+        stream.close()
+        c.hosts.delete("py-ev-host")
     with pytest.raises(cairn.Unauthorized) as e3:
         cairn.Client([cluster.gateway], "admin", "wrong-password", ca_file=cluster.ca_bundle).volumes.list()
     assert e3.value.status == 401 and e3.value.code == "unauthorized"

@@ -10,7 +10,7 @@ never creates a second object and never fails on the first one's success.
 from __future__ import annotations
 
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Generator
 from typing import Any, Generic, TypeVar
 from urllib.parse import quote
 
@@ -368,7 +368,7 @@ class Events:
         items = r.body.get("items", []) if isinstance(r.body, dict) else r.body or []
         return [Event.from_dict(x) for x in items if isinstance(x, dict)]
 
-    def stream(self, *, after: str | None = None, **filters: Any) -> Iterator[Event]:
+    def stream(self, *, after: str | None = None, **filters: Any) -> Generator[Event, None, None]:
         """Follow events as they happen (``GET /events/stream``), reconnecting from the last
         id seen when a gateway goes away; stop by breaking out of the loop."""
         last = after
