@@ -391,3 +391,66 @@ def test_deploy_starts_the_plugin_servers_job_and_follows_it(vcsim: VCSim, plugi
     assert "deployment of lab started" in out.stdout
     jobs = s.get(plugin.url + "/api/v1/jobs", timeout=30).json()
     assert [j["name"] for j in jobs] == ["deploy:lab"], jobs
+
+
+def test_deploy_follows_the_job_to_the_end(tmp_path: Path) -> None:
+    """`cairn-plugin -demo` (its own simulated vCenter with the SVM template and an
+    in-memory Cairn): a plan from the wizard's suggestion is deployed and followed."""
+    import re
+
+    from cairn_install.vcenter import colon_hex, server_sha256
+    from conftest import PLUGIN_BIN, free_port, need, stop, wait_port
+
+    exe = need(PLUGIN_BIN / "cairn-plugin", "build it with: cd vcenter-plugin && go build -o bin/ ./cmd/cairn-plugin")
+    port = free_port()
+    out = tmp_path / "demo.out"
+    with open(out, "wb") as f:
+        demo = subprocess.Popen(
+            [str(exe), "-demo", "-listen", f"127.0.0.1:{port}"], stdout=f, stderr=subprocess.DEVNULL, start_new_session=True
+        )
+    try:
+        wait_port(port, 60, "cairn-plugin -demo", demo)
+        text = out.read_text()
+        m = re.search(r"certificate: (\S+) .*simulated vCenter: (https://\S+) \(user (\S+), password (\S+)\)", text, re.S)
+        assert m, text
+        cert, vc_url, user, password = m.groups()
+        plugin_url = f"https://127.0.0.1:{port}"
+        s = Session()
+        s.verify = cert
+        assert s.post(plugin_url + "/api/v1/session", json={"username": user, "password": password}, timeout=60).status_code == 200
+        r = s.post(
+            plugin_url + "/api/v1/plan/suggest",
+            json={"datacenter": "DC0", "system": "lab", "template": "cairn-svm", "svm_cidr": "10.20.0.0/24", "iscsi_cidr": "10.30.0.0/24"},
+            timeout=60,
+        )
+        assert r.status_code == 200, r.text
+        plan = tmp_path / "plan.json"
+        plan.write_text(r.text)
+        vc_port = int(vc_url.split("//", 1)[1].split("/", 1)[0].rsplit(":", 1)[1])
+        env = {k: v for k, v in os.environ.items() if not k.startswith("CAIRN_")}
+        env.update(CAIRN_VCENTER=vc_url, CAIRN_VCENTER_USER=user, CAIRN_VCENTER_PASSWORD=password)
+        pin = colon_hex(server_sha256("127.0.0.1", vc_port))
+        args = ["--vcenter-thumbprint", pin, "--plugin-ca-file", cert, "--plugin-url", plugin_url]
+        d = subprocess.run(
+            [sys.executable, "-m", "cairn_install", "deploy", "--plan", str(plan), "--timeout", "300", *args],
+            env=env,
+            capture_output=True,
+            text=True,
+            timeout=400,
+            check=False,
+        )
+        assert d.returncode == 0, d.stderr[-3000:]
+        assert "deployment of lab: succeeded" in d.stdout
+        assert "[deploy] system lab deployed" in d.stderr  # the job's progress events were shown
+        st = subprocess.run(
+            [sys.executable, "-m", "cairn_install", "--json", "status", *args],
+            env=env,
+            capture_output=True,
+            text=True,
+            timeout=120,
+            check=False,
+        )
+        svms = json.loads(st.stdout)["svms"]
+        assert len(svms) == 4 and {x["power_state"] for x in svms} == {"poweredOn"}, svms
+    finally:
+        stop(demo)

@@ -363,7 +363,7 @@ def run_action(name: str, s: Session, as_json: bool) -> int:
         doc = ACTIONS[name](s)
         code = Exit.OK
     except KeyboardInterrupt:
-        doc, code = {"message": "interrupted: half-imported templates were removed"}, Exit.INTERRUPTED
+        doc, code = {"message": "interrupted (an upload removes its half-imported templates before it stops)"}, Exit.INTERRUPTED
         doc["error"] = {"code": int(code), "message": doc["message"]}
     except vmodl.MethodFault as e:
         # A vSphere fault no check above foresaw: report it, not a traceback.
