@@ -26,7 +26,7 @@ key() {
 	{
 		python3 -c 'import sys; print(sys.version)'
 		cat "$LOCK"
-		for p in "${LOCAL_PKGS[@]}"; do [ -f "$ROOT/$p/pyproject.toml" ] && cat "$ROOT/$p/pyproject.toml"; done
+		for p in "${LOCAL_PKGS[@]}"; do if [ -f "$ROOT/$p/pyproject.toml" ]; then cat "$ROOT/$p/pyproject.toml"; fi; done
 	} | sha256sum | cut -d' ' -f1
 }
 want=$(key)
