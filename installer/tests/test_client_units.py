@@ -94,3 +94,32 @@ def test_models_keep_unknown_fields_and_convert_nested() -> None:
     )
     assert j.done and j.object is not None and j.object.name == "sds3"
     assert "failed: m" in str(cairn.JobFailed(j))
+
+
+def test_sse_events_survive_any_chunking() -> None:
+    from cairn._http import parse_sse
+
+    events = [{"id": f"{i:016x}", "message": "m" * i, "kind": "audit"} for i in range(20)]
+    stream = b"".join(b"id: %s\nevent: event\ndata: %s\n\n: keepalive\n\n" % (e["id"].encode(), json.dumps(e).encode()) for e in events)
+    rnd = random.Random(7)
+    for _ in range(50):
+        cuts = sorted(rnd.sample(range(1, len(stream)), 30))
+        chunks = [stream[a:b] for a, b in zip([0, *cuts], [*cuts, len(stream)], strict=True)]
+        assert list(parse_sse(chunks)) == events
+
+
+def test_sse_parser_is_bounded_and_only_raises_api_errors() -> None:
+    from cairn._http import parse_sse
+
+    with pytest.raises(cairn.ApiError, match="longer than 1024"):
+        list(parse_sse([b"data: " + b"x" * 2000], max_line=1024))
+    with pytest.raises(cairn.ApiError, match="longer than 1024"):
+        list(parse_sse([(b"data: " + b"x" * 100 + b"\n") * 20], max_line=1024))  # one event of many lines
+    rnd = random.Random(9)
+    for _ in range(300):
+        junk = bytes(rnd.getrandbits(8) for _ in range(rnd.randrange(0, 400))).replace(b"\x00", b"\n")
+        try:
+            out = list(parse_sse([junk, b"\n\n"], max_line=1024))
+        except cairn.ApiError:
+            continue
+        assert all(isinstance(d, dict) for d in out)

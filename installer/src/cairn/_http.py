@@ -18,7 +18,7 @@ import json
 import logging
 import threading
 import time
-from collections.abc import Callable, Iterator, Mapping, Sequence
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -75,6 +75,45 @@ class Session(requests.Session):
     def request(self, method: str | bytes, url: str | bytes, *args: Any, **kwargs: Any) -> requests.Response:
         kwargs.setdefault("verify", self.verify)
         return super().request(method, url, *args, **kwargs)
+
+
+def parse_sse(chunks: Iterable[bytes], max_line: int = MAX_SSE_LINE) -> Iterator[dict[str, Any]]:
+    r"""The JSON objects in the ``data:`` fields of a server-sent event stream.
+
+    Events end at an empty line; comments (``: keepalive``) and other fields
+    are skipped, as are data that are not a JSON object. A line longer than
+    ``max_line`` (a broken or hostile server) raises ApiError.
+
+    >>> list(parse_sse([b"id: 1\nevent: event\nda", b'ta: {"id":"1"}\n\n: keepalive\n\n']))
+    [{'id': '1'}]
+    """
+    buf = b""
+    data: list[bytes] = []
+    for chunk in chunks:
+        buf += chunk
+        while True:
+            line, sep, rest = buf.partition(b"\n")
+            if not sep:
+                break
+            buf = rest
+            line = line.rstrip(b"\r")
+            if len(line) > max_line:
+                raise ApiError(0, "invalid_response", f"event stream line longer than {max_line} bytes")
+            if not line:
+                if data:
+                    try:
+                        doc = json.loads(b"\n".join(data))
+                    except (ValueError, UnicodeDecodeError):
+                        doc = None
+                    data = []
+                    if isinstance(doc, dict):
+                        yield doc
+            elif line.startswith(b"data:"):
+                data.append(line[5:].lstrip())
+                if sum(len(d) for d in data) > max_line:
+                    raise ApiError(0, "invalid_response", f"event stream event longer than {max_line} bytes")
+        if len(buf) > max_line:
+            raise ApiError(0, "invalid_response", f"event stream line longer than {max_line} bytes")
 
 
 def _never_sent(exc: requests.RequestException) -> bool:
@@ -205,28 +244,9 @@ class Transport:
                 self.login()
                 raise Unavailable(401, "unavailable", "token expired: logged in again; reconnect")
             if r.status_code >= 400:
-                raise error_from_response(r.status_code, r.content[:65536])
-            buf = b""
-            data: list[bytes] = []
+                raise error_from_response(r.status_code, r.raw.read(65536, decode_content=True) or b"")
             try:
-                for chunk in r.iter_content(8192):
-                    buf += chunk
-                    if len(buf) > MAX_SSE_LINE and b"\n" not in buf:
-                        raise ApiError(r.status_code, "invalid_response", f"event stream line longer than {MAX_SSE_LINE} bytes")
-                    while b"\n" in buf:
-                        line, buf = buf.split(b"\n", 1)
-                        line = line.rstrip(b"\r")
-                        if not line:
-                            if data:
-                                try:
-                                    doc = json.loads(b"\n".join(data))
-                                except ValueError:
-                                    doc = None
-                                data = []
-                                if isinstance(doc, dict):
-                                    yield doc
-                        elif line.startswith(b"data:"):
-                            data.append(line[5:].lstrip())
+                yield from parse_sse(r.iter_content(8192))
             except requests.RequestException as e:
                 raise Unavailable(0, "unavailable", f"{base}: event stream broke: {e}") from e
         raise Unavailable(0, "unavailable", f"{base}: event stream ended")

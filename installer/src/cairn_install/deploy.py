@@ -19,6 +19,9 @@ from typing import Any
 
 import requests
 
+from cairn._http import parse_sse
+from cairn.errors import ApiError
+
 from .errors import Exit, InstallerError
 from .vcenter import TlsPolicy
 
@@ -119,26 +122,14 @@ def follow(ps: PluginSession, job: str, timeout: float, out: Any = sys.stderr) -
 
 
 def _events(ps: PluginSession, job: str, stop: threading.Event, out: Any) -> None:
-    # Server-sent events; every line bounded. Progress display only: a
-    # broken stream never fails the deployment.
+    # Progress display only: a broken stream never fails the deployment.
     try:
         with ps.http.get(ps.base + "/api/v1/events", params={"job": job}, stream=True, timeout=(10, 30)) as r:
-            buf = b""
-            for chunk in r.iter_content(4096):
+            for e in parse_sse(r.iter_content(4096), max_line=MAX_EVENT_LINE):
                 if stop.is_set():
                     return
-                buf += chunk
-                if len(buf) > MAX_EVENT_LINE and b"\n" not in buf:
-                    buf = b""
-                while b"\n" in buf:
-                    line, buf = buf.split(b"\n", 1)
-                    if line.startswith(b"data: "):
-                        try:
-                            e = json.loads(line[6:])
-                        except ValueError:
-                            continue
-                        host = f" {e.get('host')}" if e.get("host") else ""
-                        out.write(f"[{e.get('step', '')}{host}] {e.get('message', '')}\n")
-                        out.flush()
-    except requests.RequestException:
+                host = f" {e.get('host')}" if e.get("host") else ""
+                out.write(f"[{e.get('step', '')}{host}] {e.get('message', '')}\n")
+                out.flush()
+    except (requests.RequestException, ApiError):
         return

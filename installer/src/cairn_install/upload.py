@@ -262,6 +262,9 @@ def upload(
             _, pending = wait(pending, timeout=0.5, return_when=FIRST_EXCEPTION)
     except KeyboardInterrupt:
         cancel.set()
+        progress.done()
+        progress.out.write("interrupted: aborting the uploads and removing half-imported VMs...\n")
+        progress.out.flush()
         wait(set(futs))  # workers abort their leases and remove half-imported VMs
         progress.done()
         pool.shutdown()
