@@ -177,6 +177,20 @@ def test_sds_maintenance_enter_exit(cluster: Cluster) -> None:
         assert s.state == "normal", s.raw
 
 
+def test_mdm_members_and_moving_the_leader(cluster: Cluster) -> None:
+    with cluster.client() as c:
+        members = c.mdm.list()
+        assert sorted(m.name for m in members) == ["mdm1", "mdm2", "mdm3"]
+        assert sum(m.raft_leader for m in members) == 1 and all(m.started and not m.learner for m in members)
+        leader = next(m.name for m in members if m.raft_leader)
+        other = next(m.name for m in members if not m.raft_leader)
+        assert c.mdm.set_leader(leader) == leader  # naming the current leader: a repeat
+        assert c.mdm.set_leader(other) == other
+        assert next(m.name for m in c.mdm.list() if m.raft_leader) == other
+        with pytest.raises(cairn.NotFound):
+            c.mdm.set_leader("no-such-mdm")
+
+
 def test_device_remove_is_a_job_with_progress(cluster: Cluster) -> None:
     with cluster.client() as c:
         job = c.devices.remove("sds3-dev2")

@@ -191,6 +191,7 @@ class Volume(Model):
     bandwidth_limit: int = 0
     effective_iops_limit: int = 0
     effective_bandwidth_limit: int = 0
+    io: dict[str, int] = field(default_factory=dict)  # cumulative counters; rates: client.statistics
     mappings: list[Mapping] = field(default_factory=list)
     _nested_lists: ClassVar[dict[str, type[Model]]] = {"mappings": Mapping}
 
@@ -214,14 +215,18 @@ class User(Model):
 
 @dataclass
 class MdmMember(Model):
+    """An MDM (etcd) member; ``initial_cluster`` only in the answer to ``add``."""
+
     name: str = ""
     id: str = ""
+    started: bool = False
     peer_urls: list[str] = field(default_factory=list)
     client_urls: list[str] = field(default_factory=list)
     learner: bool = False
     raft_leader: bool = False
     tie_breaker: bool = False
     cairn_leader: bool = False
+    initial_cluster: str = ""
 
 
 @dataclass

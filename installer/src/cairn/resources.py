@@ -286,13 +286,15 @@ class Users(Collection[User]):
 
 
 class MdmMembers(Collection[MdmMember]):
-    """``client.mdm.list()``; ``add``, ``remove`` and ``set_leader`` (docs/api.md: planned on the gateway)."""
+    """MDM (etcd) members: ``client.mdm.list()``, ``add(name, peer_url)`` (its answer's
+    ``initial_cluster`` is what to start the new member with), ``delete(name)``,
+    ``set_leader(name)``."""
 
     path = "/mdm/members"
     model = MdmMember
 
     def add(self, name: str, peer_url: str, *, tie_breaker: bool = False) -> MdmMember:
-        """Add a member (as an etcd learner, promoted when caught up)."""
+        """Add a member (as an etcd learner, promoted once in sync); a repeat answers it."""
         return self._create({"name": name, "peer_url": peer_url, "tie_breaker": tie_breaker})
 
     def set_leader(self, name: str) -> str:
