@@ -37,13 +37,17 @@ def test_descriptor_prefers_the_sha256_thumbprint() -> None:
     ext = d.extension()
     assert ext.client[0].url == GOOD["client_url"] and ext.server[0].serverThumbprint == d.server_thumbprint
     assert Descriptor.from_json(dict(GOOD, server_thumbprint_sha256=""), "x").server_thumbprint == "AA:BB"
+    assert ext.server[0].type == "HTTPS"  # descriptor 1
+    v2 = dict(GOOD, descriptor_version=2, server_type="MANIFEST_SERVER", server_url=GOOD["client_url"], server_certificate="PEM")
+    ext2 = Descriptor.from_json(v2, "x").extension()
+    assert (ext2.server[0].type, ext2.server[0].url, ext2.server[0].serverCertificate) == ("MANIFEST_SERVER", GOOD["client_url"], "PEM")
 
 
 def test_descriptor_of_any_shape_is_a_descriptor_or_a_usage_error() -> None:
     rnd = random.Random(3)
     values: list[object] = [None, 1, "", "x", [], {}, ["a"], True, 2.5]
     with pytest.raises(InstallerError) as e:
-        Descriptor.from_json(dict(GOOD, descriptor_version=2), "x")
+        Descriptor.from_json(dict(GOOD, descriptor_version=3), "x")
     assert e.value.code == Exit.USAGE and "upgrade cairn-install" in e.value.message
     for _ in range(500):
         doc = {k: (v if rnd.random() < 0.7 else rnd.choice(values)) for k, v in GOOD.items() if rnd.random() < 0.9}

@@ -53,6 +53,14 @@ def extension_of(vc: VCSim) -> Any:
         disconnect(si)
 
 
+def api_version(vc: VCSim) -> tuple[int, ...]:
+    si: Any = vc.si()
+    try:
+        return tuple(int(x) for x in si.content.about.apiVersion.split(".") if x.isdigit())
+    finally:
+        disconnect(si)
+
+
 def vm_state(vc: VCSim) -> list[tuple[str, bool, str]]:
     """(name, is template, host) of every VM, sorted."""
     si: Any = vc.si()
@@ -120,7 +128,11 @@ def test_register_upgrade_unregister(vcsim: VCSim, plugin: Plugin, tmp_path: Pat
     assert ext.description.label == descriptor["label"]
     assert [(c.type, c.url) for c in ext.client] == [("vsphere-client-remote", descriptor["client_url"])]
     assert ext.client[0].url.endswith("/plugin.json")
-    assert [(s.type, s.url, s.serverThumbprint) for s in ext.server] == [("HTTPS", descriptor["server_url"], plugin.sha256)]
+    server_type = descriptor.get("server_type", "HTTPS")  # descriptor 1: HTTPS; 2: MANIFEST_SERVER
+    assert [(s.type, s.url, s.serverThumbprint) for s in ext.server] == [(server_type, descriptor["server_url"], plugin.sha256)]
+    if descriptor.get("server_certificate") and api_version(vcsim) >= (8, 0, 2):
+        # vCenter 8.0.2 added the PEM certificate (the simulator is older and drops it)
+        assert ext.server[0].serverCertificate == descriptor["server_certificate"]
     assert sorted(t.taskID for t in ext.taskList) == sorted(descriptor["task_types"])
 
     # An existing registration is an error and changes nothing.
@@ -411,9 +423,16 @@ def test_deploy_follows_the_job_to_the_end(tmp_path: Path) -> None:
     try:
         wait_port(port, 60, "cairn-plugin -demo", demo)
         text = out.read_text()
-        m = re.search(r"certificate: (\S+) .*simulated vCenter: (https://\S+) \(user (\S+), password (\S+)\)", text, re.S)
-        assert m, text
-        cert, vc_url, user, password = m.groups()
+        m = re.search(
+            r"certificate: (\S+) .*simulated vCenter: (https://\S+)\s+sign in to the UI as (\S+) with the password in (\S+)", text, re.S
+        )
+        if m:
+            cert, vc_url, user, pwfile = m.groups()
+            password = Path(pwfile).read_text().strip()
+        else:  # the older demo printed the password itself
+            m = re.search(r"certificate: (\S+) .*simulated vCenter: (https://\S+) \(user (\S+), password (\S+)\)", text, re.S)
+            assert m, text
+            cert, vc_url, user, password = m.groups()
         plugin_url = f"https://127.0.0.1:{port}"
         s = Session()
         s.verify = cert

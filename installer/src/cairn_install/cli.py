@@ -316,10 +316,11 @@ def act_deploy(s: Session, progress_out: Any = None) -> dict[str, Any]:
     plan = deploymod.load_plan(plan_path)
     url = s.plugin_url()
     tls = s.plugin_tls()
-    si = connect(s.target())
+    target = s.target()
+    si = connect(target)  # checks the credentials with vCenter first: a clear error for a wrong password
     ps = deploymod.PluginSession(url, tls)
     try:
-        ps.login(si)
+        ps.login(target.user, target.password)
         deploymod.validate(ps, plan)
         job = deploymod.start(ps, plan)
         if getattr(a, "no_wait", False):

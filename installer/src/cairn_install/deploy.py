@@ -72,9 +72,10 @@ class PluginSession:
             raise InstallerError(code, f"plugin server: {method} {path}: HTTP {r.status_code}: {str(msg)[:500]}")
         return r.json() if r.content else None
 
-    def login(self, si: Any) -> None:
-        ticket = si.content.sessionManager.AcquireCloneTicket()
-        self.call("POST", "/api/v1/session", {"clone_ticket": ticket})
+    def login(self, user: str, password: str) -> None:
+        """Sign in to the plugin server with the vCenter credentials (it opens its own
+        vCenter session with them; over the verified TLS connection only)."""
+        self.call("POST", "/api/v1/session", {"username": user, "password": password})
 
     def close(self) -> None:
         with contextlib.suppress(requests.RequestException):

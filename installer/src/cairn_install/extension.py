@@ -23,12 +23,15 @@ from .errors import Exit, InstallerError
 from .vcenter import TlsPolicy, colon_hex, server_sha256
 
 DESCRIPTOR_PATH = "/api/v1/extension"
+# Descriptor formats: 1 (server_url .../ui/, type HTTPS, thumbprints only);
+# 2 (server_type MANIFEST_SERVER, server_url = plugin.json, PEM certificate).
+KNOWN_VERSIONS = frozenset({1, 2})
 MAX_DESCRIPTOR = 256 << 10
 
 
 @dataclass(frozen=True)
 class Descriptor:
-    """The registration descriptor (format ``descriptor_version`` 1)."""
+    """The registration descriptor (``descriptor_version`` 1 or 2, see KNOWN_VERSIONS)."""
 
     key: str
     version: str
@@ -37,6 +40,7 @@ class Descriptor:
     summary: str
     client_type: str
     client_url: str
+    server_type: str  # HTTPS (descriptor 1) or MANIFEST_SERVER (descriptor 2: server_url is plugin.json)
     server_url: str
     server_thumbprint: str  # as vCenter stores it: colon hex (SHA-256 when the server gives one)
     server_sha256: str  # 64 lowercase hex, "" when the descriptor has none
@@ -48,11 +52,11 @@ class Descriptor:
     def from_json(doc: Any, source: str) -> Descriptor:
         if not isinstance(doc, dict):
             raise InstallerError(Exit.USAGE, f"{source}: the extension descriptor is not a JSON object")
-        if doc.get("descriptor_version", 1) != 1:
+        version = doc.get("descriptor_version", 1)
+        if type(version) is not int or version not in KNOWN_VERSIONS:
             raise InstallerError(
                 Exit.USAGE,
-                f"{source}: descriptor_version {doc.get('descriptor_version')!r} is newer than this installer knows (1): "
-                "upgrade cairn-install",
+                f"{source}: descriptor_version {version!r} is not one this installer knows {sorted(KNOWN_VERSIONS)}: upgrade cairn-install",
             )
 
         def s(name: str, *alts: str, required: bool = True) -> str:
@@ -75,6 +79,7 @@ class Descriptor:
             summary=s("summary", required=False),
             client_type=s("client_type"),
             client_url=s("client_url"),
+            server_type=s("server_type", required=False) or "HTTPS",
             server_url=s("server_url"),
             server_thumbprint=thumb,
             server_sha256=sha256,
@@ -93,7 +98,7 @@ class Descriptor:
             url=self.server_url,
             description=desc,
             company=self.company,
-            type=urlsplit(self.server_url).scheme.upper() or "HTTPS",
+            type=self.server_type,
             adminEmail=["noreply@cairn.invalid"],
             serverThumbprint=self.server_thumbprint,
         )
@@ -180,8 +185,10 @@ class Registration:
     label: str
     client_type: str
     client_url: str
+    server_type: str
     server_url: str
     server_thumbprint: str
+    server_certificate: bool  # a PEM certificate is registered
 
     def as_dict(self) -> dict[str, str]:
         return dict(self.__dict__)
@@ -200,8 +207,10 @@ def find(si: Any, key: str) -> Registration | None:
         label=ext.description.label if ext.description else "",
         client_type=c.type if c else "",
         client_url=c.url if c else "",
+        server_type=sv.type if sv else "",
         server_url=sv.url if sv else "",
         server_thumbprint=sv.serverThumbprint if sv else "",
+        server_certificate=bool(sv is not None and getattr(sv, "serverCertificate", None)),
     )
 
 

@@ -50,7 +50,7 @@ def render(st: dict[str, Any]) -> str:
     if r:
         out.append(f"Plugin: registered, version {r['version']} ({r['key']})")
         out.append(f"  client  {r['client_type']} {r['client_url']}")
-        out.append(f"  server  {r['server_url']} thumbprint {r['server_thumbprint']}")
+        out.append(f"  server  {r['server_type']} {r['server_url']} thumbprint {r['server_thumbprint']}")
     else:
         out.append("Plugin: not registered (cairn-install register)")
     out.append("Templates per host:")
