@@ -16,6 +16,7 @@ import pytest
 
 import cairn
 from cairn import GiB
+from cairn._http import Session
 from cairn.models import Job
 from conftest import APPLIANCE_BIN, ROOT, free_port, need, stop, wait_port
 
@@ -80,6 +81,15 @@ def cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Cluster]:
         )
         log.close()
         wait_port(port2, 60, "the second gateway", gw2, d / "logs" / "gateway2.log")
+        spec = Session()
+        spec.verify = str(d / "gateway" / "cert.pem")
+        paths = spec.get(f"https://127.0.0.1:{ports['GW_PORT']}/api/v1/openapi.json", timeout=30).json().get("paths", {})
+        if "/api/v1/protection-domains" not in paths:
+            pytest.fail(
+                f"the gateway in {APPLIANCE_BIN} predates docs/api.md (no /protection-domains): "
+                "build it from a tree with that API (make build)",
+                pytrace=False,
+            )
         yield Cluster(
             d,
             f"127.0.0.1:{ports['GW_PORT']}",
