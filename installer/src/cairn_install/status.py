@@ -4,10 +4,8 @@ from __future__ import annotations
 
 from typing import Any
 
-from pyVmomi import vim
-
 from . import extension
-from .upload import _all_hosts, vms
+from .upload import all_hosts, vms
 
 
 def _cairn_vapp(va: Any) -> tuple[bool, str]:
@@ -24,7 +22,7 @@ def _cairn_vapp(va: Any) -> tuple[bool, str]:
 def collect(si: Any, key: str) -> dict[str, Any]:
     content = si.content
     reg = extension.find(si, key)
-    templates: dict[str, list[dict[str, str]]] = {h.name: [] for h in _all_hosts(content)}
+    templates: dict[str, list[dict[str, str]]] = {h.name: [] for h in all_hosts(content)}
     svms: list[dict[str, str]] = []
     for v in vms(content):
         ok, version = _cairn_vapp(v.vapp)
@@ -62,4 +60,4 @@ def render(st: dict[str, Any]) -> str:
     return "\n".join(out)
 
 
-__all__ = ["collect", "render", "vim"]
+__all__ = ["collect", "render"]

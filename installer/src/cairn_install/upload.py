@@ -103,7 +103,7 @@ class Options:
     parallel: int = 4
 
 
-def _all_hosts(content: Any) -> list[Any]:
+def all_hosts(content: Any) -> list[Any]:
     view = content.viewManager.CreateContainerView(content.rootFolder, [vim.HostSystem], True)
     try:
         return list(view.view)
@@ -147,7 +147,7 @@ def vms(content: Any) -> list[VMInfo]:
         objs = content.propertyCollector.RetrieveContents([spec])
     finally:
         view.Destroy()
-    hosts = {h._moId: h.name for h in _all_hosts(content)}
+    hosts = {h._moId: h.name for h in all_hosts(content)}
     out: list[VMInfo] = []
     for o in objs:
         p = {x.name: x.val for x in o.propSet}
@@ -202,7 +202,7 @@ def _pick_datastore(host: Any, opts: Options, need: int) -> Any:
 def plan_hosts(si: Any, o: ovamod.Ova, opts: Options) -> tuple[list[tuple[Any, Any]], list[HostResult]]:
     """Resolve hosts and datastores, check space; returns (to upload, skipped). Changes nothing."""
     content = si.content
-    hosts = {h.name: h for h in _all_hosts(content)}
+    hosts = {h.name: h for h in all_hosts(content)}
     names = opts.hosts or sorted(n for n, h in hosts.items() if h.runtime.connectionState == "connected")
     missing = [n for n in names if n not in hosts]
     if missing:
@@ -290,7 +290,7 @@ def _upload_host(
     lease: Any = None
     try:
         content = si.content
-        host = next(h for h in _all_hosts(content) if h.name == host_name)
+        host = next(h for h in all_hosts(content) if h.name == host_name)
         ds = next(d for d in host.datastore if d.name == ds_name)
         dc = _datacenter(host)
         _remove_leftover(content, tname, res)
