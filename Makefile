@@ -5,7 +5,7 @@ DEMO_STATE ?= $(CURDIR)/demo-state
 GO_TEST_FLAGS ?= -race -count=1 -timeout 20m
 
 .PHONY: all build demo demo-stop test test-go test-integration test-chaos test-lio test-lio-full test-e2e \
-	test-appliance test-packer test-plugin test-qos demo-vsphere bench bench-smoke test-bench clean
+	test-appliance test-packer test-plugin test-qos test-installer print-test-suites demo-vsphere bench bench-smoke test-bench clean
 
 all: build
 
@@ -24,10 +24,13 @@ demo-stop:
 ## test: the whole default suite (what CI runs); each suite prints its time
 # Installs what the suites need first (scripts/deps.sh: only what is missing,
 # and it says what); each suite target below also does so for itself alone.
-TEST_SUITES ?= test-go test-integration test-plugin test-packer test-chaos test-e2e test-lio test-qos
+TEST_SUITES ?= test-go test-integration test-plugin test-installer test-packer test-chaos test-e2e test-lio test-qos
 test:
 	@scripts/deps.sh test
 	@scripts/run-suites.sh $(TEST_SUITES)
+
+print-test-suites:
+	@echo $(TEST_SUITES)
 
 # failures under fio verify: SDS kill, partition, device errors, MDM quorum,
 # maintenance, fault set, ATS linearizability. Each SDS in its own netns. Root.
@@ -79,6 +82,14 @@ demo-vsphere:
 test-plugin:
 	@scripts/deps.sh plugin
 	cd vcenter-plugin && go vet ./... && go test $(GO_TEST_FLAGS) -p 2 ./...
+
+# cairn-install and the cairn Python client (installer/): ruff, mypy strict,
+# pytest against cairn-vcsim + the plugin server and a real local cluster.
+test-installer: build
+	@scripts/deps.sh installer
+	cd vcenter-plugin && go build -o bin/ ./cmd/cairn-vcsim ./cmd/cairn-plugin
+	$(MAKE) --no-print-directory -C packer tools
+	installer/test.sh
 
 test-go:
 	@scripts/deps.sh go

@@ -28,13 +28,14 @@ declare -A PKGS=(
 	[appliance]="packer qemu-system-x86 qemu-utils debootstrap parted fdisk e2fsprogs dosfstools mtools openssh-client xz-utils"
 	[bench]="nbdkit gnuplot-nox ceph-mon ceph-osd ceph-mgr ceph-common uuid-runtime libiscsi-bin libiscsi-dev qemu-system-x86 busybox-static cpio kmod xz-utils e2fsprogs debootstrap gcc socat fio libnbd-bin"
 	[ui]="chromium"
-	[installer]="python3-venv"
+	[installer]="python3-venv qemu-utils openssl"
 	[ansible]="python3-venv openssh-client"
 	[qos]="fio libnbd-bin"
 )
 # Suites whose scripts read apt's package lists (apt-cache, apt-get download).
 NEEDS_APT_LISTS=" lio appliance bench "
-TEST_SUITES="go integration plugin packer chaos e2e lio qos"
+# The suites of `make test` (the Makefile's TEST_SUITES is the one list).
+TEST_SUITES=$(make -s --no-print-directory -C "$ROOT" print-test-suites | sed 's/\btest-//g')
 
 suites=()
 for s in "${@:-test}"; do
@@ -72,7 +73,7 @@ if [ ${#want[@]} -gt 0 ]; then
 fi
 # apt-cache/apt-get download need package lists; a fresh image has none.
 have_lists=1
-compgen -G "/var/lib/apt/lists/*_Packages" >/dev/null || have_lists=0
+compgen -G "/var/lib/apt/lists/*_Packages*" >/dev/null || have_lists=0
 
 if [ ${#missing[@]} -gt 0 ] || { [ $lists = 1 ] && [ $have_lists = 0 ]; }; then
 	SUDO=""

@@ -3,6 +3,8 @@ package main
 import (
 	"context"
 	"flag"
+	"fmt"
+	"time"
 
 	"github.com/cairn-storage/cairn/appliance/internal/gateway"
 	"github.com/cairn-storage/cairn/appliance/internal/sds"
@@ -20,8 +22,12 @@ func runGateway(ctx context.Context, args []string) error {
 	fs.StringVar(&cfg.Listen, "listen", gateway.DefaultListen, "listen address")
 	fs.StringVar(&cfg.StateDir, "state-dir", "/var/lib/cairn/gateway", "TLS certificate, key and first admin password")
 	fs.BoolVar(&cfg.TLS, "tls", true, "serve HTTPS (plain HTTP only behind a TLS proxy)")
+	fs.DurationVar(&cfg.TokenTTL, "token-ttl", gateway.DefaultTokenTTL, "lifetime of a login token (clients log in again after it; shorter limits a leaked token)")
 	if err := parse(fs, args); err != nil {
 		return err
+	}
+	if cfg.TokenTTL < time.Second {
+		return fmt.Errorf("--token-ttl %s: give at least 1s (default %s)", cfg.TokenTTL, gateway.DefaultTokenTTL)
 	}
 	cli, err := c.etcd(ctx)
 	if err != nil {

@@ -1,0 +1,174 @@
+"""Exceptions of the Cairn client: one per error code of the gateway API.
+
+Every error the gateway returns has the body ``{"code", "message", "field"}``
+(docs/api.md); :func:`error_from_response` turns it into the subclass of
+:class:`ApiError` for its code, keeping the HTTP status, the code, the
+server's message and the offending field, so callers branch on the class::
+
+    try:
+        client.volumes.create("db1", pool="pool1", size=8 * GiB)
+    except cairn.AlreadyExists:
+        pass  # created before: fine
+"""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+
+class CairnError(Exception):
+    """Base of everything this package raises."""
+
+
+class ApiError(CairnError):
+    """An error answered by a gateway (or no answer at all: status 0).
+
+    Attributes:
+        status: the HTTP status (0 when no gateway answered).
+        code: the API's error code, e.g. ``"not_found"``, ``"in_use"``.
+        message: the server's message; it says what to do next.
+        field: the request field or object the error is about, or None.
+    """
+
+    code_name = ""
+
+    def __init__(self, status: int, code: str, message: str, field: str | None = None) -> None:
+        self.status = status
+        self.code = code
+        self.message = message
+        self.field = field
+        where = f" (field {field})" if field else ""
+        super().__init__(f"{status} {code}: {message}{where}")
+
+
+class Invalid(ApiError):
+    """400 ``invalid``: the request is malformed or a value is out of range."""
+
+    code_name = "invalid"
+
+
+class NoChange(Invalid):
+    """400 ``no_change``: a PATCH that names no field at all."""
+
+    code_name = "no_change"
+
+
+class Internal(ApiError):
+    """500 ``internal``: a bug in the gateway; its log has the details."""
+
+    code_name = "internal"
+
+
+class Unauthorized(ApiError):
+    """401 ``unauthorized``: wrong credentials, or the token expired and re-login failed."""
+
+    code_name = "unauthorized"
+
+
+class Forbidden(ApiError):
+    """403 ``forbidden``: the user's role does not allow the call."""
+
+    code_name = "forbidden"
+
+
+class NotFound(ApiError):
+    """404 ``not_found``: no such object (``field`` names the reference)."""
+
+    code_name = "not_found"
+
+
+class AlreadyExists(ApiError):
+    """409 ``already_exists``: the name (or IQN, address, path) is taken by a different object.
+
+    A create repeated with the same settings is not an error: it answers the existing object."""
+
+    code_name = "already_exists"
+
+
+class InUse(ApiError):
+    """409 ``in_use``: the object is used by others (a mapped volume, a pool with volumes)."""
+
+    code_name = "in_use"
+
+
+class Conflict(ApiError):
+    """409/412 ``conflict``: a concurrent change, a state that forbids the call, or (412) an If-Match that
+    no longer matches; re-read and retry."""
+
+    code_name = "conflict"
+
+
+class Unavailable(ApiError):
+    """503 ``unavailable`` (or status 0): no gateway could serve the call now; retry later."""
+
+    code_name = "unavailable"
+
+
+class JobFailed(CairnError):
+    """A job ended in state ``failed``; ``job`` is its last state."""
+
+    def __init__(self, job: Any) -> None:
+        self.job = job
+        err = job.error.get("message") if isinstance(job.error, dict) else job.error
+        what = job.object.name if job.object is not None else ""
+        super().__init__(f"job {job.id} ({job.kind} {what}) failed: {err or job.message}")
+
+
+class JobTimeout(CairnError):
+    """A job did not end within the time the caller gave; it still runs on the cluster."""
+
+    def __init__(self, job: Any, timeout: float) -> None:
+        self.job = job
+        super().__init__(
+            f"job {job.id} ({job.kind}) still {job.state} at {job.percent}% after {timeout:.0f} s; "
+            f"it goes on in the cluster: wait again with client.jobs.wait({job.id!r})"
+        )
+
+
+_BY_CODE: dict[str, type[ApiError]] = {
+    c.code_name: c for c in (Invalid, NoChange, Internal, Unauthorized, Forbidden, NotFound, AlreadyExists, InUse, Conflict, Unavailable)
+}
+
+# A body without a code (a proxy's error page, an older gateway) is
+# classified by its status alone.
+_BY_STATUS: dict[int, type[ApiError]] = {
+    400: Invalid,
+    401: Unauthorized,
+    403: Forbidden,
+    404: NotFound,
+    409: Conflict,
+    412: Conflict,
+    500: Internal,
+    502: Unavailable,
+    503: Unavailable,
+    504: Unavailable,
+}
+
+# Bounds what is read from an error body into a message.
+_MAX_MESSAGE = 4096
+
+
+def error_from_response(status: int, body: bytes) -> ApiError:
+    """Build the ApiError for an HTTP error answer.
+
+    >>> e = error_from_response(404, b'{"code":"not_found","message":"no volume x","field":"ref"}')
+    >>> type(e).__name__, e.code, e.field
+    ('NotFound', 'not_found', 'ref')
+    """
+    code, message, field = "", "", None
+    try:
+        doc = json.loads(body[:65536]) if body else None
+    except (ValueError, UnicodeDecodeError):
+        doc = None
+    if isinstance(doc, dict):
+        code = str(doc.get("code") or "")
+        message = str(doc.get("message") or doc.get("error") or "")
+        f = doc.get("field")
+        field = str(f) if f else None
+    if not message:
+        message = body[:_MAX_MESSAGE].decode("utf-8", "replace").strip() or f"HTTP {status} without a message"
+    cls = _BY_CODE.get(code) or _BY_STATUS.get(status, ApiError)
+    if not code:
+        code = cls.code_name or f"http_{status}"
+    return cls(status, code, message[:_MAX_MESSAGE], field)
