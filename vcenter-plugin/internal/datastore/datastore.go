@@ -163,6 +163,12 @@ func (e *Engine) create(ctx context.Context, req Request, info func(step, host, 
 		if err := e.waitLUN(ctx, h, vol.WWN); err != nil {
 			return nil, err
 		}
+		// Round robin over every SVM, not MRU's single path (hoststorage/multipath.go).
+		if n, err := h.EnsureRoundRobin(ctx, "naa."+strings.ToLower(vol.WWN)); err != nil {
+			return nil, err
+		} else if n > 0 {
+			info("multipath", h.Name, "naa.%s on %s: path selection round robin (%s)", vol.WWN, h.Name, hoststorage.PolicyRoundRobin)
+		}
 		ds, err := h.Datastore(ctx, req.Datastore)
 		if err != nil {
 			return nil, err

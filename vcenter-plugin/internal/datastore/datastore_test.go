@@ -6,10 +6,16 @@ import (
 	"testing"
 	"time"
 
+	"github.com/vmware/govmomi"
+	"github.com/vmware/govmomi/find"
+	"github.com/vmware/govmomi/vim25/methods"
+	"github.com/vmware/govmomi/vim25/types"
+
 	"github.com/cairn-storage/cairn/vcenter-plugin/internal/datastore"
 	"github.com/cairn-storage/cairn/vcenter-plugin/internal/deploy"
 	"github.com/cairn-storage/cairn/vcenter-plugin/internal/gateway"
 	"github.com/cairn-storage/cairn/vcenter-plugin/internal/gatewayfake"
+	"github.com/cairn-storage/cairn/vcenter-plugin/internal/hoststorage"
 	"github.com/cairn-storage/cairn/vcenter-plugin/internal/inventory"
 	"github.com/cairn-storage/cairn/vcenter-plugin/internal/plan"
 	"github.com/cairn-storage/cairn/vcenter-plugin/internal/vcsimkit"
@@ -58,6 +64,15 @@ func TestVolumeToDatastore(t *testing.T) {
 			t.Fatalf("host %s LUN %+v", name, d)
 		}
 	}
+	// Every host reaches the LUN round robin through the 3 SVMs.
+	for _, name := range kit.HostNames() {
+		hs, _ := find.NewFinder(c.Client).HostSystem(ctx, name)
+		paths, err := hoststorage.New(c.Client, hs).CairnPaths(ctx)
+		if err != nil || len(paths) != 1 || paths[0].Policy != hoststorage.PolicyRoundRobin || paths[0].Paths != 3 || paths[0].Working != 3 {
+			t.Fatalf("host %s multipath %+v %v", name, paths, err)
+		}
+	}
+	checkMultipathStrict(t, c, kit.HostNames()[0], array)
 	calls := len(array.Calls())
 	if _, err := eng.Create(ctx, req); err != nil {
 		t.Fatalf("re-run: %v", err)
@@ -83,5 +98,67 @@ func TestHostWithoutISCSI(t *testing.T) {
 	}
 	if calls := array.Calls(); len(calls) != 0 {
 		t.Fatalf("created things before failing: %v", calls)
+	}
+}
+
+// checkMultipathStrict: a LUN ESXi discovers is MRU with one working path
+// (VMW_SATP_ALUA's default) until set otherwise, keeps its policy across
+// rescans, and the kit refuses what ESXi refuses: an unknown path
+// selection policy or LU id.
+func checkMultipathStrict(t *testing.T, c *govmomi.Client, host string, array *gatewayfake.Array) {
+	t.Helper()
+	ctx := context.Background()
+	hs, _ := find.NewFinder(c.Client).HostSystem(ctx, host)
+	h := hoststorage.New(c.Client, hs)
+	vol, err := array.CreateVolume(ctx, gateway.VolumeSpec{Name: "fresh", Pool: "pool1", Size: 8 << 30, Thin: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	gh, err := array.GetHost(ctx, host)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := array.MapVolume(ctx, vol.ID, gh.ID); err != nil {
+		t.Fatal(err)
+	}
+	if err := h.Rescan(ctx); err != nil {
+		t.Fatal(err)
+	}
+	fresh := func() hoststorage.LUNPaths {
+		paths, err := h.CairnPaths(ctx)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, p := range paths {
+			if p.Canonical == "naa."+strings.ToLower(vol.WWN) {
+				return p
+			}
+		}
+		t.Fatalf("host %s does not see the fresh LUN: %+v", host, paths)
+		return hoststorage.LUNPaths{}
+	}
+	if p := fresh(); p.Policy != "VMW_PSP_MRU" || p.Working != 1 || p.Paths != 3 {
+		t.Fatalf("fresh LUN %+v, want MRU with 1 working path of 3", p)
+	}
+	ss, _ := hs.ConfigManager().StorageSystem(ctx)
+	set := func(id, policy string) error {
+		_, err := methods.SetMultipathLunPolicy(ctx, c.Client, &types.SetMultipathLunPolicy{This: ss.Reference(), LunId: id,
+			Policy: &types.HostMultipathInfoLogicalUnitPolicy{Policy: policy}})
+		return err
+	}
+	if err := set(fresh().LUID, "VMW_PSP_BOGUS"); err == nil || !strings.Contains(err.Error(), "no path selection plug-in") {
+		t.Fatalf("unknown policy: %v", err)
+	}
+	if err := set("0200000000deadbeef", hoststorage.PolicyRoundRobin); err == nil || !strings.Contains(err.Error(), "no logical unit") {
+		t.Fatalf("unknown LU: %v", err)
+	}
+	if n, err := h.EnsureRoundRobin(ctx, ""); err != nil || n != 1 {
+		t.Fatalf("EnsureRoundRobin changed %d: %v", n, err)
+	}
+	if err := h.Rescan(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if p := fresh(); p.Policy != hoststorage.PolicyRoundRobin || p.Working != 3 {
+		t.Fatalf("after round robin and a rescan: %+v", p)
 	}
 }

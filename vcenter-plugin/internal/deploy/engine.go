@@ -648,6 +648,9 @@ func (r *run) wireHost(ctx context.Context, api gateway.API, h *plan.Host) error
 		if err := hs.Rescan(ctx); err != nil {
 			return "", err
 		}
+		if _, err := hs.EnsureRoundRobin(ctx, ""); err != nil { // Cairn LUNs already mapped to the host
+			return "", err
+		}
 		return fmt.Sprintf("%s %s bound to %s, %d send targets", st.HBA, st.IQN, vmk, len(targets)), nil
 	})
 }

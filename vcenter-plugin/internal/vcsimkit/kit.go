@@ -243,6 +243,11 @@ func (k *Kit) install() error {
 		info := *ss.StorageDeviceInfo // vcsim shares one; each host gets its own
 		info.HostBusAdapter = append([]types.BaseHostHostBusAdapter(nil), info.HostBusAdapter...)
 		info.ScsiLun = append([]types.BaseScsiLun(nil), info.ScsiLun...)
+		if info.MultipathInfo != nil {
+			mp := *info.MultipathInfo
+			mp.Lun = append([]types.HostMultipathInfoLogicalUnit(nil), mp.Lun...)
+			info.MultipathInfo = &mp
+		}
 		for j, d := range kh.disks {
 			kind := "HDD"
 			if d.SSD {

@@ -177,10 +177,20 @@ func (s *storageSystem) rescan(ctx *simulator.Context) *soap.Fault {
 		keep = append(keep, l)
 	}
 	sort.Slice(luns, func(i, j int) bool { return luns[i].NAA < luns[j].NAA })
+	var discovered []*types.HostScsiDisk
 	for _, l := range luns {
-		keep = append(keep, scsiDisk("naa."+strings.ToLower(l.NAA), "CAIRN iSCSI Disk (naa."+l.NAA+") "+l.Name, "CAIRN", iscsiModel, l.Size, false, true))
+		d := scsiDisk("naa."+strings.ToLower(l.NAA), "CAIRN iSCSI Disk (naa."+l.NAA+") "+l.Name, "CAIRN", iscsiModel, l.Size, false, true)
+		discovered = append(discovered, d)
+		keep = append(keep, d)
 	}
 	s.StorageDeviceInfo.ScsiLun = keep
+	var targets []string
+	if hba != nil {
+		for _, t := range hba.ConfiguredSendTarget {
+			targets = append(targets, fmt.Sprintf("%s:%d", t.Address, t.Port))
+		}
+	}
+	s.setMultipath(discovered, targets)
 	s.publish(ctx)
 	return nil
 }
