@@ -252,6 +252,9 @@ func (h *Host) EnsureVmkernelPort(ctx context.Context, hba, portgroup, vswitch, 
 			return "", fmt.Errorf("host %s: create vmkernel port on %s: %w", h.Name, portgroup, err)
 		}
 	}
+	if err := h.singleUplink(ctx, ns, portgroup); err != nil {
+		return vmk, err
+	}
 	if err := h.bind(ctx, hba, vmk); err != nil {
 		return vmk, err
 	}

@@ -274,6 +274,7 @@ func (k *Kit) install() error {
 		}
 		ni.Portgroup = append([]types.HostPortGroup(nil), ns.NetworkInfo.Portgroup...)
 		ni.Vnic = append([]types.HostVirtualNic(nil), ns.NetworkInfo.Vnic...)
+		redundantUplinks(&ni)
 		ns.NetworkInfo = &ni
 		kh.network = &networkSystem{HostNetworkSystem: ns}
 		reg.Put(kh.network)

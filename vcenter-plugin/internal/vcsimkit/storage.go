@@ -521,14 +521,8 @@ func (m *iscsiManager) BindVnic(ctx *simulator.Context, req *types.BindVnic) soa
 	if req.IScsiHbaName != SoftwareISCSIDevice {
 		return &methods.BindVnicBody{Fault_: simulator.Fault("no iSCSI adapter "+req.IScsiHbaName, &types.NotFound{})}
 	}
-	m.network.mu.Lock()
-	ok := false
-	for _, v := range m.network.NetworkInfo.Vnic {
-		ok = ok || v.Device == req.VnicDevice
-	}
-	m.network.mu.Unlock()
-	if !ok {
-		return &methods.BindVnicBody{Fault_: simulator.Fault("no vmkernel NIC "+req.VnicDevice+": create it first", &types.NotFound{})}
+	if f := m.network.bindable(req.VnicDevice); f != nil {
+		return &methods.BindVnicBody{Fault_: f}
 	}
 	m.mu.Lock()
 	m.bound[req.VnicDevice] = true
