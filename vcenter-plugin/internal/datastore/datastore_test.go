@@ -60,6 +60,13 @@ func TestVolumeToDatastore(t *testing.T) {
 		if !found {
 			t.Fatalf("host %s datastores %+v", name, h.Datastores)
 		}
+		// The whole LUN (less the 1 MiB partition offset), not the first
+		// layout the host offered (half of it).
+		for _, ds := range h.Datastores {
+			if ds.Name == "vol1" && ds.Capacity != 16<<30-1<<20 {
+				t.Fatalf("datastore capacity %d, want the whole 16 GiB LUN less 1 MiB", ds.Capacity)
+			}
+		}
 		if d := h.Disk("naa." + res.WWN); d == nil || d.Candidate || d.UsedBy != "datastore vol1" {
 			t.Fatalf("host %s LUN %+v", name, d)
 		}
