@@ -169,3 +169,42 @@ func checkMultipathStrict(t *testing.T, c *govmomi.Client, host string, array *g
 		t.Fatalf("after round robin and a rescan: %+v", p)
 	}
 }
+
+// A host whose ATS probe of the LUN failed (hardware acceleration
+// unsupported) would lock the VMFS with SCSI-2 reservations: the job says
+// so, names the host and the fix, and passes once the probe succeeds.
+func TestDatastoreNeedsATS(t *testing.T) {
+	ctx := context.Background()
+	array := gatewayfake.New()
+	kit, c := vcsimkit.StartTest(t, vcsimkit.Options{Hosts: 3, LUNs: array, Guest: array.Hooks(nil)})
+	inv, err := inventory.Collect(ctx, c.Client)
+	if err != nil {
+		t.Fatal(err)
+	}
+	p, err := plan.Suggest(inv, vcsimkit.Datacenter, "cairn1", "cairn-svm", "10.20.0.0/24", "10.30.0.0/24")
+	if err != nil {
+		t.Fatal(err)
+	}
+	dep := &deploy.Engine{VC: c.Client, StateDir: t.TempDir(), ReadyTimeout: 3 * time.Second, PollInterval: 10 * time.Millisecond,
+		Gateway: func(gateway.Config) (gateway.API, error) { return array, nil }}
+	if err := dep.Deploy(ctx, p); err != nil {
+		t.Fatal(err)
+	}
+	vol, err := array.CreateVolume(ctx, gateway.VolumeSpec{Name: "vmfs-ats", Pool: "pool1", Size: 8 << 30, Thin: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	bad := kit.HostNames()[1]
+	canonical := "naa." + strings.ToLower(vol.WWN)
+	kit.SetVAAIProbeFailed(bad, canonical, true)
+	eng := &datastore.Engine{VC: c.Client, API: array, RescanTimeout: time.Second, PollInterval: 10 * time.Millisecond}
+	req := datastore.Request{Datacenter: vcsimkit.Datacenter, Volume: "vmfs-ats", Hosts: kit.HostNames()}
+	_, err = eng.Create(ctx, req)
+	if err == nil || !strings.Contains(err.Error(), "not supported on "+bad+" (vStorageUnsupported)") || !strings.Contains(err.Error(), "lockmode set --ats -l vmfs-ats") {
+		t.Fatalf("ATS probe failed on %s: %v", bad, err)
+	}
+	kit.SetVAAIProbeFailed(bad, canonical, false)
+	if _, err := eng.Create(ctx, req); err != nil {
+		t.Fatalf("after the probe succeeds: %v", err)
+	}
+}

@@ -65,9 +65,10 @@ type Kit struct {
 	cancel  context.CancelFunc
 	done    chan struct{}
 
-	mu    sync.Mutex
-	vmfs  map[string]*vmfsVolume
-	hosts map[types.ManagedObjectReference]*kitHost
+	mu         sync.Mutex
+	vmfs       map[string]*vmfsVolume
+	hosts      map[types.ManagedObjectReference]*kitHost
+	vaaiFailed map[string]bool // host/canonical: ATS probe failed (vaai.go)
 }
 
 type kitHost struct {

@@ -180,6 +180,7 @@ func (s *storageSystem) rescan(ctx *simulator.Context) *soap.Fault {
 	var discovered []*types.HostScsiDisk
 	for _, l := range luns {
 		d := scsiDisk("naa."+strings.ToLower(l.NAA), "CAIRN iSCSI Disk (naa."+l.NAA+") "+l.Name, "CAIRN", iscsiModel, l.Size, false, true)
+		d.VStorageSupport = s.kit.vstorage(s.Host.Name, d.CanonicalName)
 		discovered = append(discovered, d)
 		keep = append(keep, d)
 	}
