@@ -22,9 +22,9 @@ package scsi
 // finds the state it expects. ESXi's VMW_SATP_ALUA and Linux's
 // scsi_dh_alua both treat 04/0A as "retry, the path is not dead" and keep
 // the I/O queued for up to the implicit transition time, which is the
-// pause-not-error behaviour a rebuild or an MDM election needs. (tcmu-runner
-// tells the same story for Ceph RBD: alua.c advertises transitioning and
-// answers 04/0A while the exclusive lock moves.)
+// pause-not-error behaviour a rebuild or an MDM election needs.
+// (tcmu-runner's alua.c models the same state, with T_SUP and an implicit
+// transition time.)
 //
 // One caveat is inherent: the state is per SVM. If one SVM is cut off
 // from the data network while the others serve, its answers say
