@@ -1,7 +1,9 @@
 """Apply a Cairn LIO plan with rtslib-fb (run by internal/lio, plan as JSON on stdin).
 
-Input: {"actions": [...], "control": "...", "hw_max_sectors": N, "save_file": path or ""}. Each action is one internal/lio Action (see state.go);
-actions run in order; the first failure stops the run with exit status 1 and a one-line
+Input: {"actions": [...], "control": "...", "hw_max_sectors": N, "save_file": path or ""}.
+Each action is one internal/lio Action (see state.go); a backstore's "attributes" are the
+kernel attributes it must have (lio.RequiredAttributes), set by configure() before any LUN
+exports it. Actions run in order; the first failure stops the run with exit status 1 and a one-line
 message on stderr naming the action. With save_file, the whole LIO configuration is
 saved there afterwards (rtslib's saveconfig.json format, restored at boot by
 `targetctl restore`).
