@@ -25,13 +25,11 @@ type BackstoreOptions struct {
 	// HWMaxSectors is the largest transfer, in 512-byte blocks, LIO passes
 	// down; it must not be below the Block Limits VPD maximum transfer.
 	HWMaxSectors int
-	// ALUAPassthrough hands REPORT/SET TARGET PORT GROUPS to Cairn (the
-	// answer is then identical on every SVM) instead of LIO's emulation.
-	ALUAPassthrough bool
 }
 
-// DefaultBackstoreOptions: 64 MiB of data area, 1 MiB transfers, ALUA in Cairn.
-var DefaultBackstoreOptions = BackstoreOptions{MaxDataAreaMB: 64, HWMaxSectors: 2048, ALUAPassthrough: true}
+// DefaultBackstoreOptions: 64 MiB of data area, 1 MiB transfers. (The
+// kernel attributes every backstore gets are RequiredAttributes.)
+var DefaultBackstoreOptions = BackstoreOptions{MaxDataAreaMB: 64, HWMaxSectors: 2048}
 
 // control is the control string for new backstores: 512-byte blocks, the
 // data area bound and no netlink replies expected (Cairn does not listen to
@@ -48,11 +46,10 @@ type RTSLib struct {
 }
 
 type applyRequest struct {
-	Actions         []Action `json:"actions"`
-	Control         string   `json:"control"`
-	HWMaxSectors    int      `json:"hw_max_sectors,omitempty"`
-	ALUAPassthrough bool     `json:"alua_passthrough"`
-	SaveFile        string   `json:"save_file"`
+	Actions      []Action `json:"actions"`
+	Control      string   `json:"control"`
+	HWMaxSectors int      `json:"hw_max_sectors,omitempty"`
+	SaveFile     string   `json:"save_file"`
 }
 
 // Apply runs actions in order (one Python process per call: batch them)
@@ -62,8 +59,7 @@ func (r RTSLib) Apply(ctx context.Context, actions []Action) error {
 		return nil
 	}
 	req, err := json.Marshal(applyRequest{
-		Actions: actions, Control: r.Options.control(), HWMaxSectors: r.Options.HWMaxSectors,
-		ALUAPassthrough: r.Options.ALUAPassthrough, SaveFile: r.SaveFile,
+		Actions: actions, Control: r.Options.control(), HWMaxSectors: r.Options.HWMaxSectors, SaveFile: r.SaveFile,
 	})
 	if err != nil {
 		return err

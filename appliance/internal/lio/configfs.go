@@ -40,6 +40,14 @@ func ReadState(root, iqn, prefix string) (State, error) {
 			b.Config, b.Size = parseUserInfo(string(info))
 			b.Serial = readTrim(filepath.Join(dir, "wwn", "vpd_unit_serial"))
 			b.Serial = strings.TrimSpace(strings.TrimPrefix(b.Serial, "T10 VPD Unit Serial Number:"))
+			for name := range RequiredAttributes {
+				if v, err := os.ReadFile(filepath.Join(dir, "attrib", name)); err == nil {
+					if b.Attributes == nil {
+						b.Attributes = map[string]string{}
+					}
+					b.Attributes[name] = strings.TrimSpace(string(v))
+				}
+			}
 			st.Backstores[b.Name] = b
 		}
 	}

@@ -35,7 +35,16 @@ func (st *State) simulate(a Action) error {
 		if _, ok := st.Backstores[a.Backstore.Name]; ok {
 			return fmt.Errorf("backstore %s exists", a.Backstore.Name)
 		}
-		st.Backstores[a.Backstore.Name] = *a.Backstore
+		b := *a.Backstore
+		b.Attributes = maps.Clone(b.Attributes)
+		st.Backstores[b.Name] = b
+	case OpConfigureBackstore:
+		b, ok := st.Backstores[a.Name]
+		if !ok {
+			return fmt.Errorf("no backstore %s", a.Name)
+		}
+		b.Attributes = maps.Clone(a.Backstore.Attributes)
+		st.Backstores[a.Name] = b
 	case OpResizeBackstore:
 		b, ok := st.Backstores[a.Name]
 		if !ok {

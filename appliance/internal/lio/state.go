@@ -36,7 +36,23 @@ type Backstore struct {
 	// Serial is the volume's unit serial, set as the backstore's
 	// vpd_unit_serial so LIO's own view matches what Cairn answers.
 	Serial string `json:"serial"`
+	// Attributes are the kernel attributes (attrib/<name>) Cairn sets on
+	// the backstore: RequiredAttributes in a desired state, what configfs
+	// shows for those names in a state read back.
+	Attributes map[string]string `json:"attributes,omitempty"`
 }
+
+// RequiredAttributes are set on every Cairn backstore before a LUN exports
+// it (rtslib_apply.py checks the kernel can, and says what to do if not):
+//
+//   - alua_support=0: LIO passes REPORT TARGET PORT GROUPS (and SET) to
+//     Cairn, whose answer is identical on every SVM; LIO's own emulation
+//     answers per SVM (TRANSPORT_FLAG_PASSTHROUGH_ALUA).
+//   - emulate_pr=0: LIO refuses PERSISTENT RESERVE IN/OUT and RESERVE/
+//     RELEASE(6/10) with INVALID COMMAND OPERATION CODE. Its emulation is
+//     per SVM, so a reservation taken through one SVM would not fence
+//     writes through another: no WSFC shared disks (docs/vsphere.md).
+var RequiredAttributes = map[string]string{"alua_support": "0", "emulate_pr": "0"}
 
 // BackstoreName is the backstore name for a volume id.
 func BackstoreName(prefix, volumeID string) string { return prefix + volumeID }
@@ -103,16 +119,20 @@ const (
 	OpCreateBackstore = "create_backstore"
 	OpResizeBackstore = "resize_backstore"
 	OpDeleteBackstore = "delete_backstore"
-	OpEnsureTarget    = "ensure_target" // create IQN/TPG 1 if missing, set attributes, enable
-	OpAddPortal       = "add_portal"
-	OpRemovePortal    = "remove_portal"
-	OpAddLUN          = "add_lun"
-	OpRemoveLUN       = "remove_lun"
-	OpAddACL          = "add_acl"      // with its CHAP settings, no LUNs
-	OpSetACLAuth      = "set_acl_auth" // CHAP settings of an existing ACL
-	OpRemoveACL       = "remove_acl"
-	OpMapLUN          = "map_lun"
-	OpUnmapLUN        = "unmap_lun"
+	// OpConfigureBackstore sets Backstore.Attributes on an existing
+	// backstore (one made by an older Cairn, or restored from a saved
+	// configuration without them).
+	OpConfigureBackstore = "configure_backstore"
+	OpEnsureTarget       = "ensure_target" // create IQN/TPG 1 if missing, set attributes, enable
+	OpAddPortal          = "add_portal"
+	OpRemovePortal       = "remove_portal"
+	OpAddLUN             = "add_lun"
+	OpRemoveLUN          = "remove_lun"
+	OpAddACL             = "add_acl"      // with its CHAP settings, no LUNs
+	OpSetACLAuth         = "set_acl_auth" // CHAP settings of an existing ACL
+	OpRemoveACL          = "remove_acl"
+	OpMapLUN             = "map_lun"
+	OpUnmapLUN           = "unmap_lun"
 )
 
 // Plan is the difference between two states in two phases. Before holds
@@ -144,8 +164,16 @@ func Diff(current, desired State) (Plan, error) {
 		}
 		if cur, ok := current.Backstores[name]; !ok {
 			p.Before = append(p.Before, Action{Op: OpCreateBackstore, Backstore: &b})
-		} else if cur.Size != b.Size {
-			p.Before = append(p.Before, Action{Op: OpResizeBackstore, Name: name, Size: b.Size})
+		} else {
+			if cur.Size != b.Size {
+				p.Before = append(p.Before, Action{Op: OpResizeBackstore, Name: name, Size: b.Size})
+			}
+			for k, v := range b.Attributes {
+				if cur.Attributes[k] != v {
+					p.Before = append(p.Before, Action{Op: OpConfigureBackstore, Name: name, Backstore: &b})
+					break
+				}
+			}
 		}
 	}
 	for lun, bs := range dt.LUNs {
@@ -277,7 +305,8 @@ func Desired(prefix, iqn string, portals []string, mutual Credentials, exports [
 		if e.LUN < 0 || e.LUN > 16383 {
 			return st, fmt.Errorf("lio: LUN %d of volume %s out of range 0..16383", e.LUN, e.VolumeID)
 		}
-		st.Backstores[name] = Backstore{Name: name, Config: DevConfigPrefix + e.VolumeID, Size: e.Size, Serial: e.Serial}
+		st.Backstores[name] = Backstore{Name: name, Config: DevConfigPrefix + e.VolumeID, Size: e.Size, Serial: e.Serial,
+			Attributes: maps.Clone(RequiredAttributes)}
 		st.Target.LUNs[e.LUN] = name
 		for _, h := range e.Hosts {
 			a, ok := st.Target.ACLs[h.IQN]

@@ -136,6 +136,8 @@ func TestReadState(t *testing.T) {
 	}
 	w("core/user_0/cairn-a1/info", "Status: ACTIVATED  Max Queue Depth: 0  SectorSize: 512  HwMaxSectors: 2048\n        Config: cairn/a1 Size: 1073741824 MaxDataAreaMB: 64 DataPagesPerBlk: 1 CmdRingSizeMB: 8")
 	w("core/user_0/cairn-a1/wwn/vpd_unit_serial", "T10 VPD Unit Serial Number: s1")
+	w("core/user_0/cairn-a1/attrib/alua_support", "0")
+	w("core/user_0/cairn-a1/attrib/emulate_pr", "0")
 	w("core/user_0/other/info", "Config: x Size: 1")
 	w("core/fileio_0/cairn-nope/info", "")
 	w("core/user_0/cairn-b-a1/info", "Config: cairn/a1 Size: 1") // another target's backstore
@@ -161,6 +163,46 @@ func TestReadState(t *testing.T) {
 	if p, err := Diff(got, want); err != nil || !p.Empty() {
 		t.Fatalf("read state differs from what built it: %v %q %q", err, ops(p.Before), ops(p.After))
 	}
+}
+
+// A backstore made without Cairn's kernel attributes (an older Cairn, a
+// restored saveconfig.json) is reconfigured in place, and only that.
+func TestDiffConfiguresStaleAttributes(t *testing.T) {
+	want := mustDesired(t, Export{VolumeID: "a1", Size: 1 << 30, Serial: "s1", LUN: 0, Hosts: []HostAccess{{IQN: "iqn.h1"}}})
+	cur := State{Prefix: BackstorePrefix, Backstores: map[string]Backstore{}}
+	if err := cur.Simulate(mustPlan(t, cur, want)); err != nil {
+		t.Fatal(err)
+	}
+	for _, attrs := range []map[string]string{{"alua_support": "1", "emulate_pr": "0"}, {"alua_support": "0", "emulate_pr": "1"}, nil} {
+		b := cur.Backstores["cairn-a1"]
+		b.Attributes = attrs
+		cur.Backstores["cairn-a1"] = b
+		p, err := Diff(cur, want)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if got := ops(p.Before); !reflect.DeepEqual(got, []string{"configure_backstore cairn-a1"}) || len(p.After) != 0 {
+			t.Fatalf("attributes %v: plan %q %q, want one configure_backstore", attrs, got, ops(p.After))
+		}
+		if !reflect.DeepEqual(p.Before[0].Backstore.Attributes, RequiredAttributes) {
+			t.Fatalf("configure_backstore carries %v, want %v", p.Before[0].Backstore.Attributes, RequiredAttributes)
+		}
+		if err := cur.Simulate(p.Before); err != nil {
+			t.Fatal(err)
+		}
+		if p2, _ := Diff(cur, want); !p2.Empty() {
+			t.Fatalf("did not converge: %q", ops(p2.Before))
+		}
+	}
+}
+
+func mustPlan(t *testing.T, cur, want State) []Action {
+	t.Helper()
+	p, err := Diff(cur, want)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return append(p.Before, p.After...)
 }
 
 // TestPlansConverge walks through a sequence of desired states; after each

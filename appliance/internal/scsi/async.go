@@ -52,6 +52,7 @@ func (l *LUN) StartRead(ctx context.Context, cdb, dataIn []byte, hold bool, done
 			done(Response{}, false)
 			return
 		}
+		l.served()
 		done(Response{Status: StatusGood, DataInLen: int(avail)}, true)
 	})
 	return true
@@ -81,6 +82,7 @@ func (l *LUN) StartWrite(ctx context.Context, cdb, dataOut []byte, hold bool, do
 			done(Response{}, false)
 			return
 		}
+		l.served()
 		done(Response{Status: StatusGood}, true)
 	})
 	return true

@@ -16,6 +16,9 @@ type command struct {
 	// rejects CDBs with any other bit set. Its length is the CDB length.
 	usage []byte
 	run   func(l *LUN, ctx context.Context, r *request) (int, *checkCondition)
+	// medium is set for commands that access the volume: their success
+	// ends an ALUA transition (see alua.go).
+	medium bool
 }
 
 // Operation codes.
@@ -147,6 +150,16 @@ func newCommandTable() []*command {
 	}
 }
 
+// mediumOpcodes are the commands that read, write or flush the volume.
+var mediumOpcodes = map[byte]bool{
+	opRead6: true, opRead10: true, opRead12: true, opRead16: true,
+	opWrite6: true, opWrite10: true, opWrite12: true, opWrite16: true,
+	opWriteAndVerify10: true, opWriteAndVerify12: true, opWriteAndVerify16: true,
+	opVerify10: true, opVerify12: true, opVerify16: true,
+	opSyncCache10: true, opSyncCache16: true, opCompareAndWrite: true,
+	opWriteSame10: true, opWriteSame16: true, opUnmap: true, opExtendedCopy: true,
+}
+
 // byOpcode indexes commandTable: byOpcode[op] lists the commands with that
 // operation code (several only for opcodes with service actions).
 var byOpcode [256][]*command
@@ -161,6 +174,7 @@ func init() {
 		return a.sa < b.sa
 	})
 	for _, c := range commandTable {
+		c.medium = mediumOpcodes[c.op]
 		byOpcode[c.op] = append(byOpcode[c.op], c)
 	}
 }

@@ -12,6 +12,7 @@ import (
 	"math/bits"
 	"slices"
 	"sync"
+	"sync/atomic"
 
 	"github.com/cairn-storage/cairn/appliance/internal/blockdev"
 )
@@ -94,6 +95,12 @@ type LUN struct {
 
 	mu     sync.Mutex  // guards copies
 	copies copyResults // held data for RECEIVE COPY RESULTS
+
+	// transitioning is set when a medium-access command was answered
+	// NOT READY, ASYMMETRIC ACCESS STATE TRANSITION (the cluster could not
+	// serve the volume) and cleared by the next one that succeeds; REPORT
+	// TARGET PORT GROUPS reports the group's state from it (see alua.go).
+	transitioning atomic.Bool
 }
 
 // NewLUN returns a LUN serving vol.
@@ -168,7 +175,11 @@ func (l *LUN) execute(ctx context.Context, r *request) (int, *checkCondition) {
 			return 0, invalidCDB(i, highBit(bad))
 		}
 	}
-	return cmd.run(l, ctx, r)
+	n, cc := cmd.run(l, ctx, r)
+	if cc == nil && cmd.medium {
+		l.served()
+	}
+	return n, cc
 }
 
 // numBlocks is the volume's capacity in logical blocks.
@@ -213,9 +224,10 @@ func (l *LUN) volumeError(ctx context.Context, what string, kind ioKind, err err
 	switch {
 	case errors.Is(err, blockdev.ErrUnavailable):
 		// NOT READY with an ALUA transition makes ESXi and Linux retry
-		// (possibly on another path) instead of failing the I/O.
+		// (possibly on another path) instead of failing the I/O; the group
+		// is reported transitioning until the volume serves again.
 		l.log.DebugContext(ctx, "scsi: volume unavailable", "op", what, "err", err)
-		return newCC(keyNotReady, ascNotAccessibleTransition)
+		return l.enterTransition()
 	case errors.Is(err, blockdev.ErrReadOnly):
 		return writeProtected()
 	case errors.Is(err, blockdev.ErrOutOfRange):

@@ -24,8 +24,8 @@ func (l *LUN) reportTargetPortGroups(_ context.Context, r *request) (int, *check
 		ports = ports[:255]
 	}
 	d := make([]byte, 8+4*len(ports))
-	d[0] = 0x80
-	d[1] = 0x01
+	d[0] = 0x80 | l.aluaState()
+	d[1] = aluaSupported
 	put16(d[2:], l.opts.TargetPortGroup)
 	d[7] = byte(len(ports))
 	for i, p := range ports {
@@ -33,8 +33,8 @@ func (l *LUN) reportTargetPortGroups(_ context.Context, r *request) (int, *check
 	}
 	hdr := make([]byte, 4)
 	if format == 1 {
-		// Extended header: FORMAT TYPE 001b, IMPLICIT TRANSITION TIME 0.
-		hdr = append(hdr, 0x10, 0, 0, 0)
+		// Extended header: FORMAT TYPE 001b, IMPLICIT TRANSITION TIME.
+		hdr = append(hdr, 0x10, implicitTransitionSeconds, 0, 0)
 	}
 	out := append(hdr, d...)
 	put32(out[0:], uint32(len(out)-4))

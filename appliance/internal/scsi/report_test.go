@@ -4,6 +4,8 @@ import (
 	"bytes"
 	"encoding/binary"
 	"testing"
+
+	"github.com/cairn-storage/cairn/appliance/internal/blockdev"
 )
 
 func rsocCDB(rctd bool, options, op byte, sa uint16, alloc uint32) []byte {
@@ -185,7 +187,7 @@ func TestReportTargetPortGroupsIdenticalAcrossSVMs(t *testing.T) {
 		mustGood(t, r)
 		answers = append(answers, r.data)
 	}
-	want := []byte{0, 0, 0, 20, 0x80, 0x01, 0, 1, 0, 0, 0, 3, 0, 0, 0, 1, 0, 0, 0, 2, 0, 0, 0, 3}
+	want := []byte{0, 0, 0, 20, 0x80, 0x81, 0, 1, 0, 0, 0, 3, 0, 0, 0, 1, 0, 0, 0, 2, 0, 0, 0, 3}
 	for i, a := range answers {
 		if !bytes.Equal(a, want) {
 			t.Fatalf("SVM %d answered % x, want % x", i+1, a, want)
@@ -196,7 +198,7 @@ func TestReportTargetPortGroupsIdenticalAcrossSVMs(t *testing.T) {
 	l2 := NewLUN(v, Options{TargetPortGroup: 1, RelativeTargetPort: 2})
 	a, b := run(l1, rtpgCDB(1, 1024), nil, 1024), run(l2, rtpgCDB(1, 1024), nil, 1024)
 	mustGood(t, a)
-	if !bytes.Equal(a.data, b.data) || !bytes.Equal(a.data, []byte{0, 0, 0, 12, 0x10, 0, 0, 0, 0x80, 0x01, 0, 1, 0, 0, 0, 0}) {
+	if !bytes.Equal(a.data, b.data) || !bytes.Equal(a.data, []byte{0, 0, 0, 12, 0x10, 60, 0, 0, 0x80, 0x81, 0, 1, 0, 0, 0, 0}) {
 		t.Fatalf("extended header answers % x / % x", a.data, b.data)
 	}
 	// Allocation length truncates.
@@ -204,4 +206,64 @@ func TestReportTargetPortGroupsIdenticalAcrossSVMs(t *testing.T) {
 		t.Fatalf("allocation length 6 returned %d bytes", r.DataInLen)
 	}
 	mustFieldPointer(t, run(l1, rtpgCDB(2, 1024), nil, 1024), true, 1)
+}
+
+// While the cluster cannot serve the volume, I/O ends NOT READY 04/0A and
+// RTPG reports the group transitioning (with T_SUP); the next successful
+// I/O ends the transition. That is the one ALUA story (alua.go).
+func TestALUATransitionStory(t *testing.T) {
+	l, v := newTestLUN(t, Options{TargetPortGroup: 1, RelativeTargetPort: 2, GroupPorts: []uint16{1, 2, 3}})
+	state := func() (byte, byte) {
+		r := run(l, rtpgCDB(1, 1024), nil, 1024)
+		mustGood(t, r)
+		return r.data[8] & 0x0F, r.data[9]
+	}
+	if s, sup := state(); s != aluaActiveOptimized || sup != 0x81 {
+		t.Fatalf("healthy: state %#x supported %#x, want active/optimized with T_SUP|AO_SUP", s, sup)
+	}
+	v.setErr(blockdev.ErrUnavailable)
+	mustSense(t, run(l, cdb10(opRead10, 0, 0, 1), nil, BlockSize), keyNotReady, ascNotAccessibleTransition)
+	if s, _ := state(); s != aluaTransitioning {
+		t.Fatalf("after 04/0A: state %#x, want transitioning (0Fh)", s)
+	}
+	// Commands that do not touch the volume do not end it.
+	mustGood(t, run(l, inquiryCDB(false, 0, 96), nil, 96))
+	if s, _ := state(); s != aluaTransitioning {
+		t.Fatalf("after INQUIRY: state %#x, want still transitioning", s)
+	}
+	v.setErr(nil)
+	mustGood(t, run(l, cdb10(opWrite10, 0, 0, 1), fill(BlockSize, 7), 0))
+	if s, _ := state(); s != aluaActiveOptimized {
+		t.Fatalf("after a successful write: state %#x, want active/optimized", s)
+	}
+}
+
+// Persistent reservations and SPC-2 reservations are refused with INVALID
+// COMMAND OPERATION CODE: a reservation taken through one SVM would not
+// fence another, so Cairn LUNs offer none (docs/vsphere.md: no WSFC shared
+// disks). LIO refuses them before the backstore when emulate_pr=0, which
+// the lio package sets; this is the answer if one ever reaches Cairn.
+func TestReservationsRefused(t *testing.T) {
+	l, _ := newTestLUN(t, Options{})
+	for _, c := range []struct {
+		name string
+		cdb  []byte
+	}{
+		{"PERSISTENT RESERVE IN", []byte{0x5E, 0x00, 0, 0, 0, 0, 0, 0x20, 0, 0}},
+		{"PERSISTENT RESERVE OUT", []byte{0x5F, 0x00, 0, 0, 0, 0, 0, 0, 0x18, 0}},
+		{"RESERVE(6)", []byte{0x16, 0, 0, 0, 0, 0}},
+		{"RELEASE(6)", []byte{0x17, 0, 0, 0, 0, 0}},
+		{"RESERVE(10)", []byte{0x56, 0, 0, 0, 0, 0, 0, 0, 0, 0}},
+		{"RELEASE(10)", []byte{0x57, 0, 0, 0, 0, 0, 0, 0, 0, 0}},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			mustSense(t, run(l, c.cdb, make([]byte, 24), 32), keyIllegalRequest, ascInvalidOpcode)
+		})
+	}
+	// And REPORT SUPPORTED OPERATION CODES does not list them.
+	for _, op := range []byte{0x5E, 0x5F, 0x16, 0x17, 0x56, 0x57} {
+		if len(byOpcode[op]) != 0 {
+			t.Fatalf("opcode %#x is in the command table", op)
+		}
+	}
 }

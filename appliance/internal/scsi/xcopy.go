@@ -153,14 +153,13 @@ func (l *LUN) extendedCopy(ctx context.Context, r *request) (int, *checkConditio
 		if len(d) < cscdLen {
 			return 0, paramListLengthError()
 		}
-		// Byte 1: LU ID TYPE (ignored by SPC-4 copy managers), NUL
-		// (obsolete), PERIPHERAL DEVICE TYPE: block devices only.
-		if d[1]&0x1F != 0 {
-			return 0, invalidParam(off+1, 4)
-		}
-		if blockLen := uint32(d[29])<<16 | uint32(d[30])<<8 | uint32(d[31]); blockLen != BlockSize {
-			return 0, invalidParam(off+29, -1)
-		}
+		// Byte 1 (LU ID TYPE, NUL, PERIPHERAL DEVICE TYPE) and bytes
+		// 28-31 (DISK BLOCK LENGTH) are not checked: the NAA designator
+		// names a Cairn volume, a block device with 512-byte blocks, and
+		// block counts are in those blocks whatever the descriptor says.
+		// LIO (target_core_xcopy.c) and tcmu-runner check neither; a
+		// refusal here would turn ESXi's Clone offload off for the device
+		// (docs/vsphere.md, EXTENDED COPY).
 		var t cscd
 		// Designation descriptor at bytes 4-23: code set binary,
 		// association logical unit, NAA, 16 bytes.

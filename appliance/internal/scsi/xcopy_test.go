@@ -201,26 +201,30 @@ func TestExtendedCopyParameterErrors(t *testing.T) {
 	}
 	// The CDB's length larger than the data sent: truncated too.
 	mustSense(t, run(l, xcopyCDB(uint32(len(full)+100)), full[:40], 0), keyIllegalRequest, ascParameterListLength)
-	// LU ID TYPE is ignored (SPC-4); a non-block device type is not.
-	luid := append([]byte(nil), self...)
-	luid[1] = 0x80
-	mustGood(t, xcopy(l, xcopyList(0, 3, [][]byte{luid}, [][]byte{seg})))
-	tape := append([]byte(nil), self...)
-	tape[1] = 0x01
-	mustFieldPointer(t, xcopy(l, xcopyList(0, 3, [][]byte{tape}, [][]byte{seg})), false, 17)
-	// Inline data and a wrong block length are refused.
+	// Byte 1 and the disk block length are not checked, as in LIO and
+	// tcmu-runner: LU ID TYPE, a peripheral device type, a block length
+	// of 4096 or of zero all copy (in the volume's 512-byte blocks).
 	inline := append([]byte(nil), full...)
 	binary.BigEndian.PutUint32(inline[12:], 4)
 	inline = append(inline, 0, 0, 0, 0)
-	mustFieldPointer(t, xcopy(l, inline), false, 12)
-	blk4k := append([]byte(nil), self...)
-	blk4k[30] = 0x10
-	mustFieldPointer(t, xcopy(l, xcopyList(0, 3, [][]byte{blk4k}, [][]byte{seg})), false, 16+29)
+	mustFieldPointer(t, xcopy(l, inline), false, 12) // inline data is refused
+	variants := 0
+	for _, edit := range []func(d []byte){
+		func(d []byte) { d[1] = 0x80 },                   // LU ID TYPE
+		func(d []byte) { d[1] = 0x01 },                   // peripheral device type
+		func(d []byte) { d[30] = 0x10 },                  // disk block length 4096
+		func(d []byte) { d[29], d[30], d[31] = 0, 0, 0 }, // disk block length 0
+	} {
+		d := append([]byte(nil), self...)
+		edit(d)
+		mustGood(t, xcopy(l, xcopyList(0, 3, [][]byte{d}, [][]byte{seg})))
+		variants++
+	}
 	// LIST ID USAGE 01b is reserved; 11b needs list identifier 0.
 	mustFieldPointer(t, xcopy(l, xcopyList(0, 1, [][]byte{self}, [][]byte{seg})), false, 1)
 	mustFieldPointer(t, xcopy(l, xcopyList(4, 3, [][]byte{self}, [][]byte{seg})), false, 0)
-	if len(v.copies) != 1 {
-		t.Fatalf("%d copies; only the valid LU ID TYPE list should have copied", len(v.copies))
+	if len(v.copies) != variants {
+		t.Fatalf("%d copies; want one per accepted CSCD variant (%d)", len(v.copies), variants)
 	}
 }
 

@@ -158,10 +158,16 @@ func (e *Engine) create(ctx context.Context, req Request, info func(step, host, 
 		info("vmfs", first.Name, "created VMFS datastore %s on naa.%s", req.Datastore, vol.WWN)
 	}
 	res := &Result{VolumeID: vol.ID, WWN: vol.WWN, Datastore: req.Datastore}
-	var missing []string
+	var missing, notATS []string
 	for _, h := range hosts {
 		if err := e.waitLUN(ctx, h, vol.WWN); err != nil {
 			return nil, err
+		}
+		// Round robin over every SVM, not MRU's single path (hoststorage/multipath.go).
+		if n, err := h.EnsureRoundRobin(ctx, "naa."+strings.ToLower(vol.WWN)); err != nil {
+			return nil, err
+		} else if n > 0 {
+			info("multipath", h.Name, "naa.%s on %s: path selection round robin (%s)", vol.WWN, h.Name, hoststorage.PolicyRoundRobin)
 		}
 		ds, err := h.Datastore(ctx, req.Datastore)
 		if err != nil {
@@ -173,9 +179,21 @@ func (e *Engine) create(ctx context.Context, req Request, info func(step, host, 
 		}
 		res.Hosts = append(res.Hosts, h.Name)
 		info("verify", h.Name, "%s mounts %s", h.Name, req.Datastore)
+		canonical := "naa." + strings.ToLower(vol.WWN)
+		if st, err := h.VAAIStatus(ctx, canonical); err != nil {
+			return res, err
+		} else if st != hoststorage.VStorageSupported {
+			notATS = append(notATS, fmt.Sprintf("%s (%s)", h.Name, st))
+		}
 	}
 	if len(missing) > 0 {
 		return res, fmt.Errorf("datastore %s is not mounted on %s although the LUN is visible: check those hosts' VMFS (esxcli storage vmfs snapshot list) and rescan", req.Datastore, strings.Join(missing, ", "))
+	}
+	if len(notATS) > 0 {
+		// VMFS locks must be ATS: without it VMFS falls back to SCSI-2
+		// reservations, which are per SVM and lock nothing across them.
+		return res, fmt.Errorf("datastore %s: hardware acceleration of naa.%s is not supported on %s, so its VMFS may not be ATS-only and would lock with SCSI-2 reservations, which do not work across Cairn's SVMs. Do not use it: on those hosts check `esxcli storage core device vaai status get -d naa.%s` and `esxcli storage vmfs lockmode list`, fix the cause (docs/vsphere.md), then `esxcli storage vmfs lockmode set --ats -l %s` and re-run this job",
+			req.Datastore, strings.ToLower(vol.WWN), strings.Join(notATS, ", "), strings.ToLower(vol.WWN), req.Datastore)
 	}
 	_ = progress.VCenter{C: e.VC}.Event(ctx, objs[0].Reference(), fmt.Sprintf("datastore %s on volume %s mounted on %d hosts", req.Datastore, vol.Name, len(res.Hosts)))
 	return res, nil

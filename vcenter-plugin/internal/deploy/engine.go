@@ -352,6 +352,9 @@ func (r *run) svm(ctx context.Context, dc *object.Datacenter, h *plan.Host) erro
 		for _, d := range ih.Disks {
 			disks[d.CanonicalName] = d.Size
 		}
+		if err := checkRDMs(ctx, host, cfg, h); err != nil {
+			return "", err
+		}
 		changes, passthrough, err := deviceChanges(ctx, r.VC, cfg, h, disks, backing, dataBacking, func(id string) (types.BaseVirtualDeviceBackingInfo, error) {
 			return pciBacking(ctx, host, id)
 		})
@@ -407,21 +410,6 @@ func (r *run) svm(ctx context.Context, dc *object.Datacenter, h *plan.Host) erro
 		r.st.GatewayThumbprint = g.Values[GuestThumbprint]
 	}
 	return nil
-}
-
-func pciBacking(ctx context.Context, host *object.HostSystem, id string) (types.BaseVirtualDeviceBackingInfo, error) {
-	var m mo.HostSystem
-	if err := host.Properties(ctx, host.Reference(), []string{"hardware.pciDevice", "hardware.systemInfo"}, &m); err != nil {
-		return nil, err
-	}
-	for _, d := range m.Hardware.PciDevice {
-		if d.Id == id {
-			return &types.VirtualPCIPassthroughDeviceBackingInfo{Id: id, DeviceId: fmt.Sprintf("%x", uint16(d.DeviceId)),
-				VendorId: d.VendorId, SystemId: m.Hardware.SystemInfo.Uuid,
-				VirtualDeviceDeviceBackingInfo: types.VirtualDeviceDeviceBackingInfo{DeviceName: d.DeviceName}}, nil
-		}
-	}
-	return nil, fmt.Errorf("host %s has no PCI device %s", host.Name(), id)
 }
 
 // connectGateway logs in to the first gateway SVM, pinned by the
@@ -646,6 +634,9 @@ func (r *run) wireHost(ctx context.Context, api gateway.API, h *plan.Host) error
 			return "", err
 		}
 		if err := hs.Rescan(ctx); err != nil {
+			return "", err
+		}
+		if _, err := hs.EnsureRoundRobin(ctx, ""); err != nil { // Cairn LUNs already mapped to the host
 			return "", err
 		}
 		return fmt.Sprintf("%s %s bound to %s, %d send targets", st.HBA, st.IQN, vmk, len(targets)), nil

@@ -252,6 +252,9 @@ func (h *Host) EnsureVmkernelPort(ctx context.Context, hba, portgroup, vswitch, 
 			return "", fmt.Errorf("host %s: create vmkernel port on %s: %w", h.Name, portgroup, err)
 		}
 	}
+	if err := h.singleUplink(ctx, ns, portgroup); err != nil {
+		return vmk, err
+	}
 	if err := h.bind(ctx, hba, vmk); err != nil {
 		return vmk, err
 	}
@@ -327,8 +330,9 @@ func (h *Host) Datastore(ctx context.Context, name string) (*mo.Datastore, error
 	return nil, nil
 }
 
-// CreateVMFS creates datastore name on the LUN naa.<wwn> with the host's
-// default layout (one VMFS partition over the whole LUN).
+// CreateVMFS creates datastore name on the LUN naa.<wwn> with one VMFS
+// partition over the whole LUN: the "all extent" option of
+// QueryVmfsDatastoreCreateOptions, chosen by type, never by position.
 func (h *Host) CreateVMFS(ctx context.Context, wwn, name string) (types.ManagedObjectReference, error) {
 	dss, err := h.obj.ConfigManager().DatastoreSystem(ctx)
 	if err != nil {
@@ -339,12 +343,9 @@ func (h *Host) CreateVMFS(ctx context.Context, wwn, name string) (types.ManagedO
 	if err != nil {
 		return types.ManagedObjectReference{}, fmt.Errorf("host %s: VMFS options for %s: %w", h.Name, path, err)
 	}
-	if len(opts) == 0 {
-		return types.ManagedObjectReference{}, fmt.Errorf("host %s: no VMFS layout offered for %s: is the LUN empty and writable?", h.Name, path)
-	}
-	spec, ok := opts[0].Spec.(*types.VmfsDatastoreCreateSpec)
-	if !ok {
-		return types.ManagedObjectReference{}, fmt.Errorf("host %s: unexpected VMFS option %T for %s", h.Name, opts[0].Spec, path)
+	spec, err := allExtentSpec(opts)
+	if err != nil {
+		return types.ManagedObjectReference{}, fmt.Errorf("host %s: %s: %w", h.Name, path, err)
 	}
 	spec.Vmfs.VolumeName = name
 	ds, err := dss.CreateVmfsDatastore(ctx, *spec)
@@ -352,4 +353,26 @@ func (h *Host) CreateVMFS(ctx context.Context, wwn, name string) (types.ManagedO
 		return types.ManagedObjectReference{}, fmt.Errorf("host %s: create VMFS %s on %s: %w", h.Name, name, path, err)
 	}
 	return ds.Reference(), nil
+}
+
+// allExtentSpec picks the option that uses the whole disk
+// (VmfsDatastoreAllExtentOption). ESXi may list other layouts first (a
+// single extent over one free region), so the first option is not it.
+func allExtentSpec(opts []types.VmfsDatastoreOption) (*types.VmfsDatastoreCreateSpec, error) {
+	var offered []string
+	for _, o := range opts {
+		offered = append(offered, fmt.Sprintf("%T", o.Info))
+		if _, all := o.Info.(*types.VmfsDatastoreAllExtentOption); !all {
+			continue
+		}
+		spec, ok := o.Spec.(*types.VmfsDatastoreCreateSpec)
+		if !ok {
+			return nil, fmt.Errorf("the all-extent VMFS option carries a %T, not a create spec", o.Spec)
+		}
+		return spec, nil
+	}
+	if len(opts) == 0 {
+		return nil, fmt.Errorf("no VMFS layout offered: is the LUN empty and writable?")
+	}
+	return nil, fmt.Errorf("no VMFS layout over the whole LUN offered (got %s): the LUN has partitions; clear them (only if they hold nothing you need), rescan, then retry", strings.Join(offered, ", "))
 }

@@ -85,7 +85,10 @@ type Disk struct {
 	SSD           bool   `json:"ssd"`
 	Local         bool   `json:"local"`
 	UsedBy        string `json:"used_by,omitempty"` // "datastore <name>" or "vm <name>"
-	Candidate     bool   `json:"candidate"`
+	// RDMCapable: ESXi offers the disk for raw mapping (QueryConfigTarget).
+	RDMCapable bool `json:"rdm_capable"`
+	// Candidate: local, free and RDM-capable, so Cairn can pool it.
+	Candidate bool `json:"candidate"`
 }
 
 type PCIDevice struct {
@@ -192,6 +195,11 @@ func collectDatacenter(ctx context.Context, m *view.Manager, root types.ManagedO
 		return nil, fmt.Errorf("virtual machines: %w", err)
 	}
 
+	rdm, err := rdmCapableDisks(ctx, m, root, hosts)
+	if err != nil {
+		return nil, err
+	}
+
 	d := &Datacenter{Name: name}
 	hostName := map[types.ManagedObjectReference]string{}
 	for _, h := range hosts {
@@ -292,7 +300,8 @@ func collectDatacenter(ctx context.Context, m *view.Manager, root types.ManagedO
 				if vm := rdmUser[h.Name+"/"+disk.CanonicalName]; vm != "" {
 					dk.UsedBy = "vm " + vm
 				}
-				dk.Candidate = dk.Local && dk.UsedBy == ""
+				dk.RDMCapable = rdm[h.Self][disk.CanonicalName]
+				dk.Candidate = dk.Local && dk.UsedBy == "" && dk.RDMCapable
 				out.Disks = append(out.Disks, dk)
 			}
 		}

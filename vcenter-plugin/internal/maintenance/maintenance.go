@@ -406,7 +406,7 @@ func (r *roll) health(ctx context.Context, unit []string) error {
 			return fmt.Errorf("host %s is already in maintenance mode: exit it (or finish its work), then resume", name)
 		}
 	}
-	return nil
+	return r.checkMultipath(ctx)
 }
 
 func (r *roll) enterSDS(ctx context.Context, unit []string) error {

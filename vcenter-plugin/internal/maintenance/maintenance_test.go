@@ -15,12 +15,15 @@ import (
 	"github.com/vmware/govmomi"
 	"github.com/vmware/govmomi/event"
 	"github.com/vmware/govmomi/find"
+	"github.com/vmware/govmomi/vim25/methods"
 	"github.com/vmware/govmomi/vim25/mo"
 	"github.com/vmware/govmomi/vim25/types"
 
+	"github.com/cairn-storage/cairn/vcenter-plugin/internal/datastore"
 	"github.com/cairn-storage/cairn/vcenter-plugin/internal/deploy"
 	"github.com/cairn-storage/cairn/vcenter-plugin/internal/gateway"
 	"github.com/cairn-storage/cairn/vcenter-plugin/internal/gatewayfake"
+	"github.com/cairn-storage/cairn/vcenter-plugin/internal/hoststorage"
 	"github.com/cairn-storage/cairn/vcenter-plugin/internal/inventory"
 	"github.com/cairn-storage/cairn/vcenter-plugin/internal/maintenance"
 	"github.com/cairn-storage/cairn/vcenter-plugin/internal/plan"
@@ -286,5 +289,48 @@ func TestRollHookAndOperator(t *testing.T) {
 	}
 	if err := <-done; err != nil {
 		t.Fatal(err)
+	}
+}
+
+// A roll refuses to take an SVM down while a host reaches a Cairn LUN with
+// MRU (one working path): it names the LUN, the host and the fix; once the
+// LUN is round robin again, the roll goes ahead.
+func TestRollRefusesSinglePathLUN(t *testing.T) {
+	e := setup(t, perHost)
+	ctx := context.Background()
+	hosts := []string{}
+	for _, h := range e.plan.Hosts {
+		hosts = append(hosts, h.Name)
+	}
+	ds := &datastore.Engine{VC: e.c.Client, API: e.array, RescanTimeout: time.Second, PollInterval: 10 * time.Millisecond}
+	res, err := ds.Create(ctx, datastore.Request{Datacenter: vcsimkit.Datacenter, Volume: "vmfs1", Pool: "pool1", SizeGiB: 8, Thin: true, Hosts: hosts})
+	if err != nil {
+		t.Fatal(err)
+	}
+	hs, _ := e.finder.HostSystem(ctx, hosts[1])
+	h := hoststorage.New(e.c.Client, hs)
+	paths, err := h.CairnPaths(ctx)
+	if err != nil || len(paths) != 1 || paths[0].Policy != hoststorage.PolicyRoundRobin {
+		t.Fatalf("after the datastore job: %+v %v", paths, err)
+	}
+	ss, _ := hs.ConfigManager().StorageSystem(ctx)
+	setPolicy := func(p string) {
+		t.Helper()
+		req := types.SetMultipathLunPolicy{This: ss.Reference(), LunId: paths[0].LUID, Policy: &types.HostMultipathInfoLogicalUnitPolicy{Policy: p}}
+		if _, err := methods.SetMultipathLunPolicy(ctx, e.c.Client, &req); err != nil {
+			t.Fatal(err)
+		}
+	}
+	setPolicy("VMW_PSP_MRU")
+	e.engine.Patch = func(context.Context, []string) error { t.Error("patched with a single-path LUN"); return nil }
+	err = e.engine.Run(ctx, e.plan, maintenance.Request{By: maintenance.ByHost})
+	want := "host " + hosts[1] + ": LUN naa." + strings.ToLower(res.WWN) + " uses path selection \"VMW_PSP_MRU\""
+	if err == nil || !strings.Contains(err.Error(), want) || !strings.Contains(err.Error(), "then resume") {
+		t.Fatalf("got %v, want it to contain %q", err, want)
+	}
+	setPolicy(hoststorage.PolicyRoundRobin)
+	e.engine.Patch = func(context.Context, []string) error { return nil }
+	if err := e.engine.Run(ctx, e.plan, maintenance.Request{By: maintenance.ByHost}); err != nil {
+		t.Fatalf("round robin restored: %v", err)
 	}
 }

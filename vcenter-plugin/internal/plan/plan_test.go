@@ -90,6 +90,7 @@ func TestValidate(t *testing.T) {
 		{"out of subnet", func(p *plan.Plan) { p.Hosts[2].SVMIP = "10.21.0.5" }, "hosts[2].svm_ip", "outside the subnet 10.20.0.0/24"},
 		{"broadcast", func(p *plan.Plan) { p.Hosts[2].SVMIP = "10.20.0.255" }, "hosts[2].svm_ip", "broadcast"},
 		{"device in use", func(p *plan.Plan) { p.Hosts[0].Devices[0].Disk = "mpx.vmhba0:C0:T0:L0" }, "hosts[0].devices[0].disk", "in use by datastore esx-01-local"},
+		{"disk without a unique serial", func(p *plan.Plan) { p.Hosts[0].Devices[0].Disk = vcsimkit.NonRDMDisk }, "hosts[0].devices[0].disk", "cannot be an RDM"},
 		{"device of another host", func(p *plan.Plan) { p.Hosts[1].Devices[0].Disk = h1disk }, "hosts[1].devices[0].disk", "has no disk"},
 		{"device twice", func(p *plan.Plan) { p.Hosts[0].Devices[1].Disk = h1disk }, "hosts[0].devices[1].disk", "listed twice"},
 		{"pci not capable", func(p *plan.Plan) {

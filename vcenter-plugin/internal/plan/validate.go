@@ -356,6 +356,8 @@ func (v *validator) host(p *Plan, f string, h *Host, inv *inventory.Inventory) {
 				v.errf(df+".disk", "disk %s on host %s is in use by %s: pick a free disk", d.Disk, h.Name, disk.UsedBy)
 			case !disk.Local:
 				v.errf(df+".disk", "disk %s on host %s is not local (shared or SAN): Cairn pools local disks only", d.Disk, h.Name)
+			case !disk.RDMCapable && disk.UsedBy != own:
+				v.errf(df+".disk", "disk %s on host %s cannot be an RDM (ESXi does not offer it for raw mapping: a local disk without a unique serial): pass its controller through instead, or pick another disk", d.Disk, h.Name)
 			}
 		case ModePassthrough:
 			if d.PCI == "" || d.Disk != "" {

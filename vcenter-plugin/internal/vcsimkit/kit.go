@@ -65,9 +65,10 @@ type Kit struct {
 	cancel  context.CancelFunc
 	done    chan struct{}
 
-	mu    sync.Mutex
-	vmfs  map[string]*vmfsVolume
-	hosts map[types.ManagedObjectReference]*kitHost
+	mu         sync.Mutex
+	vmfs       map[string]*vmfsVolume
+	hosts      map[types.ManagedObjectReference]*kitHost
+	vaaiFailed map[string]bool // host/canonical: ATS probe failed (vaai.go)
 }
 
 type kitHost struct {
@@ -227,7 +228,13 @@ func (k *Kit) install() error {
 	sort.Slice(hosts, func(i, j int) bool { return hosts[i].Name < hosts[j].Name })
 	if cl, ok := reg.Any("ClusterComputeResource").(*simulator.ClusterComputeResource); ok {
 		cl.Name = ClusterName
+		if cl.EnvironmentBrowser != nil {
+			if eb, ok := reg.Get(*cl.EnvironmentBrowser).(*simulator.EnvironmentBrowser); ok {
+				reg.Put(&envBrowser{EnvironmentBrowser: eb, kit: k})
+			}
+		}
 	}
+	reg.Handler = k.strictHandler
 	for i, h := range hosts {
 		name := fmt.Sprintf("esx-%02d.cairn.test", i+1)
 		h.Name = name
@@ -243,6 +250,11 @@ func (k *Kit) install() error {
 		info := *ss.StorageDeviceInfo // vcsim shares one; each host gets its own
 		info.HostBusAdapter = append([]types.BaseHostHostBusAdapter(nil), info.HostBusAdapter...)
 		info.ScsiLun = append([]types.BaseScsiLun(nil), info.ScsiLun...)
+		if info.MultipathInfo != nil {
+			mp := *info.MultipathInfo
+			mp.Lun = append([]types.HostMultipathInfoLogicalUnit(nil), mp.Lun...)
+			info.MultipathInfo = &mp
+		}
 		for j, d := range kh.disks {
 			kind := "HDD"
 			if d.SSD {
@@ -250,6 +262,11 @@ func (k *Kit) install() error {
 			}
 			info.ScsiLun = append(info.ScsiLun, scsiDisk(d.CanonicalName, fmt.Sprintf("Local %s Disk %d (%s)", kind, j, d.CanonicalName), "ATA", "CAIRN-LOCAL-"+kind, d.Size, true, d.SSD))
 		}
+		// A local disk without a unique serial: ESXi names it by path and
+		// will not map it as an RDM (strict.go).
+		noSerial := scsiDisk(NonRDMDisk, "Local ATA Disk ("+NonRDMDisk+")", "ATA", "CAIRN-LOCAL-NOSERIAL", k.opts.DiskSize, true, false)
+		noSerial.Uuid = "0000000000766d686261313a303a30"
+		info.ScsiLun = append(info.ScsiLun, noSerial)
 		ss.StorageDeviceInfo = &info
 		h.Config.StorageDevice = &info
 		kh.storage = &storageSystem{HostStorageSystem: ss, kit: k}
@@ -269,6 +286,7 @@ func (k *Kit) install() error {
 		}
 		ni.Portgroup = append([]types.HostPortGroup(nil), ns.NetworkInfo.Portgroup...)
 		ni.Vnic = append([]types.HostVirtualNic(nil), ns.NetworkInfo.Vnic...)
+		redundantUplinks(&ni)
 		ns.NetworkInfo = &ni
 		kh.network = &networkSystem{HostNetworkSystem: ns}
 		reg.Put(kh.network)
@@ -285,7 +303,7 @@ func (k *Kit) install() error {
 
 		// The boot disk (vcsim's mpx.vmhba0 disk) carries the host's local VMFS.
 		local := fmt.Sprintf("esx-%02d-local", i+1)
-		if _, f := k.mountVMFS(ctx, ds, local, "mpx.vmhba0:C0:T0:L0", 6, true); f != nil {
+		if _, f := k.mountVMFS(ctx, ds, local, "mpx.vmhba0:C0:T0:L0", 6, true, 0); f != nil {
 			return fmt.Errorf("vcsimkit: local datastore %s: %s", local, f.String)
 		}
 	}

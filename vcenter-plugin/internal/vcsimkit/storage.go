@@ -177,10 +177,21 @@ func (s *storageSystem) rescan(ctx *simulator.Context) *soap.Fault {
 		keep = append(keep, l)
 	}
 	sort.Slice(luns, func(i, j int) bool { return luns[i].NAA < luns[j].NAA })
+	var discovered []*types.HostScsiDisk
 	for _, l := range luns {
-		keep = append(keep, scsiDisk("naa."+strings.ToLower(l.NAA), "CAIRN iSCSI Disk (naa."+l.NAA+") "+l.Name, "CAIRN", iscsiModel, l.Size, false, true))
+		d := scsiDisk("naa."+strings.ToLower(l.NAA), "CAIRN iSCSI Disk (naa."+l.NAA+") "+l.Name, "CAIRN", iscsiModel, l.Size, false, true)
+		d.VStorageSupport = s.kit.vstorage(s.Host.Name, d.CanonicalName)
+		discovered = append(discovered, d)
+		keep = append(keep, d)
 	}
 	s.StorageDeviceInfo.ScsiLun = keep
+	var targets []string
+	if hba != nil {
+		for _, t := range hba.ConfiguredSendTarget {
+			targets = append(targets, fmt.Sprintf("%s:%d", t.Address, t.Port))
+		}
+	}
+	s.setMultipath(discovered, targets)
 	s.publish(ctx)
 	return nil
 }
@@ -274,7 +285,28 @@ func (d *datastoreSystem) QueryVmfsDatastoreCreateOptions(ctx *simulator.Context
 			Vmfs: types.HostVmfsSpec{MajorVersion: major, Extent: types.HostScsiDiskPartition{DiskName: disk.CanonicalName, Partition: 1}},
 		},
 	}
-	return &methods.QueryVmfsDatastoreCreateOptionsBody{Res: &types.QueryVmfsDatastoreCreateOptionsResponse{Returnval: []types.VmfsDatastoreOption{opt}}}
+	// Like ESXi, offer more than one layout, and not the whole-disk one
+	// first: a single extent over the first free region only (here, half
+	// the disk, as when a partition table already holds something), then
+	// "use all free space". A caller taking opts[0] gets half a datastore.
+	half := disk.Capacity.Block / 2
+	partial := types.VmfsDatastoreOption{
+		Info: &types.VmfsDatastoreSingleExtentOption{
+			VmfsDatastoreBaseOption: types.VmfsDatastoreBaseOption{Layout: types.HostDiskPartitionLayout{
+				Total: &disk.Capacity,
+				Partition: []types.HostDiskPartitionBlockRange{{Partition: 1, Type: "vmfs",
+					Start: types.HostDiskDimensionsLba{BlockSize: 512, Block: 2048}, End: types.HostDiskDimensionsLba{BlockSize: 512, Block: half}}},
+			}},
+			VmfsExtent: types.HostDiskPartitionBlockRange{Partition: 1},
+		},
+		Spec: &types.VmfsDatastoreCreateSpec{
+			VmfsDatastoreSpec: types.VmfsDatastoreSpec{DiskUuid: disk.Uuid},
+			Partition: types.HostDiskPartitionSpec{PartitionFormat: "gpt", TotalSectors: disk.Capacity.Block,
+				Partition: []types.HostDiskPartitionAttributes{{Partition: 1, StartSector: 2048, EndSector: half, Type: "vmfs", Guid: "AA31E02A400F11DB9590000C2911D1B8"}}},
+			Vmfs: types.HostVmfsSpec{MajorVersion: major, Extent: types.HostScsiDiskPartition{DiskName: disk.CanonicalName, Partition: 1}},
+		},
+	}
+	return &methods.QueryVmfsDatastoreCreateOptionsBody{Res: &types.QueryVmfsDatastoreCreateOptionsResponse{Returnval: []types.VmfsDatastoreOption{partial, opt}}}
 }
 
 func (d *datastoreSystem) CreateVmfsDatastore(ctx *simulator.Context, req *types.CreateVmfsDatastore) soap.HasFault {
@@ -293,7 +325,12 @@ func (d *datastoreSystem) CreateVmfsDatastore(ctx *simulator.Context, req *types
 		body.Fault_ = simulator.Fault("disk "+diskName+" already holds datastore "+owner, &types.ResourceInUse{Name: diskName})
 		return body
 	}
-	ref, fault := d.kit.mountVMFS(ctx, d.HostDatastoreSystem, name, diskName, req.Spec.Vmfs.MajorVersion, false)
+	// The file system is as large as the partition the spec lays out.
+	var sectors int64
+	for _, p := range req.Spec.Partition.Partition {
+		sectors += p.EndSector - p.StartSector + 1
+	}
+	ref, fault := d.kit.mountVMFS(ctx, d.HostDatastoreSystem, name, diskName, req.Spec.Vmfs.MajorVersion, false, sectors*512)
 	if fault != nil {
 		body.Fault_ = fault
 		return body
@@ -309,6 +346,9 @@ type vmfsVolume struct {
 	path  string // backing directory
 	major int32
 	local bool
+	// capacity is the VMFS partition's size (0: whatever the backing
+	// directory's file system reports, for the hosts' local datastores).
+	capacity int64
 }
 
 func (k *Kit) vmfsExtents() map[string]bool {
@@ -335,14 +375,14 @@ func (k *Kit) vmfsOn(disk string) (string, bool) {
 // mountVMFS creates (first host) or mounts (other hosts) the datastore
 // name on disk, reusing vcsim's local datastore plumbing for the files and
 // then dressing it as VMFS. local datastores are not shared.
-func (k *Kit) mountVMFS(ctx *simulator.Context, dss *simulator.HostDatastoreSystem, name, disk string, major int32, local bool) (types.ManagedObjectReference, *soap.Fault) {
+func (k *Kit) mountVMFS(ctx *simulator.Context, dss *simulator.HostDatastoreSystem, name, disk string, major int32, local bool, capacity int64) (types.ManagedObjectReference, *soap.Fault) {
 	if major == 0 {
 		major = 6
 	}
 	k.mu.Lock()
 	vol, ok := k.vmfs[name]
 	if !ok {
-		vol = &vmfsVolume{name: name, disk: disk, path: filepath.Join(k.opts.Dir, "vmfs", name), major: major, local: local}
+		vol = &vmfsVolume{name: name, disk: disk, path: filepath.Join(k.opts.Dir, "vmfs", name), major: major, local: local, capacity: capacity}
 		k.vmfs[name] = vol
 	}
 	k.mu.Unlock()
@@ -360,6 +400,10 @@ func (k *Kit) mountVMFS(ctx *simulator.Context, dss *simulator.HostDatastoreSyst
 		return types.ManagedObjectReference{}, simulator.Fault("datastore "+name+" vanished after mount", &types.HostConfigFault{})
 	}
 	ctx.WithLock(ds, func() {
+		if vol.capacity > 0 {
+			ds.Summary.Capacity = vol.capacity
+			ds.Summary.FreeSpace = min(ds.Summary.FreeSpace, vol.capacity)
+		}
 		base := *ds.Info.GetDatastoreInfo()
 		ds.Info = &types.VmfsDatastoreInfo{DatastoreInfo: base, Vmfs: &types.HostVmfsVolume{
 			HostFileSystemVolume: types.HostFileSystemVolume{Type: "VMFS", Name: name, Capacity: ds.Summary.Capacity},
@@ -406,7 +450,7 @@ func (k *Kit) mountVisibleVMFS(ctx *simulator.Context, host types.ManagedObjectR
 			}
 		}
 		if !mounted {
-			_, _ = k.mountVMFS(ctx, h.datastores.HostDatastoreSystem, v.name, v.disk, v.major, false)
+			_, _ = k.mountVMFS(ctx, h.datastores.HostDatastoreSystem, v.name, v.disk, v.major, false, v.capacity)
 		}
 	}
 }
@@ -511,14 +555,8 @@ func (m *iscsiManager) BindVnic(ctx *simulator.Context, req *types.BindVnic) soa
 	if req.IScsiHbaName != SoftwareISCSIDevice {
 		return &methods.BindVnicBody{Fault_: simulator.Fault("no iSCSI adapter "+req.IScsiHbaName, &types.NotFound{})}
 	}
-	m.network.mu.Lock()
-	ok := false
-	for _, v := range m.network.NetworkInfo.Vnic {
-		ok = ok || v.Device == req.VnicDevice
-	}
-	m.network.mu.Unlock()
-	if !ok {
-		return &methods.BindVnicBody{Fault_: simulator.Fault("no vmkernel NIC "+req.VnicDevice+": create it first", &types.NotFound{})}
+	if f := m.network.bindable(req.VnicDevice); f != nil {
+		return &methods.BindVnicBody{Fault_: f}
 	}
 	m.mu.Lock()
 	m.bound[req.VnicDevice] = true
