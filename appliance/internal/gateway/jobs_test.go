@@ -138,3 +138,14 @@ func TestDrainProgress(t *testing.T) {
 		t.Errorf("removed: %+v", got.Job)
 	}
 }
+
+// TestRenamedSDSRestarts: an SDS renamed through the API still finds its
+// object when its daemon (started with the old --name) restarts.
+func TestRenamedSDSRestarts(t *testing.T) {
+	c := testcluster.Start(t, testcluster.Options{SDSs: 3, DevicesPerSDS: 1, PGCount: 8})
+	e := newClusterEnv(t, c)
+	e.ok(200, "PATCH", "/api/v1/sds/sds1", e.admin, `{"name":"alpha"}`)
+	c.StopSDS(0)
+	c.StartSDS(0) // fails the test unless sds1's daemon publishes its liveness again
+	waitFor(t, 10*time.Second, "alpha up", func() bool { return e.ok(200, "GET", "/api/v1/sds/alpha", e.admin, "")["up"] == true })
+}
