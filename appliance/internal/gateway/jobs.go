@@ -331,26 +331,30 @@ func (s *Server) getJob(c *call) (int, any, error) {
 
 // removeSDS starts the drain-and-remove of an SDS (a job).
 func (s *Server) removeSDS(c *call) (int, any, error) {
-	if err := c.decodeOptional(&struct{}{}); err != nil {
-		return 0, nil, err
-	}
-	x, err := s.store.RemoveSDS(c.ctx, c.ref())
-	if err != nil {
-		return 0, nil, err
-	}
-	c.object = &objectRef{Kind: model.KindSDS, ID: x.ID, Name: x.Name}
-	return s.startJob(c, JobSDSRemove, *c.object)
+	return s.drainJob(c, JobSDSRemove, model.KindSDS, func() (string, string, error) {
+		x, err := s.store.RemoveSDS(c.ctx, c.ref())
+		return x.ID, x.Name, err
+	})
 }
 
 // removeDevice starts the drain-and-remove of a device (a job).
 func (s *Server) removeDevice(c *call) (int, any, error) {
+	return s.drainJob(c, JobDeviceRemove, model.KindDevice, func() (string, string, error) {
+		d, err := s.store.RemoveDevice(c.ctx, c.ref())
+		return d.ID, d.Name, err
+	})
+}
+
+// drainJob takes an optional empty body, sets the object removing and
+// answers the job that follows its drain.
+func (s *Server) drainJob(c *call, kind, objKind string, remove func() (id, name string, err error)) (int, any, error) {
 	if err := c.decodeOptional(&struct{}{}); err != nil {
 		return 0, nil, err
 	}
-	d, err := s.store.RemoveDevice(c.ctx, c.ref())
+	id, name, err := remove()
 	if err != nil {
 		return 0, nil, err
 	}
-	c.object = &objectRef{Kind: model.KindDevice, ID: d.ID, Name: d.Name}
-	return s.startJob(c, JobDeviceRemove, *c.object)
+	c.object = &objectRef{Kind: objKind, ID: id, Name: name}
+	return s.startJob(c, kind, *c.object)
 }
