@@ -141,24 +141,7 @@ func init() {
 }
 
 // list prints a collection as a table or JSON.
-func (s *session) list(ctx context.Context, o object) error {
-	if err := s.setup(); err != nil {
-		return err
-	}
-	var raw json.RawMessage
-	if err := s.api.call(ctx, http.MethodGet, o.path, nil, &raw); err != nil {
-		return err
-	}
-	if s.opts.json {
-		return printJSON(s.out, raw)
-	}
-	var rows []map[string]any
-	if err := json.Unmarshal(raw, &rows); err != nil {
-		return fmt.Errorf("gateway answer for %s is not a list: %w", o.path, err)
-	}
-	printTable(s.out, o.columns, rows)
-	return nil
-}
+func (s *session) list(ctx context.Context, o object) error { return s.listAt(ctx, o.path, o.columns) }
 
 // show sends a request and prints the object it returns.
 func (s *session) show(ctx context.Context, method, path string, body any) error {

@@ -201,8 +201,8 @@ func validCode(status int, code any) bool {
 
 // state returns every key's mod revision, except the event log's (every
 // mutating request, a refused one too, is an audit event) and what running
-// SDSs publish on their own (statistics, liveness), which the gateway never
-// writes.
+// SDSs publish on their own (statistics, liveness, fill markers), which the
+// gateway never writes.
 func (e *env) state() map[string]int64 {
 	r, err := e.etcd.Get(context.Background(), "/", clientv3.WithPrefix(), clientv3.WithKeysOnly())
 	if err != nil {
@@ -211,7 +211,8 @@ func (e *env) state() map[string]int64 {
 	out := map[string]int64{}
 	for _, kv := range r.Kvs {
 		k := string(kv.Key)
-		if strings.HasPrefix(k, eventPrefix) || k == eventSeqKey || strings.HasPrefix(k, model.Prefix+"stats/") || strings.HasPrefix(k, model.Prefix+"live/") {
+		if strings.HasPrefix(k, eventPrefix) || k == eventSeqKey || strings.HasPrefix(k, model.Prefix+"stats/") || strings.HasPrefix(k, model.Prefix+"live/") ||
+			strings.HasPrefix(k, model.Prefix+"filled/") {
 			continue
 		}
 		out[k] = kv.ModRevision

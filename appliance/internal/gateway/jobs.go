@@ -15,6 +15,7 @@ import (
 	"math"
 	"net/http"
 	"sort"
+	"strings"
 	"time"
 
 	"github.com/cairn-storage/cairn/appliance/internal/model"
@@ -28,8 +29,10 @@ const (
 	JobSucceeded = "succeeded"
 	JobFailed    = "failed"
 
-	JobSDSRemove    = "sds-remove"
-	JobDeviceRemove = "device-remove"
+	JobSDSRemove        = "sds-remove"
+	JobDeviceRemove     = "device-remove"
+	JobMaintenanceEnter = "maintenance-enter"
+	JobMaintenanceExit  = "maintenance-exit"
 )
 
 // Retention of finished jobs.
@@ -67,6 +70,8 @@ type jobRecord struct {
 	// TotalCopies: placement-group copies on the drained object when the
 	// drain started (or the most seen since): the 0% mark.
 	TotalCopies int `json:"total_copies"`
+	// SDSIDs: the SDSs a maintenance job follows (one, or a fault set's).
+	SDSIDs []string `json:"sds_ids,omitempty"`
 }
 
 func jobKey(id string) string { return jobPrefix + id }
@@ -100,6 +105,8 @@ func (w *world) progress(rec jobRecord, now time.Time) jobRecord {
 	case JobDeviceRemove:
 		d, ok := w.devices[j.Object.ID]
 		state, exists = d.State, ok
+	case JobMaintenanceEnter, JobMaintenanceExit:
+		return w.maintenanceProgress(rec)
 	default:
 		return rec
 	}
@@ -131,32 +138,76 @@ func (w *world) progress(rec jobRecord, now time.Time) jobRecord {
 	return rec
 }
 
+// maintenanceProgress follows SDSs into maintenance (done when none of
+// their copies is ready or being filled: safe to shut down) or out of it
+// (done when their copies have resynced).
+func (w *world) maintenanceProgress(rec jobRecord) jobRecord {
+	j := &rec.Job
+	done := 0
+	var waiting []string
+	for _, id := range rec.SDSIDs {
+		x, ok := w.sdss[id]
+		inMaint := ok && model.MaintenanceMode(x.State) != ""
+		if !ok || (j.Kind == JobMaintenanceEnter) != inMaint {
+			j.State, j.Percent = JobFailed, 0
+			j.Message = fmt.Sprintf("SDS %s left the requested state (now %q): the maintenance request was undone or the SDS removed", x.Name, x.State)
+			j.Error = &errorBody{Code: CodeConflict, Message: j.Message}
+			return rec
+		}
+		st := w.maintenanceOf(x).State
+		if (j.Kind == JobMaintenanceEnter && st == MaintIn) || (j.Kind == JobMaintenanceExit && st == "") {
+			done++
+		} else {
+			waiting = append(waiting, fmt.Sprintf("%s (%s)", x.Name, st))
+		}
+	}
+	j.Percent = math.Round(1000*float64(done)/float64(max(1, len(rec.SDSIDs)))) / 10
+	switch {
+	case done == len(rec.SDSIDs) && j.Kind == JobMaintenanceEnter:
+		j.State, j.Message = JobSucceeded, fmt.Sprintf("%s %s in maintenance: safe to shut down", j.Object.Kind, j.Object.Name)
+	case done == len(rec.SDSIDs):
+		j.State, j.Message = JobSucceeded, fmt.Sprintf("%s %s back from maintenance, resync done", j.Object.Kind, j.Object.Name)
+	default:
+		j.State, j.Message = JobRunning, "waiting for "+strings.Join(waiting, ", ")
+	}
+	return rec
+}
+
 // startJob stores a new running job and answers 202 with it.
 func (s *Server) startJob(c *call, kind string, obj objectRef) (int, any, error) {
-	w, err := c.world()
+	rec, err := s.createJob(c, kind, obj, nil)
 	if err != nil {
 		return 0, nil, err
 	}
-	// A repeat (the object is already being removed) answers its job.
+	return http.StatusAccepted, rec.Job, nil
+}
+
+// createJob stores a new running job (or finds the running one of the same
+// kind on the same object: a repeat) and sets Location to it.
+func (s *Server) createJob(c *call, kind string, obj objectRef, sdsIDs []string) (jobRecord, error) {
+	w, err := c.world()
+	if err != nil {
+		return jobRecord{}, err
+	}
 	jobs, err := s.loadJobs(c.ctx)
 	if err != nil {
-		return 0, nil, err
+		return jobRecord{}, err
 	}
 	for _, r := range jobs {
 		if r.Kind == kind && r.Object.ID == obj.ID && (r.State == JobRunning || r.State == JobQueued) {
 			c.w.Header().Set("Location", APIPrefix+"/jobs/"+r.ID)
-			return http.StatusAccepted, r.Job, nil
+			return r, nil
 		}
 	}
 	now := time.Now().UTC()
-	rec := jobRecord{Job: Job{ID: model.NewID(), Kind: kind, Object: obj, State: JobRunning, User: c.user.Name, Created: now, Updated: now}}
+	rec := jobRecord{Job: Job{ID: model.NewID(), Kind: kind, Object: obj, State: JobRunning, User: c.user.Name, Created: now, Updated: now}, SDSIDs: sdsIDs}
 	rec = w.progress(rec, now)
 	b, _ := json.Marshal(rec)
 	if _, err := s.cfg.Etcd.Put(c.ctx, jobKey(rec.ID), string(b)); err != nil {
-		return 0, nil, fmt.Errorf("store job: %v: %w", err, model.ErrUnavailable)
+		return jobRecord{}, fmt.Errorf("store job: %v: %w", err, model.ErrUnavailable)
 	}
 	c.w.Header().Set("Location", APIPrefix+"/jobs/"+rec.ID)
-	return http.StatusAccepted, rec.Job, nil
+	return rec, nil
 }
 
 // loadJobs reads every job with its mod revision.
@@ -280,26 +331,30 @@ func (s *Server) getJob(c *call) (int, any, error) {
 
 // removeSDS starts the drain-and-remove of an SDS (a job).
 func (s *Server) removeSDS(c *call) (int, any, error) {
-	if err := c.decodeOptional(&struct{}{}); err != nil {
-		return 0, nil, err
-	}
-	x, err := s.store.RemoveSDS(c.ctx, c.ref())
-	if err != nil {
-		return 0, nil, err
-	}
-	c.object = &objectRef{Kind: model.KindSDS, ID: x.ID, Name: x.Name}
-	return s.startJob(c, JobSDSRemove, *c.object)
+	return s.drainJob(c, JobSDSRemove, model.KindSDS, func() (string, string, error) {
+		x, err := s.store.RemoveSDS(c.ctx, c.ref())
+		return x.ID, x.Name, err
+	})
 }
 
 // removeDevice starts the drain-and-remove of a device (a job).
 func (s *Server) removeDevice(c *call) (int, any, error) {
+	return s.drainJob(c, JobDeviceRemove, model.KindDevice, func() (string, string, error) {
+		d, err := s.store.RemoveDevice(c.ctx, c.ref())
+		return d.ID, d.Name, err
+	})
+}
+
+// drainJob takes an optional empty body, sets the object removing and
+// answers the job that follows its drain.
+func (s *Server) drainJob(c *call, kind, objKind string, remove func() (id, name string, err error)) (int, any, error) {
 	if err := c.decodeOptional(&struct{}{}); err != nil {
 		return 0, nil, err
 	}
-	d, err := s.store.RemoveDevice(c.ctx, c.ref())
+	id, name, err := remove()
 	if err != nil {
 		return 0, nil, err
 	}
-	c.object = &objectRef{Kind: model.KindDevice, ID: d.ID, Name: d.Name}
-	return s.startJob(c, JobDeviceRemove, *c.object)
+	c.object = &objectRef{Kind: objKind, ID: id, Name: name}
+	return s.startJob(c, kind, *c.object)
 }

@@ -163,6 +163,17 @@ func TestMaintenanceOnCluster(t *testing.T) {
 		t.Fatalf("answer %v", v)
 	}
 	waitFor(t, 10*time.Second, "sds1 in-maintenance", func() bool { return sds("sds1").Maintenance.State == MaintIn })
+	// The request's job follows it to the same end.
+	jobState := func(kind string) string {
+		_, l := e.do("GET", "/api/v1/jobs?object=sds1&kind="+kind, op, "")
+		if jobs, _ := l.([]any); len(jobs) > 0 {
+			return jobs[0].(map[string]any)["state"].(string)
+		}
+		return "none"
+	}
+	if st := jobState(JobMaintenanceEnter); st != JobSucceeded {
+		t.Errorf("maintenance-enter job of sds1: %s", st)
+	}
 	var s sysInfo
 	e.get("/api/v1/system", mon, &s)
 	if s.Rebuild.DegradedGroups == 0 || s.Health.Status != HealthDegraded {
@@ -189,6 +200,9 @@ func TestMaintenanceOnCluster(t *testing.T) {
 		t.Fatalf("exit answer %v", v)
 	}
 	waitFor(t, 20*time.Second, "resync done", func() bool { return sds("sds1").Maintenance.State == "" && healthy() })
+	if st := jobState(JobMaintenanceExit); st != JobSucceeded {
+		t.Errorf("maintenance-exit job of sds1: %s", st)
+	}
 	waitFor(t, 5*time.Second, "resync figures published", func() bool { return e.totalResync(mon) > resyncBefore })
 	resynced := e.totalResync(mon) - resyncBefore
 	t.Logf("instant maintenance: resynced %d bytes of sds1's %d", resynced, usedBefore)

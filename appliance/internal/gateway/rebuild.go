@@ -220,12 +220,39 @@ func (s *Server) enterSDSMaintenance(c *call) (int, any, error) {
 	if err != nil {
 		return 0, nil, err
 	}
+	if err := s.followMaintenance(c, JobMaintenanceEnter, objectRef{Kind: model.KindSDS, ID: set[0].ID, Name: set[0].Name}, set); err != nil {
+		return 0, nil, err
+	}
 	return s.viewResponse(c, s.kindOf(model.KindSDS), set[0].ID, http.StatusOK)
+}
+
+// followMaintenance records a job that follows a maintenance change to its
+// end (Location: /api/v1/jobs/{id}); the answer stays the SDS view(s), as
+// the change itself is made at once.
+func (s *Server) followMaintenance(c *call, kind string, obj objectRef, set []model.SDS) error {
+	ids := make([]string, len(set))
+	for i, x := range set {
+		ids[i] = x.ID
+	}
+	_, err := s.createJob(c, kind, obj, ids)
+	return err
+}
+
+// faultSetRef names the fault set of the path.
+func (s *Server) faultSetRef(c *call) objectRef {
+	fs, err := s.store.GetFaultSet(c.ctx, c.ref())
+	if err != nil {
+		return objectRef{Kind: model.KindFaultSet, Name: c.ref()}
+	}
+	return objectRef{Kind: model.KindFaultSet, ID: fs.ID, Name: fs.Name}
 }
 
 func (s *Server) exitSDSMaintenance(c *call) (int, any, error) {
 	set, err := s.store.ExitMaintenance(c.ctx, []string{c.ref()})
 	if err != nil {
+		return 0, nil, err
+	}
+	if err := s.followMaintenance(c, JobMaintenanceExit, objectRef{Kind: model.KindSDS, ID: set[0].ID, Name: set[0].Name}, set); err != nil {
 		return 0, nil, err
 	}
 	return s.viewResponse(c, s.kindOf(model.KindSDS), set[0].ID, http.StatusOK)
@@ -240,12 +267,18 @@ func (s *Server) enterFaultSetMaintenance(c *call) (int, any, error) {
 	if err != nil {
 		return 0, nil, err
 	}
+	if err := s.followMaintenance(c, JobMaintenanceEnter, s.faultSetRef(c), set); err != nil {
+		return 0, nil, err
+	}
 	return s.sdsViews(c, set)
 }
 
 func (s *Server) exitFaultSetMaintenance(c *call) (int, any, error) {
 	set, err := s.store.ExitFaultSetMaintenance(c.ctx, c.ref())
 	if err != nil {
+		return 0, nil, err
+	}
+	if err := s.followMaintenance(c, JobMaintenanceExit, s.faultSetRef(c), set); err != nil {
 		return 0, nil, err
 	}
 	return s.sdsViews(c, set)

@@ -5,14 +5,7 @@ package model
 // themselves, so every SDS sees a change through its catalog watch and
 // applies it to the fills it is running within a second or so.
 
-import (
-	"context"
-	"encoding/json"
-	"fmt"
-	"strings"
-
-	clientv3 "go.etcd.io/etcd/client/v3"
-)
+import "strings"
 
 // Rebuild policies of a pool.
 const (
@@ -121,16 +114,4 @@ func applySDSUpdate(x SDS, up SDSUpdate) (SDS, error) {
 	}
 	x.RebuildMBps = *up.RebuildMBps
 	return x, nil
-}
-
-// replace writes an object unless it changed since rev (a concurrent
-// change, e.g. the SDS entering maintenance, is then not overwritten).
-func (s *Store) replace(ctx context.Context, kind, id, name string, rev int64, v any) error {
-	b, err := json.Marshal(v)
-	if err != nil {
-		return err
-	}
-	key := Key(kind, id)
-	return s.txn(ctx, fmt.Sprintf("%s %q", kindNoun[kind], name),
-		[]clientv3.Cmp{clientv3.Compare(clientv3.ModRevision(key), "=", rev)}, clientv3.OpPut(key, string(b)))
 }

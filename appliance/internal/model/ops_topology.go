@@ -488,10 +488,18 @@ func (s *Store) RemoveSDS(ctx context.Context, ref string) (SDS, error) {
 		return x, err
 	}
 	x.State = SDSRemoving
-	b, _ := json.Marshal(x)
-	key := Key(KindSDS, x.ID)
+	return x, s.writeGuarded(ctx, KindSDS, x.ID, x.Name, rev, x, cmps)
+}
+
+// writeGuarded writes an object unless it changed since rev or cmps fail.
+func (s *Store) writeGuarded(ctx context.Context, kind, id, name string, rev int64, v any, cmps []clientv3.Cmp) error {
+	b, err := json.Marshal(v)
+	if err != nil {
+		return err
+	}
+	key := Key(kind, id)
 	cmps = append(cmps, clientv3.Compare(clientv3.ModRevision(key), "=", rev))
-	return x, s.txn(ctx, fmt.Sprintf("remove SDS %q", x.Name), cmps, clientv3.OpPut(key, string(b)))
+	return s.txn(ctx, fmt.Sprintf("%s %q", kindNoun[kind], name), cmps, clientv3.OpPut(key, string(b)))
 }
 
 // RemoveDevice starts the graceful removal of a device (state removing);
@@ -509,10 +517,7 @@ func (s *Store) RemoveDevice(ctx context.Context, ref string) (Device, error) {
 		return d, err
 	}
 	d.State = DeviceRemoving
-	b, _ := json.Marshal(d)
-	key := Key(KindDevice, d.ID)
-	cmps = append(cmps, clientv3.Compare(clientv3.ModRevision(key), "=", rev))
-	return d, s.txn(ctx, fmt.Sprintf("remove device %q", d.Name), cmps, clientv3.OpPut(key, string(b)))
+	return d, s.writeGuarded(ctx, KindDevice, d.ID, d.Name, rev, d, cmps)
 }
 
 // checkDrain refuses a removal after which a pool holding volumes would

@@ -110,10 +110,21 @@ func Run(ctx context.Context, cfg Config) error {
 	defer s.cl.Close()
 
 	// Find our own object; the administrator creates it (cairnctl sds create).
+	// Once found, its id is kept in the state directory (sdsIDFile): an SDS
+	// renamed through the API finds itself by id on its next start.
 	hint := time.Now()
+	idFile := filepath.Join(cfg.StateDir, sdsIDFile)
+	known, _ := os.ReadFile(idFile)
 	for {
+		if obj, ok := cat.SDS(strings.TrimSpace(string(known))); ok && len(known) > 0 {
+			s.id = obj.ID
+			break
+		}
 		if obj, ok := cat.SDSByName(cfg.Name); ok {
 			s.id = obj.ID
+			if err := os.WriteFile(idFile, []byte(obj.ID+"\n"), 0o600); err != nil {
+				return fmt.Errorf("sds %s: record its id in %s: %w", cfg.Name, idFile, err)
+			}
 			break
 		}
 		if time.Since(hint) > 10*time.Second {
@@ -366,6 +377,10 @@ func (s *Server) localError(d *device, err error) (wire.Response, func()) {
 	}
 	return errResp(wire.StatusUnavailable, fmt.Errorf("local copy: %w", err))
 }
+
+// sdsIDFile in the state directory holds the SDS's object id (layout v1:
+// 16 hex digits and a newline), written when it first finds itself by name.
+const sdsIDFile = "sds-id"
 
 func (s *Server) publishStats(ctx context.Context) {
 	t := time.NewTicker(s.cfg.StatsInterval)
