@@ -1,6 +1,5 @@
 # -*- coding: utf-8 -*-
 # Copyright: Cairn developers
-# Apache License 2.0 (see LICENSE in the repository)
 """How every cairn.storage module reaches the gateway (shared DOCUMENTATION options)."""
 
 from __future__ import annotations
@@ -46,13 +45,13 @@ options:
     type: int
     default: 30
 requirements:
-  - The C(cairn) Python package (the gateway API client, C(installer/) in the Cairn repository)
-    in the Python that runs the module, usually the controller's (C(delegate_to: localhost)).
-    C(scripts/pydeps.sh) installs it into the repository's C(.venv).
+  - "The C(cairn) Python package (the gateway API client, C(installer/) in the Cairn repository)
+    in the Python that runs the module, usually the controller's (C(delegate_to=localhost)).
+    C(scripts/pydeps.sh) installs it into the repository's C(.venv)."
 notes:
-  - Modules talk to the REST API only; run them on the controller (C(delegate_to: localhost)
-    or C(connection: local)) with C(ansible_python_interpreter) pointing at a Python that has
-    the C(cairn) package.
+  - "Modules talk to the REST API only: run them on the controller (C(delegate_to=localhost)
+    or C(connection=local)) with C(ansible_python_interpreter) pointing at a Python that has
+    the C(cairn) package."
   - Supports C(check_mode) and C(diff) (except M(cairn.storage.info), which only reads).
   - Errors carry the gateway's HTTP C(status), error C(code), C(message) and C(field).
 """

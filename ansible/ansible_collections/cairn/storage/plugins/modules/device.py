@@ -1,7 +1,6 @@
 #!/usr/bin/python
 # -*- coding: utf-8 -*-
 # Copyright: Cairn developers
-# Apache License 2.0 (see LICENSE in the repository)
 
 from __future__ import annotations
 
@@ -10,7 +9,7 @@ module: device
 short_description: Add or remove a device of a Cairn SDS
 version_added: "0.1.0"
 description:
-  - Adds a block device (by stable path) of an SDS to a storage pool: the gateway asks the SDS to
+  - Adds a block device (by stable path) of an SDS to a storage pool. The gateway asks the SDS to
     check and prepare it (free, no other cluster's data, no filesystem) before recording it.
   - Removes it, optionally draining its data to the other devices first.
   - Idempotent; supports check mode and diff.
@@ -52,7 +51,7 @@ options:
 extends_documentation_fragment:
   - cairn.storage.cairn
 author:
-  - Cairn developers
+  - Cairn developers (@cairn-storage)
 """
 
 EXAMPLES = r"""

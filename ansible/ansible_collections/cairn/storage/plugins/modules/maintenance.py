@@ -1,7 +1,6 @@
 #!/usr/bin/python
 # -*- coding: utf-8 -*-
 # Copyright: Cairn developers
-# Apache License 2.0 (see LICENSE in the repository)
 
 from __future__ import annotations
 
@@ -22,7 +21,7 @@ options:
     description: The SDS (name or id). Exactly one of O(sds) and O(fault_set).
     type: str
   fault_set:
-    description: The fault set (name or id): every SDS in it at once.
+    description: The fault set (name or id), every SDS in it at once.
     type: str
   state:
     description: V(present) is in maintenance; V(absent) is out of maintenance.
@@ -49,7 +48,7 @@ options:
 extends_documentation_fragment:
   - cairn.storage.cairn
 author:
-  - Cairn developers
+  - Cairn developers (@cairn-storage)
 """
 
 EXAMPLES = r"""

@@ -1,7 +1,6 @@
 #!/usr/bin/python
 # -*- coding: utf-8 -*-
 # Copyright: Cairn developers
-# Apache License 2.0 (see LICENSE in the repository)
 
 from __future__ import annotations
 
@@ -54,7 +53,7 @@ options:
 extends_documentation_fragment:
   - cairn.storage.cairn
 author:
-  - Cairn developers
+  - Cairn developers (@cairn-storage)
 """
 
 EXAMPLES = r"""

@@ -1,7 +1,6 @@
 #!/usr/bin/python
 # -*- coding: utf-8 -*-
 # Copyright: Cairn developers
-# Apache License 2.0 (see LICENSE in the repository)
 
 from __future__ import annotations
 
@@ -67,14 +66,14 @@ options:
   state:
     description:
       - V(present) creates or updates the volume; V(absent) deletes it (the gateway refuses while it is
-        mapped: unmap it first, e.g. with O(mappings=[]) and O(purge_mappings=true)).
+        mapped; unmap it first, for example with O(mappings=[]) and O(purge_mappings=true)).
     type: str
     choices: [present, absent]
     default: present
 extends_documentation_fragment:
   - cairn.storage.cairn
 author:
-  - Cairn developers
+  - Cairn developers (@cairn-storage)
 """
 
 EXAMPLES = r"""
