@@ -76,7 +76,9 @@ def main() -> None:
     p = m.params
     api = m.client.users
     name = p["name"]
-    cur = m.find(api, name, "user")
+    # Users have no id; they are looked up in the list (a handful of objects), which also
+    # keeps a missing user an answer rather than an error whatever GET /users/{name} says.
+    cur = next((dict(u.raw) for u in m.call("list users", api.list) if u.raw.get("name") == name), None)
     if p["state"] == "absent":
         if cur is not None:
             m.write(None, api.delete, name, doing=f"delete user {name}")
