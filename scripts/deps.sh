@@ -4,7 +4,8 @@
 # takes well under a second and installs nothing.
 #
 #   scripts/deps.sh SUITE...    suites: demo go integration plugin packer chaos
-#                               e2e lio appliance bench ui installer ansible test
+#                               e2e lio appliance bench ui installer ansible
+#                               ansible-roles test
 #                               (test = everything `make test` runs)
 #
 # Every `make` target calls it for its own suite, so `make test-lio` on a
@@ -30,10 +31,11 @@ declare -A PKGS=(
 	[ui]="chromium"
 	[installer]="python3-venv"
 	[ansible]="python3-venv openssh-client"
+	[ansible-roles]="python3-venv openssh-client qemu-system-x86 qemu-utils debootstrap e2fsprogs libnbd-bin"
 )
 # Suites whose scripts read apt's package lists (apt-cache, apt-get download).
 NEEDS_APT_LISTS=" lio appliance bench "
-TEST_SUITES="go integration plugin packer chaos e2e lio"
+TEST_SUITES="go integration plugin packer chaos e2e lio ansible"
 
 suites=()
 for s in "${@:-test}"; do
@@ -102,7 +104,7 @@ fi
 # Language-level dependencies live next to their component, pinned there.
 for s in "${suites[@]}"; do
 	case $s in
-	installer | ansible) [ -x "$ROOT/scripts/pydeps.sh" ] && "$ROOT/scripts/pydeps.sh" ;;
+	installer | ansible | ansible-roles) [ -x "$ROOT/scripts/pydeps.sh" ] && "$ROOT/scripts/pydeps.sh" ;;
 	ui) [ -x "$ROOT/ui/scripts/deps.sh" ] && "$ROOT/ui/scripts/deps.sh" ;;
 	esac
 done
