@@ -25,11 +25,16 @@ def prefix_end(p: bytes) -> bytes:
 
 
 def max_mod_revision(url: str, key: str) -> int:
+    if not url.startswith(("http://", "https://")):
+        raise SystemExit(f"model_revision: {url!r} is not an MDM client URL (http://host:port)")
     k = key.encode()
     body = {"key": base64.b64encode(k).decode(), "range_end": base64.b64encode(prefix_end(k)).decode(), "keys_only": True}
-    req = urllib.request.Request(url.rstrip("/") + "/v3/kv/range", data=json.dumps(body).encode(),
-                                 headers={"Content-Type": "application/json"})
-    with urllib.request.urlopen(req, timeout=10) as r:
+    req = urllib.request.Request(  # noqa: S310 (the scheme is checked above)
+        url.rstrip("/") + "/v3/kv/range",
+        data=json.dumps(body).encode(),
+        headers={"Content-Type": "application/json"},
+    )
+    with urllib.request.urlopen(req, timeout=10) as r:  # noqa: S310
         doc = json.load(r)
     return max((int(kv.get("mod_revision", 0)) for kv in doc.get("kvs", [])), default=0)
 

@@ -64,8 +64,9 @@ class CairnModule:
         self.changed = False
         self.diff: dict[str, Any] = {"before": {}, "after": {}}
         if CAIRN_IMPORT_ERROR is not None:
-            self.module.fail_json(msg=missing_required_lib("cairn (the Cairn API client, installer/ in the Cairn repository)"),
-                                  exception=CAIRN_IMPORT_ERROR)
+            self.module.fail_json(
+                msg=missing_required_lib("cairn (the Cairn API client, installer/ in the Cairn repository)"), exception=CAIRN_IMPORT_ERROR
+            )
         p = self.params
         self.client = cairn.Client(
             split_gateways(p["gateways"]),
@@ -151,13 +152,23 @@ def parse_size(value: Any) -> int | None:
         return value
     s = str(value).strip().replace(" ", "")
     units = {
-        "": 1, "B": 1,
-        "KIB": 1 << 10, "MIB": 1 << 20, "GIB": 1 << 30, "TIB": 1 << 40,
-        "K": 1 << 10, "M": 1 << 20, "G": 1 << 30, "T": 1 << 40,
-        "KB": 10**3, "MB": 10**6, "GB": 10**9, "TB": 10**12,
+        "": 1,
+        "B": 1,
+        "KIB": 1 << 10,
+        "MIB": 1 << 20,
+        "GIB": 1 << 30,
+        "TIB": 1 << 40,
+        "K": 1 << 10,
+        "M": 1 << 20,
+        "G": 1 << 30,
+        "T": 1 << 40,
+        "KB": 10**3,
+        "MB": 10**6,
+        "GB": 10**9,
+        "TB": 10**12,
     }
     num = s.rstrip("BbIiKkMmGgTt")
-    unit = s[len(num):].upper()
+    unit = s[len(num) :].upper()
     if unit not in units or not num:
         raise ValueError(f"size {value!r}: give bytes or a number with a unit (GiB, TiB, MiB, GB, TB), e.g. 8GiB")
     try:

@@ -82,16 +82,18 @@ KEYS = ["name", "sds_name", "pool_name", "path", "state"]
 
 
 def main() -> None:
-    m = CairnModule(dict(
-        name=dict(type="str", required=True),
-        sds=dict(type="str"),
-        pool=dict(type="str"),
-        path=dict(type="str"),
-        force=dict(type="bool", default=False),
-        state=dict(type="str", choices=["present", "absent"], default="present"),
-        drain=dict(type="bool", default=False),
-        wait_timeout=dict(type="int", default=3600),
-    ))
+    m = CairnModule(
+        dict(
+            name=dict(type="str", required=True),
+            sds=dict(type="str"),
+            pool=dict(type="str"),
+            path=dict(type="str"),
+            force=dict(type="bool", default=False),
+            state=dict(type="str", choices=["present", "absent"], default="present"),
+            drain=dict(type="bool", default=False),
+            wait_timeout=dict(type="int", default=3600),
+        )
+    )
     p = m.params
     api = m.client.devices
     name = p["name"]
@@ -113,13 +115,23 @@ def main() -> None:
         if missing:
             m.module.fail_json(msg=f"device {name} does not exist: give {', '.join(missing)} to add it")
         would = {"name": name, "sds_name": p["sds"], "pool_name": p["pool"], "path": p["path"], "state": "normal"}
-        after = m.write(would, api.create, name, sds=p["sds"], pool=p["pool"], path=p["path"],
-                        force=True if p["force"] else None, doing=f"add device {name}")
+        after = m.write(
+            would,
+            api.create,
+            name,
+            sds=p["sds"],
+            pool=p["pool"],
+            path=p["path"],
+            force=True if p["force"] else None,
+            doing=f"add device {name}",
+        )
     else:
         for k, field in (("sds", "sds_name"), ("pool", "pool_name"), ("path", "path")):
             if p[k] and p[k] not in (cur.get(field), cur.get(field.replace("_name", "_id"))):
-                m.module.fail_json(msg=f"device {name} has {k} {cur.get(field)!r}, not {p[k]!r}: remove the device "
-                                       f"(state=absent) and add it again to change that")
+                m.module.fail_json(
+                    msg=f"device {name} has {k} {cur.get(field)!r}, not {p[k]!r}: remove the device "
+                    f"(state=absent) and add it again to change that"
+                )
     m.set_diff(compare_view(cur, KEYS), compare_view(after, KEYS))
     m.exit(device=after or {})
 

@@ -57,11 +57,13 @@ KEYS = ["name", "protection_domain_name"]
 
 
 def main() -> None:
-    m = CairnModule(dict(
-        name=dict(type="str", required=True),
-        protection_domain=dict(type="str"),
-        state=dict(type="str", choices=["present", "absent"], default="present"),
-    ))
+    m = CairnModule(
+        dict(
+            name=dict(type="str", required=True),
+            protection_domain=dict(type="str"),
+            state=dict(type="str", choices=["present", "absent"], default="present"),
+        )
+    )
     p = m.params
     fss = m.client.fault_sets
     cur = m.find(fss, p["name"], "fault set")
@@ -74,12 +76,18 @@ def main() -> None:
     if cur is None:
         if not p["protection_domain"]:
             m.module.fail_json(msg=f"fault set {p['name']} does not exist: give protection_domain to create it")
-        after = m.write({"name": p["name"], "protection_domain_name": p["protection_domain"]},
-                        fss.create, p["name"], protection_domain=p["protection_domain"],
-                        doing=f"create fault set {p['name']}")
+        after = m.write(
+            {"name": p["name"], "protection_domain_name": p["protection_domain"]},
+            fss.create,
+            p["name"],
+            protection_domain=p["protection_domain"],
+            doing=f"create fault set {p['name']}",
+        )
     elif p["protection_domain"] and p["protection_domain"] not in (cur.get("protection_domain_name"), cur.get("protection_domain_id")):
-        m.module.fail_json(msg=f"fault set {p['name']} is in protection domain {cur.get('protection_domain_name')}, "
-                               f"not {p['protection_domain']}: a fault set cannot move; delete it and create it again")
+        m.module.fail_json(
+            msg=f"fault set {p['name']} is in protection domain {cur.get('protection_domain_name')}, "
+            f"not {p['protection_domain']}: a fault set cannot move; delete it and create it again"
+        )
     m.set_diff(compare_view(cur, KEYS), compare_view(after, KEYS))
     m.exit(fault_set=after or {})
 

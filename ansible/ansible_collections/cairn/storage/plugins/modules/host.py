@@ -88,16 +88,18 @@ KEYS = ["name", "type", "iqn", "chap_user", "chap"]
 
 
 def main() -> None:
-    m = CairnModule(dict(
-        name=dict(type="str", required=True),
-        new_name=dict(type="str"),
-        type=dict(type="str", choices=["iscsi", "nbd"]),
-        iqn=dict(type="str"),
-        chap_user=dict(type="str"),
-        chap_secret=dict(type="str", no_log=True),
-        update_secret=dict(type="str", choices=["on_create", "always"], default="on_create", no_log=False),
-        state=dict(type="str", choices=["present", "absent"], default="present"),
-    ))
+    m = CairnModule(
+        dict(
+            name=dict(type="str", required=True),
+            new_name=dict(type="str"),
+            type=dict(type="str", choices=["iscsi", "nbd"]),
+            iqn=dict(type="str"),
+            chap_user=dict(type="str"),
+            chap_secret=dict(type="str", no_log=True),
+            update_secret=dict(type="str", choices=["on_create", "always"], default="on_create", no_log=False),
+            state=dict(type="str", choices=["present", "absent"], default="present"),
+        )
+    )
     p = m.params
     api = m.client.hosts
     name = p["name"]
@@ -125,7 +127,7 @@ def main() -> None:
         change = differences(cur, {"iqn": p["iqn"], "chap_user": p["chap_user"]})
         if p["new_name"] and p["new_name"] != cur.get("name"):
             change["name"] = p["new_name"]
-        if p["chap_secret"] is not None and (p["update_secret"] == "always" or (p["chap_secret"] and not cur.get("chap"))):
+        if p["chap_secret"] is not None and (p["update_secret"] == "always" or (p["chap_secret"] and not cur.get("chap"))):  # noqa: S105
             change["chap_secret"] = p["chap_secret"]
         if change:
             shown = {k: v for k, v in change.items() if k != "chap_secret"}

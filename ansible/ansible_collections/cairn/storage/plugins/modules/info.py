@@ -149,17 +149,24 @@ ALL = ["system", *LISTS, "statistics", "alerts"]
 def keep(obj: dict, filters: list) -> bool:
     def text(v: object) -> str:
         return str(v).lower() if isinstance(v, bool) else str(v)
+
     return all(f["key"] in obj and text(obj[f["key"]]) == f["value"] for f in filters)
 
 
 def main() -> None:
-    m = CairnModule(dict(
-        gather_subset=dict(type="list", elements="str", default=["system"], choices=["all", *ALL]),
-        filters=dict(type="list", elements="dict", options=dict(
-            key=dict(type="str", required=True, no_log=False),
-            value=dict(type="str", required=True),
-        )),
-    ))
+    m = CairnModule(
+        dict(
+            gather_subset=dict(type="list", elements="str", default=["system"], choices=["all", *ALL]),
+            filters=dict(
+                type="list",
+                elements="dict",
+                options=dict(
+                    key=dict(type="str", required=True, no_log=False),
+                    value=dict(type="str", required=True),
+                ),
+            ),
+        )
+    )
     p = m.params
     subsets = ALL if "all" in p["gather_subset"] else list(dict.fromkeys(p["gather_subset"]))
     filters = p["filters"] or []

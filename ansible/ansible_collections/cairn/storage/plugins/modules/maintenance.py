@@ -150,12 +150,20 @@ def main() -> None:
     if enter:
         other = [s["name"] for s in members if mstate(s)["mode"] not in ("", p["mode"])]
         if other:
-            m.module.fail_json(msg=f"{', '.join(other)} already in {mstate(members[0])['mode']} maintenance, not {p['mode']}: "
-                                   f"take {what} out of maintenance first (state=absent)")
+            m.module.fail_json(
+                msg=f"{', '.join(other)} already in {mstate(members[0])['mode']} maintenance, not {p['mode']}: "
+                f"take {what} out of maintenance first (state=absent)"
+            )
         need = any(mstate(s)["mode"] != p["mode"] for s in members)
         if need:
-            m.write(None, m.client.transport.request, "POST", path, json_body={"mode": p["mode"]},
-                    doing=f"put {what} into {p['mode']} maintenance")
+            m.write(
+                None,
+                m.client.transport.request,
+                "POST",
+                path,
+                json_body={"mode": p["mode"]},
+                doing=f"put {what} into {p['mode']} maintenance",
+            )
     else:
         need = any(mstate(s)["mode"] or mstate(s)["state"] for s in members)
         if need:
@@ -174,19 +182,30 @@ def main() -> None:
             if enter:
                 done = all(mstate(s)["state"] == "in-maintenance" for s in members)
             else:
-                done = all(not mstate(s)["state"] for s in members) and not rebuild.get("degraded_groups") and not rebuild.get("resyncing_groups")
+                done = (
+                    all(not mstate(s)["state"] for s in members)
+                    and not rebuild.get("degraded_groups")
+                    and not rebuild.get("resyncing_groups")
+                )
             last = "; ".join(f"{s.get('name')}: {mstate(s)['state'] or 'normal'}{'' if s.get('up', True) else ' (down)'}" for s in members)
             last += f"; degraded groups {rebuild.get('degraded_groups', 0)}, resyncing {rebuild.get('resyncing_groups', 0)}"
             if done:
                 break
             if time.monotonic() >= deadline:
                 if enter:
-                    m.module.fail_json(msg=f"{what} is not in maintenance after {p['wait_timeout']} s ({last}): do NOT shut it down; "
-                                           f"the request stays in effect: check the cluster's health (rebuilds need live partners "
-                                           f"and spare capacity) and run again to keep waiting, or state=absent to cancel",
-                                       changed=m.changed, sds=members)
-                m.module.fail_json(msg=f"{what} has not finished resyncing after {p['wait_timeout']} s ({last}): check that its "
-                                       f"SDSs are up and run again to keep waiting", changed=m.changed, sds=members)
+                    m.module.fail_json(
+                        msg=f"{what} is not in maintenance after {p['wait_timeout']} s ({last}): do NOT shut it down; "
+                        f"the request stays in effect: check the cluster's health (rebuilds need live partners "
+                        f"and spare capacity) and run again to keep waiting, or state=absent to cancel",
+                        changed=m.changed,
+                        sds=members,
+                    )
+                m.module.fail_json(
+                    msg=f"{what} has not finished resyncing after {p['wait_timeout']} s ({last}): check that its "
+                    f"SDSs are up and run again to keep waiting",
+                    changed=m.changed,
+                    sds=members,
+                )
             time.sleep(max(1, p["poll_interval"]))
         waited = round(time.monotonic() - start, 1)
         after_view = view(members)

@@ -89,15 +89,21 @@ def view(members: list) -> dict:
 
 
 def main() -> None:
-    m = CairnModule(dict(
-        members=dict(type="list", elements="dict", options=dict(
-            name=dict(type="str", required=True),
-            peer_url=dict(type="str"),
-            tie_breaker=dict(type="bool", default=False),
-        )),
-        purge_members=dict(type="bool", default=False),
-        leader=dict(type="str"),
-    ))
+    m = CairnModule(
+        dict(
+            members=dict(
+                type="list",
+                elements="dict",
+                options=dict(
+                    name=dict(type="str", required=True),
+                    peer_url=dict(type="str"),
+                    tie_breaker=dict(type="bool", default=False),
+                ),
+            ),
+            purge_members=dict(type="bool", default=False),
+            leader=dict(type="str"),
+        )
+    )
     p = m.params
     api = m.client.mdm
     cur = [dict(x.raw) for x in m.call("list the MDM members", api.list)]
@@ -108,8 +114,10 @@ def main() -> None:
         h = have.get(name)
         if h is not None:
             if bool(h.get("tie_breaker")) != w["tie_breaker"]:
-                m.module.fail_json(msg=f"MDM member {name} is {'a' if h.get('tie_breaker') else 'not a'} tie-breaker: a member cannot "
-                                       f"change that; remove it and add it again")
+                m.module.fail_json(
+                    msg=f"MDM member {name} is {'a' if h.get('tie_breaker') else 'not a'} tie-breaker: a member cannot "
+                    f"change that; remove it and add it again"
+                )
             continue
         if not w["peer_url"]:
             m.module.fail_json(msg=f"MDM member {name} is not in the cluster: give its peer_url to add it")
@@ -125,8 +133,14 @@ def main() -> None:
         if p["leader"] not in {str(x.get("name")) for x in after}:
             m.module.fail_json(msg=f"no MDM member {p['leader']} (members: {', '.join(sorted(have))}): name a member as leader")
         if not have.get(p["leader"], {}).get("raft_leader"):
-            m.write(None, m.client.transport.request, "POST", "/mdm/leader", json_body={"name": p["leader"]},
-                    doing=f"move the MDM leadership to {p['leader']}")
+            m.write(
+                None,
+                m.client.transport.request,
+                "POST",
+                "/mdm/leader",
+                json_body={"name": p["leader"]},
+                doing=f"move the MDM leadership to {p['leader']}",
+            )
             after = [dict(x, raft_leader=x.get("name") == p["leader"]) for x in after]
     if m.changed and not m.check_mode:
         after = [dict(x.raw) for x in m.call("list the MDM members", api.list)]

@@ -66,11 +66,13 @@ KEYS = ["name"]
 
 
 def main() -> None:
-    m = CairnModule(dict(
-        name=dict(type="str", required=True),
-        new_name=dict(type="str"),
-        state=dict(type="str", choices=["present", "absent"], default="present"),
-    ))
+    m = CairnModule(
+        dict(
+            name=dict(type="str", required=True),
+            new_name=dict(type="str"),
+            state=dict(type="str", choices=["present", "absent"], default="present"),
+        )
+    )
     p = m.params
     pds = m.client.protection_domains
     cur = m.find(pds, p["name"], "protection domain")

@@ -92,16 +92,18 @@ KEYS = ["name", "protection_domain_name", "fault_set_name", "address", "rebuild_
 
 
 def main() -> None:
-    m = CairnModule(dict(
-        name=dict(type="str", required=True),
-        protection_domain=dict(type="str"),
-        fault_set=dict(type="str"),
-        address=dict(type="str"),
-        rebuild_mbps=dict(type="int"),
-        state=dict(type="str", choices=["present", "absent"], default="present"),
-        drain=dict(type="bool", default=False),
-        wait_timeout=dict(type="int", default=3600),
-    ))
+    m = CairnModule(
+        dict(
+            name=dict(type="str", required=True),
+            protection_domain=dict(type="str"),
+            fault_set=dict(type="str"),
+            address=dict(type="str"),
+            rebuild_mbps=dict(type="int"),
+            state=dict(type="str", choices=["present", "absent"], default="present"),
+            drain=dict(type="bool", default=False),
+            wait_timeout=dict(type="int", default=3600),
+        )
+    )
     p = m.params
     api = m.client.sds
     name = p["name"]
@@ -127,15 +129,29 @@ def main() -> None:
         missing = [k for k in ("protection_domain", "address") if not p[k]]
         if missing:
             m.module.fail_json(msg=f"SDS {name} is not registered: give {' and '.join(missing)} to register it")
-        would = {"name": name, "protection_domain_name": p["protection_domain"], "fault_set_name": p["fault_set"],
-                 "address": p["address"], "rebuild_mbps": 0}
-        after = m.write(would, api.create, name, protection_domain=p["protection_domain"], fault_set=p["fault_set"],
-                        address=p["address"], doing=f"register SDS {name}")
+        would = {
+            "name": name,
+            "protection_domain_name": p["protection_domain"],
+            "fault_set_name": p["fault_set"],
+            "address": p["address"],
+            "rebuild_mbps": 0,
+        }
+        after = m.write(
+            would,
+            api.create,
+            name,
+            protection_domain=p["protection_domain"],
+            fault_set=p["fault_set"],
+            address=p["address"],
+            doing=f"register SDS {name}",
+        )
     else:
         for k, field in (("protection_domain", "protection_domain_name"), ("fault_set", "fault_set_name"), ("address", "address")):
             if p[k] and p[k] not in (cur.get(field), cur.get(field.replace("_name", "_id"))):
-                m.module.fail_json(msg=f"SDS {name} has {k} {cur.get(field)!r}, not {p[k]!r}: that cannot change on a "
-                                       f"registered SDS; remove it (state=absent, drain=true) and register it again")
+                m.module.fail_json(
+                    msg=f"SDS {name} has {k} {cur.get(field)!r}, not {p[k]!r}: that cannot change on a "
+                    f"registered SDS; remove it (state=absent, drain=true) and register it again"
+                )
     change = differences(after or {}, {"rebuild_mbps": p["rebuild_mbps"]})
     if change and after is not None:
         after = m.write(dict(after, **change), api.update, name, doing=f"update SDS {name}", **change)

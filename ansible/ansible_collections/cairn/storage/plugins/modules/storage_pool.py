@@ -82,24 +82,34 @@ storage_pool:
 
 from ansible_collections.cairn.storage.plugins.module_utils.cairn import CairnModule, compare_view, differences
 
-KEYS = ["name", "protection_domain_name", "spare_percent", "pg_count", "rebuild_policy", "rebuild_max_io",
-        "qos_iops_per_gib", "qos_bandwidth_per_gib"]
+KEYS = [
+    "name",
+    "protection_domain_name",
+    "spare_percent",
+    "pg_count",
+    "rebuild_policy",
+    "rebuild_max_io",
+    "qos_iops_per_gib",
+    "qos_bandwidth_per_gib",
+]
 TUNABLE = ["spare_percent", "rebuild_policy", "rebuild_max_io", "qos_iops_per_gib", "qos_bandwidth_per_gib"]
 
 
 def main() -> None:
-    m = CairnModule(dict(
-        name=dict(type="str", required=True),
-        new_name=dict(type="str"),
-        protection_domain=dict(type="str"),
-        spare_percent=dict(type="int"),
-        pg_count=dict(type="int"),
-        rebuild_policy=dict(type="str", choices=["unlimited", "limit-concurrent-io", "favor-app-io"]),
-        rebuild_max_io=dict(type="int"),
-        qos_iops_per_gib=dict(type="int"),
-        qos_bandwidth_per_gib=dict(type="int"),
-        state=dict(type="str", choices=["present", "absent"], default="present"),
-    ))
+    m = CairnModule(
+        dict(
+            name=dict(type="str", required=True),
+            new_name=dict(type="str"),
+            protection_domain=dict(type="str"),
+            spare_percent=dict(type="int"),
+            pg_count=dict(type="int"),
+            rebuild_policy=dict(type="str", choices=["unlimited", "limit-concurrent-io", "favor-app-io"]),
+            rebuild_max_io=dict(type="int"),
+            qos_iops_per_gib=dict(type="int"),
+            qos_bandwidth_per_gib=dict(type="int"),
+            state=dict(type="str", choices=["present", "absent"], default="present"),
+        )
+    )
     p = m.params
     api = m.client.pools
     name = p["name"]
@@ -124,8 +134,10 @@ def main() -> None:
         would = dict({k: v for k, v in create.items() if v is not None}, name=name, protection_domain_name=p["protection_domain"])
         after = m.write(would, api.create, name, protection_domain=p["protection_domain"], doing=f"create storage pool {name}", **create)
     elif p["protection_domain"] and p["protection_domain"] not in (cur.get("protection_domain_name"), cur.get("protection_domain_id")):
-        m.module.fail_json(msg=f"storage pool {name} is in protection domain {cur.get('protection_domain_name')}, not "
-                               f"{p['protection_domain']}: a pool cannot move to another protection domain")
+        m.module.fail_json(
+            msg=f"storage pool {name} is in protection domain {cur.get('protection_domain_name')}, not "
+            f"{p['protection_domain']}: a pool cannot move to another protection domain"
+        )
     elif p["pg_count"] is not None and p["pg_count"] != cur.get("pg_count"):
         m.module.fail_json(msg=f"storage pool {name} has {cur.get('pg_count')} placement groups: pg_count is set at creation only")
     change = differences(after or {}, wanted)

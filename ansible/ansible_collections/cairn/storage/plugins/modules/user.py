@@ -66,13 +66,15 @@ KEYS = ["name", "role"]
 
 
 def main() -> None:
-    m = CairnModule(dict(
-        name=dict(type="str", required=True),
-        role=dict(type="str", choices=["admin", "operator", "monitor"]),
-        user_password=dict(type="str", no_log=True),
-        update_password=dict(type="str", choices=["on_create", "always"], default="on_create", no_log=False),
-        state=dict(type="str", choices=["present", "absent"], default="present"),
-    ))
+    m = CairnModule(
+        dict(
+            name=dict(type="str", required=True),
+            role=dict(type="str", choices=["admin", "operator", "monitor"]),
+            user_password=dict(type="str", no_log=True),
+            update_password=dict(type="str", choices=["on_create", "always"], default="on_create", no_log=False),
+            state=dict(type="str", choices=["present", "absent"], default="present"),
+        )
+    )
     p = m.params
     api = m.client.users
     name = p["name"]
@@ -88,13 +90,14 @@ def main() -> None:
     if cur is None:
         if not p["role"] or not p["user_password"]:
             m.module.fail_json(msg=f"user {name} does not exist: give role and user_password to create it")
-        after = m.write({"name": name, "role": p["role"]}, api.create, name, role=p["role"], password=p["user_password"],
-                        doing=f"create user {name}")
+        after = m.write(
+            {"name": name, "role": p["role"]}, api.create, name, role=p["role"], password=p["user_password"], doing=f"create user {name}"
+        )
     else:
         change = {}
         if p["role"] and p["role"] != cur.get("role"):
             change["role"] = p["role"]
-        if p["user_password"] and p["update_password"] == "always":
+        if p["user_password"] and p["update_password"] == "always":  # noqa: S105
             change["password"] = p["user_password"]
         if change:
             shown = {k: v for k, v in change.items() if k != "password"}

@@ -152,23 +152,29 @@ def view(v: dict | None) -> dict:
 
 
 def main() -> None:
-    m = CairnModule(dict(
-        name=dict(type="str", required=True),
-        new_name=dict(type="str"),
-        pool=dict(type="str"),
-        size=dict(type="str"),
-        thin=dict(type="bool"),
-        iops_limit=dict(type="int"),
-        bandwidth_limit=dict(type="int"),
-        mappings=dict(type="list", elements="dict", options=dict(
-            host=dict(type="str", required=True),
-            access_mode=dict(type="str", choices=["read_write", "read_only"], default="read_write"),
+    m = CairnModule(
+        dict(
+            name=dict(type="str", required=True),
+            new_name=dict(type="str"),
+            pool=dict(type="str"),
+            size=dict(type="str"),
+            thin=dict(type="bool"),
             iops_limit=dict(type="int"),
             bandwidth_limit=dict(type="int"),
-        )),
-        purge_mappings=dict(type="bool", default=False),
-        state=dict(type="str", choices=["present", "absent"], default="present"),
-    ))
+            mappings=dict(
+                type="list",
+                elements="dict",
+                options=dict(
+                    host=dict(type="str", required=True),
+                    access_mode=dict(type="str", choices=["read_write", "read_only"], default="read_write"),
+                    iops_limit=dict(type="int"),
+                    bandwidth_limit=dict(type="int"),
+                ),
+            ),
+            purge_mappings=dict(type="bool", default=False),
+            state=dict(type="str", choices=["present", "absent"], default="present"),
+        )
+    )
     p = m.params
     api = m.client.volumes
     name = p["name"]
@@ -204,8 +210,10 @@ def main() -> None:
         if p["thin"] is not None and p["thin"] != cur.get("thin"):
             m.module.fail_json(msg=f"volume {name} is {'thin' if cur.get('thin') else 'thick'}: thin is set at creation only")
         if size is not None and size < int(cur.get("size") or 0):
-            m.module.fail_json(msg=f"volume {name} has {cur.get('size')} bytes ({int(cur.get('size') or 0) / GiB:g} GiB): "
-                                   f"volumes only grow; give a size of at least that")
+            m.module.fail_json(
+                msg=f"volume {name} has {cur.get('size')} bytes ({int(cur.get('size') or 0) / GiB:g} GiB): "
+                f"volumes only grow; give a size of at least that"
+            )
         change = differences(cur, {"size": size, "iops_limit": p["iops_limit"], "bandwidth_limit": p["bandwidth_limit"]})
         if p["new_name"] and p["new_name"] != cur.get("name"):
             change["name"] = p["new_name"]
@@ -228,8 +236,14 @@ def main() -> None:
                 mappings = [mp for mp in mappings if mp.get("host_name") != host]
             body = {"read_only": ro} if ro else {}
             body.update(limits)
-            res = m.write(None, m.client.transport.request, "POST", f"/volumes/{name}/map", json_body=dict(body, host=host),
-                          doing=f"map volume {name} to host {host}")
+            res = m.write(
+                None,
+                m.client.transport.request,
+                "POST",
+                f"/volumes/{name}/map",
+                json_body=dict(body, host=host),
+                doing=f"map volume {name} to host {host}",
+            )
             mappings = [mp for mp in mappings if mp.get("host_name") != host] + [dict(limits, host_name=host, read_only=ro)]
             if res is not None and isinstance(getattr(res, "body", None), dict):
                 mappings = list(res.body.get("mappings") or mappings)
