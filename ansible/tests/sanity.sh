@@ -31,6 +31,9 @@ args = [a for a in sys.argv[1:] if a not in ("--no-setuptools", "--no-wheel")]
 subprocess.check_call([sys.executable, "-m", "pip", "install", *args])
 PY
 fi
+# The repo's own Python rules first (STYLE.md): ruff lint and format, mypy --strict.
+(cd "$ROOT/ansible" && "$VENV/bin/ruff" check --quiet . && "$VENV/bin/ruff" format --check --quiet . && "$VENV/bin/mypy" --no-error-summary) ||
+	{ echo "sanity: ruff or mypy found problems (above): fix them (ruff format . in ansible/ rewrites the layout)" >&2; exit 1; }
 cd "$ROOT/ansible/ansible_collections/cairn/storage"
 PATH=$VENV/bin:$PATH nice "$VENV/bin/ansible-test" sanity --local --python 3.11 --color no "$@"
 echo "sanity: passed in $(($(date +%s) - t0)) s"

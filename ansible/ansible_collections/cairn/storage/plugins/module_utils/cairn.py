@@ -23,8 +23,9 @@ try:
     from cairn import ApiError, CairnError, NotFound
 except ImportError:
     CAIRN_IMPORT_ERROR = traceback.format_exc()
-    cairn = None
-    ApiError = CairnError = NotFound = Exception  # only for the except clauses below
+    cairn = None  # type: ignore[assignment]
+    # Stand-ins for the except clauses below; CairnModule fails before any call without cairn.
+    ApiError = CairnError = NotFound = Exception  # type: ignore[misc,assignment]
 else:
     CAIRN_IMPORT_ERROR = None
 

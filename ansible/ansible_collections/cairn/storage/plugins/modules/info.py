@@ -130,6 +130,8 @@ alerts:
   elements: dict
 """
 
+from typing import Any
+
 from ansible_collections.cairn.storage.plugins.module_utils.cairn import CairnModule
 
 LISTS = {
@@ -146,7 +148,7 @@ LISTS = {
 ALL = ["system", *LISTS, "statistics", "alerts"]
 
 
-def keep(obj: dict, filters: list) -> bool:
+def keep(obj: dict[str, Any], filters: list[dict[str, str]]) -> bool:
     def text(v: object) -> str:
         return str(v).lower() if isinstance(v, bool) else str(v)
 
@@ -170,7 +172,7 @@ def main() -> None:
     p = m.params
     subsets = ALL if "all" in p["gather_subset"] else list(dict.fromkeys(p["gather_subset"]))
     filters = p["filters"] or []
-    out: dict = {}
+    out: dict[str, Any] = {}
     for s in subsets:
         if s == "system":
             out["system"] = dict(m.call("read the system", m.client.system.get).raw)

@@ -101,15 +101,17 @@ waited_seconds:
 
 import time
 
+from typing import Any
+
 from ansible_collections.cairn.storage.plugins.module_utils.cairn import CairnModule
 
 
-def mstate(s: dict) -> dict:
+def mstate(s: dict[str, Any]) -> dict[str, Any]:
     mt = s.get("maintenance") or {}
     return {"mode": mt.get("mode") or "", "state": mt.get("state") or ""}
 
 
-def view(sdss: list) -> dict:
+def view(sdss: list[dict[str, Any]]) -> dict[str, Any]:
     return {str(s.get("name")): mstate(s) for s in sdss}
 
 
@@ -129,17 +131,19 @@ def main() -> None:
     )
     p = m.params
     enter = p["state"] == "present"
+    members: list[dict[str, Any]]
     if p["sds"]:
-        members = [m.find(m.client.sds, p["sds"], "SDS")]
-        if members[0] is None:
+        one = m.find(m.client.sds, p["sds"], "SDS")
+        if one is None:
             m.module.fail_json(msg=f"no SDS {p['sds']}: check the name with the info module (gather_subset: sds)")
+        members = [one or {}]
         path = f"/sds/{p['sds']}/maintenance"
         what = f"SDS {p['sds']}"
     else:
         fs = m.find(m.client.fault_sets, p["fault_set"], "fault set")
         if fs is None:
             m.module.fail_json(msg=f"no fault set {p['fault_set']}: check the name with the info module (gather_subset: fault_sets)")
-        names = fs.get("sds_names") or []
+        names = (fs or {}).get("sds_names") or []
         if not names:
             m.module.fail_json(msg=f"fault set {p['fault_set']} holds no SDS: nothing to put into maintenance")
         members = [m.find(m.client.sds, n, "SDS") or {"name": n} for n in names]

@@ -81,10 +81,12 @@ members:
             "tie_breaker": false, "cairn_leader": true}]
 """
 
+from typing import Any
+
 from ansible_collections.cairn.storage.plugins.module_utils.cairn import CairnModule
 
 
-def view(members: list) -> dict:
+def view(members: list[dict[str, Any]]) -> dict[str, Any]:
     return {str(x.get("name")): {"tie_breaker": bool(x.get("tie_breaker")), "leader": bool(x.get("raft_leader"))} for x in members}
 
 

@@ -131,12 +131,14 @@ volume:
            "mappings": [{"host_name": "esx1", "lun": 0, "read_only": false}]}
 """
 
+from typing import Any
+
 from ansible_collections.cairn.storage.plugins.module_utils.cairn import CairnModule, GiB, differences, parse_size
 
 KEYS = ["name", "pool_name", "size", "thin", "iops_limit", "bandwidth_limit"]
 
 
-def view(v: dict | None) -> dict:
+def view(v: dict[str, Any] | None) -> dict[str, Any]:
     """What the diff shows: the managed fields and the mappings by host."""
     if not v:
         return {}
