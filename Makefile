@@ -90,11 +90,13 @@ test-integration: build
 
 # Ansible collection cairn.storage (ansible/): ansible-test sanity (pinned ansible-core,
 # Python 3.11, --local), every module against a real local cluster (check mode leaves the
-# etcd revision alone, a second run changes nothing, diff, the gateway's errors), and the
-# vSphere deployment playbook against the plugin server's -demo (simulated vCenter).
+# etcd revision alone, a second run changes nothing, diff, the gateway's errors), the
+# vSphere deployment playbook against the plugin server's -demo (simulated vCenter), and
+# the site playbook's cluster configuration against daemons on loopback (NBD at the end).
 test-ansible: build
 	@scripts/deps.sh ansible
-	@s=$$(date +%s); ansible/tests/sanity.sh && ansible/tests/integration/run.sh && ansible/tests/integration/vsphere.sh; \
+	@s=$$(date +%s); ansible/tests/sanity.sh && ansible/tests/integration/run.sh && ansible/tests/integration/vsphere.sh && \
+	ansible/tests/roles/configure-local.sh; \
 	rc=$$?; echo "test-ansible: $$(($$(date +%s) - s)) s"; exit $$rc
 
 # The roles for real: three Debian 12 guests in qemu (TCG) built by the site playbook into a

@@ -30,7 +30,7 @@ declare -A PKGS=(
 	[bench]="nbdkit gnuplot-nox ceph-mon ceph-osd ceph-mgr ceph-common uuid-runtime libiscsi-bin libiscsi-dev qemu-system-x86 busybox-static cpio kmod xz-utils e2fsprogs debootstrap gcc socat fio libnbd-bin"
 	[ui]="chromium"
 	[installer]="python3-venv"
-	[ansible]="python3-venv openssh-client"
+	[ansible]="python3-venv libnbd-bin"
 	[ansible-roles]="python3-venv openssh-client qemu-system-x86 qemu-utils debootstrap e2fsprogs libnbd-bin"
 )
 # Suites whose scripts read apt's package lists (apt-cache, apt-get download).
