@@ -4,7 +4,8 @@
 # takes well under a second and installs nothing.
 #
 #   scripts/deps.sh SUITE...    suites: demo go integration plugin packer chaos
-#                               e2e lio appliance bench ui installer ansible qos test
+#                               e2e lio appliance bench ui installer ansible
+#                               ansible-roles qos test
 #                               (test = everything `make test` runs)
 #
 # Every `make` target calls it for its own suite, so `make test-lio` on a
@@ -29,11 +30,12 @@ declare -A PKGS=(
 	[bench]="nbdkit gnuplot-nox ceph-mon ceph-osd ceph-mgr ceph-common uuid-runtime libiscsi-bin libiscsi-dev qemu-system-x86 busybox-static cpio kmod xz-utils e2fsprogs debootstrap gcc socat fio libnbd-bin"
 	[ui]="chromium"
 	[installer]="python3-venv qemu-utils openssl"
-	[ansible]="python3-venv openssh-client"
+	[ansible]="python3-venv libnbd-bin"
+	[ansible-roles]="python3-venv openssh-client qemu-system-x86 qemu-utils debootstrap e2fsprogs libnbd-bin"
 	[qos]="fio libnbd-bin"
 )
 # Suites whose scripts read apt's package lists (apt-cache, apt-get download).
-NEEDS_APT_LISTS=" lio appliance bench "
+NEEDS_APT_LISTS=" lio appliance bench ansible-roles "
 # The suites of `make test` (the Makefile's TEST_SUITES is the one list).
 TEST_SUITES=$(make -s --no-print-directory -C "$ROOT" print-test-suites | sed 's/\btest-//g')
 
@@ -104,7 +106,7 @@ fi
 # Language-level dependencies live next to their component, pinned there.
 for s in "${suites[@]}"; do
 	case $s in
-	installer | ansible) [ -x "$ROOT/scripts/pydeps.sh" ] && "$ROOT/scripts/pydeps.sh" ;;
+	installer | ansible | ansible-roles) [ -x "$ROOT/scripts/pydeps.sh" ] && "$ROOT/scripts/pydeps.sh" ;;
 	ui) [ -x "$ROOT/ui/scripts/deps.sh" ] && "$ROOT/ui/scripts/deps.sh" ;;
 	esac
 done

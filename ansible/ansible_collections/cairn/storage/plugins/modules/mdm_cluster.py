@@ -1,0 +1,154 @@
+#!/usr/bin/python
+# -*- coding: utf-8 -*-
+# Copyright: Cairn developers
+
+from __future__ import annotations
+
+DOCUMENTATION = r"""
+module: mdm_cluster
+short_description: Manage the members, tie-breakers and leader of the Cairn MDM cluster
+version_added: "0.1.0"
+description:
+  - The MDM cluster is an etcd cluster of 3 or 5 members, one or two of them tie-breakers (they vote and run no control loop).
+  - Adds members (they join as etcd learners and are promoted once caught up, so an addition never breaks quorum),
+    removes members (the gateway refuses to go below quorum) and moves the leadership.
+  - Idempotent; supports check mode and diff.
+  - The gateway routes it uses (C(/mdm/members), C(/mdm/leader)) are marked I(planned) in the API contract
+    (docs/api.md); against a gateway without them the module fails with the gateway's message.
+options:
+  members:
+    description:
+      - Members that must be in the cluster. Members not listed stay unless O(purge_members=true).
+      - A new member's C(cairn mdm) must be started on its host with the cluster's member list (the mdm role does it).
+    type: list
+    elements: dict
+    suboptions:
+      name:
+        description: Member name (the C(--name) of its C(cairn mdm)).
+        type: str
+        required: true
+      peer_url:
+        description: Its etcd peer URL, e.g. V(https://10.0.0.14:2380). Required to add it.
+        type: str
+      tie_breaker:
+        description: Only vote (no control loop).
+        type: bool
+        default: false
+  purge_members:
+    description: Remove the members not listed in O(members).
+    type: bool
+    default: false
+  leader:
+    description: Move the leadership to this member.
+    type: str
+extends_documentation_fragment:
+  - cairn.storage.cairn
+author:
+  - Cairn developers (@cairn-storage)
+"""
+
+EXAMPLES = r"""
+- name: Grow from 3 to 5 members, the new ones as tie-breakers
+  cairn.storage.mdm_cluster:
+    gateways: ["10.0.0.11:8443"]
+    username: admin
+    password: "{{ cairn_admin_password }}"
+    members:
+      - name: mdm4
+        peer_url: https://10.0.0.14:2380
+        tie_breaker: true
+      - name: mdm5
+        peer_url: https://10.0.0.15:2380
+        tie_breaker: true
+  delegate_to: localhost
+
+- name: Lead from mdm1 (before patching the others)
+  cairn.storage.mdm_cluster:
+    gateways: ["10.0.0.11:8443"]
+    username: admin
+    password: "{{ cairn_admin_password }}"
+    leader: mdm1
+  delegate_to: localhost
+"""
+
+RETURN = r"""
+members:
+  description: The members as the gateway shows them at the end.
+  returned: always
+  type: list
+  elements: dict
+  sample: [{"name": "mdm1", "peer_urls": ["https://10.0.0.11:2380"], "learner": false, "raft_leader": true,
+            "tie_breaker": false, "cairn_leader": true}]
+"""
+
+from typing import Any
+
+from ansible_collections.cairn.storage.plugins.module_utils.cairn import CairnModule
+
+
+def view(members: list[dict[str, Any]]) -> dict[str, Any]:
+    return {str(x.get("name")): {"tie_breaker": bool(x.get("tie_breaker")), "leader": bool(x.get("raft_leader"))} for x in members}
+
+
+def main() -> None:
+    m = CairnModule(
+        dict(
+            members=dict(
+                type="list",
+                elements="dict",
+                options=dict(
+                    name=dict(type="str", required=True),
+                    peer_url=dict(type="str"),
+                    tie_breaker=dict(type="bool", default=False),
+                ),
+            ),
+            purge_members=dict(type="bool", default=False),
+            leader=dict(type="str"),
+        )
+    )
+    p = m.params
+    api = m.client.mdm
+    cur = [dict(x.raw) for x in m.call("list the MDM members", api.list)]
+    have = {str(x.get("name")): x for x in cur}
+    after = [dict(x) for x in cur]
+    wanted = {w["name"]: w for w in p["members"] or []}
+    for name, w in wanted.items():
+        h = have.get(name)
+        if h is not None:
+            if bool(h.get("tie_breaker")) != w["tie_breaker"]:
+                m.module.fail_json(
+                    msg=f"MDM member {name} is {'a' if h.get('tie_breaker') else 'not a'} tie-breaker: a member cannot "
+                    f"change that; remove it and add it again"
+                )
+            continue
+        if not w["peer_url"]:
+            m.module.fail_json(msg=f"MDM member {name} is not in the cluster: give its peer_url to add it")
+        body = {"name": name, "peer_url": w["peer_url"], "tie_breaker": w["tie_breaker"]}
+        m.write(None, m.client.transport.request, "POST", "/mdm/members", json_body=body, doing=f"add MDM member {name}")
+        after.append({"name": name, "peer_urls": [w["peer_url"]], "tie_breaker": w["tie_breaker"], "learner": True})
+    if p["purge_members"]:
+        for name in have:
+            if name not in wanted:
+                m.write(None, m.client.transport.request, "DELETE", f"/mdm/members/{name}", doing=f"remove MDM member {name}")
+                after = [x for x in after if x.get("name") != name]
+    if p["leader"]:
+        if p["leader"] not in {str(x.get("name")) for x in after}:
+            m.module.fail_json(msg=f"no MDM member {p['leader']} (members: {', '.join(sorted(have))}): name a member as leader")
+        if not have.get(p["leader"], {}).get("raft_leader"):
+            m.write(
+                None,
+                m.client.transport.request,
+                "POST",
+                "/mdm/leader",
+                json_body={"name": p["leader"]},
+                doing=f"move the MDM leadership to {p['leader']}",
+            )
+            after = [dict(x, raft_leader=x.get("name") == p["leader"]) for x in after]
+    if m.changed and not m.check_mode:
+        after = [dict(x.raw) for x in m.call("list the MDM members", api.list)]
+    m.set_diff({"members": view(cur)}, {"members": view(after)})
+    m.exit(members=after)
+
+
+if __name__ == "__main__":
+    main()

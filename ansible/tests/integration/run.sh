@@ -1,0 +1,96 @@
+#!/usr/bin/env bash
+# Integration tests of the cairn.storage modules against a real local cluster
+# (tests/lib/cluster.sh: 3 MDMs, 3 SDSs, a gateway, NBD): every module's create/update/delete
+# (crud.yml); a declared state (converge.yml) applied with --check (the etcd revision of the
+# model must not move), for real, and again (changed=0 on every task); --check --diff of a
+# change shows it; bad input fails with the gateway's message and changes nothing.
+#
+# Env: CAIRN_BIN (the daemons, default appliance/bin), KEEP=1 (leave the cluster running).
+set -euo pipefail
+HERE=$(cd "$(dirname "$0")" && pwd)
+ROOT=$(cd "$HERE/../../.." && pwd)
+VENV=$ROOT/.venv
+now() { date +%s; }
+say() { echo "[$(date +%H:%M:%S)] $*"; }
+die() { echo "integration: $*" >&2; exit 1; }
+
+[ -x "$VENV/bin/ansible-playbook" ] || die "no ansible-playbook in $VENV: run scripts/pydeps.sh"
+"$VENV/bin/python" -c 'import cairn' 2>/dev/null ||
+	die "the cairn Python client is not installed in $VENV (installer/ in the repository): run scripts/pydeps.sh"
+[ -x "${CAIRN_BIN:-$ROOT/appliance/bin}/cairn" ] || die "no cairn binary in ${CAIRN_BIN:-$ROOT/appliance/bin}: run make build"
+
+T0=$(now)
+STATE=$(mktemp -d /tmp/cairn-ansible-it.XXXXXX)
+cleanup() {
+	local rc=$?
+	if [ "${KEEP:-0}" = 1 ]; then
+		say "cluster left running: $ROOT/tests/lib/cluster.sh stop $STATE"
+	else
+		"$ROOT/tests/lib/cluster.sh" stop "$STATE" >/dev/null 2>&1 || true
+		[ $rc = 0 ] && rm -rf "$STATE"
+	fi
+	[ $rc = 0 ] || echo "integration: FAILED (cluster logs and playbook output in $STATE)" >&2
+}
+trap cleanup EXIT
+
+say "starting a local cluster"
+"$ROOT/tests/lib/cluster.sh" start "$STATE" --sds 3 --devices-per-sds 1 --device-size 8G --volume-size 1GiB >"$STATE/cluster.log" 2>&1 ||
+	{ tail -20 "$STATE/cluster.log" >&2; die "the cluster did not start"; }
+# shellcheck disable=SC1091
+source "$STATE/ports.env"
+export CAIRN_GATEWAYS=127.0.0.1:$GW_PORT CAIRN_USERNAME=admin CAIRN_CA_FILE=$STATE/gateway/cert.pem
+CAIRN_PASSWORD=$(cat "$STATE/gateway/admin-password")
+export CAIRN_PASSWORD
+MDM_URL=http://127.0.0.1:$MDM1_CLIENT
+truncate -s 4G "$STATE/extra.img"
+export CAIRN_TEST_EXTRA_DEVICE=$STATE/extra.img
+export ANSIBLE_COLLECTIONS_PATH=$ROOT/ansible ANSIBLE_NOCOLOR=1 ANSIBLE_RETRY_FILES_ENABLED=False \
+	ANSIBLE_LOCALHOST_WARNING=False ANSIBLE_INVENTORY_UNPARSED_WARNING=False ANSIBLE_LOCAL_TEMP=$STATE/tmp
+PLAY=("$VENV/bin/ansible-playbook" -e "ansible_python_interpreter=$VENV/bin/python")
+revision() { "$VENV/bin/python" "$HERE/model_revision.py" "$MDM_URL"; }
+recap() { sed -n 's/^localhost *: //p' "$1"; }
+changed_of() { recap "$1" | sed -n 's/.*changed=\([0-9]*\).*/\1/p'; }
+
+pass=0
+ok() { pass=$((pass + 1)); say "ok: $*"; }
+
+say "crud.yml: each module's create/update/delete"
+t=$(now)
+"${PLAY[@]}" "$HERE/crud.yml" >"$STATE/crud.log" 2>&1 || { grep -E 'FAILED|fatal|msg' "$STATE/crud.log" | tail -20 >&2; die "crud.yml failed (log $STATE/crud.log)"; }
+ok "crud.yml ($(recap "$STATE/crud.log")) in $(($(now) - t)) s"
+
+r0=$(revision)
+"${PLAY[@]}" --check "$HERE/converge.yml" >"$STATE/check.log" 2>&1 || { tail -20 "$STATE/check.log" >&2; die "converge.yml --check failed"; }
+r1=$(revision)
+[ "$r1" = "$r0" ] || die "--check moved the model's etcd revision from $r0 to $r1"
+[ "$(changed_of "$STATE/check.log")" -gt 0 ] || die "--check of a state not yet applied reported no change"
+ok "--check reports $(changed_of "$STATE/check.log") changes and leaves the model at etcd revision $r0"
+
+"${PLAY[@]}" "$HERE/converge.yml" >"$STATE/apply1.log" 2>&1 || { tail -20 "$STATE/apply1.log" >&2; die "converge.yml failed"; }
+r2=$(revision)
+[ "$r2" -gt "$r1" ] || die "applying converge.yml did not move the model's etcd revision ($r1)"
+[ "$(changed_of "$STATE/apply1.log")" = "$(changed_of "$STATE/check.log")" ] ||
+	die "the real run changed $(changed_of "$STATE/apply1.log") tasks, --check predicted $(changed_of "$STATE/check.log")"
+ok "first run: changed=$(changed_of "$STATE/apply1.log") (as --check predicted), revision $r1 -> $r2"
+
+"${PLAY[@]}" "$HERE/converge.yml" >"$STATE/apply2.log" 2>&1 || { tail -20 "$STATE/apply2.log" >&2; die "converge.yml (second run) failed"; }
+r3=$(revision)
+[ "$(changed_of "$STATE/apply2.log")" = 0 ] || die "the second run reported changes: $(recap "$STATE/apply2.log")"
+[ "$r3" = "$r2" ] || die "the second run moved the model's etcd revision ($r2 -> $r3)"
+ok "second run: changed=0, revision still $r3"
+
+"${PLAY[@]}" --check --diff -e volume_size=3GiB "$HERE/converge.yml" >"$STATE/diff.log" 2>&1 || { tail -20 "$STATE/diff.log" >&2; die "converge.yml --check --diff failed"; }
+r4=$(revision)
+[ "$r4" = "$r3" ] || die "--check --diff moved the model's etcd revision ($r3 -> $r4)"
+grep -q -- '-  *"size": 1073741824' "$STATE/diff.log" && grep -q -- '+  *"size": 3221225472' "$STATE/diff.log" ||
+	{ sed -n '/TASK \[Volume\]/,/TASK \[User\]/p' "$STATE/diff.log" >&2; die "--diff does not show the size going from 1 GiB to 3 GiB"; }
+[ "$(changed_of "$STATE/diff.log")" = 1 ] || die "--check of a grown volume reported $(changed_of "$STATE/diff.log") changes, want 1"
+ok "--check --diff shows the volume growing 1 GiB -> 3 GiB (one change), revision still $r4"
+
+"${PLAY[@]}" "$HERE/bad-input.yml" >"$STATE/bad.log" 2>&1 || { grep -E 'FAILED|fatal|msg' "$STATE/bad.log" | tail -20 >&2; die "bad-input.yml failed"; }
+r5=$(revision)
+[ "$r5" = "$r4" ] || die "bad input moved the model's etcd revision ($r4 -> $r5)"
+grep -o '"msg": "create volume vol-bad[^"]*"' "$STATE/bad.log" | head -1
+ok "bad input fails with the gateway's status, code and message; revision still $r5"
+
+echo "integration: $pass passed, 0 failed in $(($(now) - T0)) s"
