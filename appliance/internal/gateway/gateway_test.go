@@ -351,6 +351,8 @@ func TestRoles(t *testing.T) {
 	e.fails(403, "needs role admin", "POST", "/api/v1/protection-domains", op, `{"name":"pd2"}`)
 	e.fails(403, "needs role admin", "DELETE", "/api/v1/pools/p", op, "")
 	e.fails(403, "needs role admin", "GET", "/api/v1/users", op, "")
+	e.failsWith(404, CodeNotFound, "ref", `user "nobody" not found`, "GET", "/api/v1/users/nobody", e.admin, "")
+	e.ok(200, "GET", "/api/v1/users/mon", e.admin, "")
 	e.fails(403, "needs role admin", "POST", "/api/v1/system/bootstrap", op, `{"name":"x"}`)
 	e.ok(201, "POST", "/api/v1/hosts", op, `{"name":"h1","type":"nbd"}`)
 	// A role change takes effect on the next request.

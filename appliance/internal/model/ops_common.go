@@ -144,16 +144,16 @@ func (s *Store) Resolve(ctx context.Context, kind, ref string) (string, error) {
 	if ref == "" {
 		return "", invalidf("%s: give a name or an id", kindNoun[kind])
 	}
-	if kind == KindUser {
-		return ref, nil
-	}
-	if idRe.MatchString(ref) {
+	if kind == KindUser || idRe.MatchString(ref) { // users have no id: the name is the key
 		r, err := s.C.Get(ctx, Key(kind, ref), clientv3.WithCountOnly())
 		if err != nil {
 			return "", unavailable(err)
 		}
 		if r.Count > 0 {
 			return ref, nil
+		}
+		if kind == KindUser {
+			return "", notFoundf("user %q not found; list them with `cairnctl user ls`", ref)
 		}
 	}
 	id, err := s.Lookup(ctx, kind, ref)
