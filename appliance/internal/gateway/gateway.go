@@ -48,6 +48,11 @@ type Config struct {
 	Logger  *slog.Logger
 	// TokenTTL is the lifetime of a login token; default DefaultTokenTTL.
 	TokenTTL time.Duration
+	// BootstrapTokenFile holds a one-time token the first gateway of a new system
+	// accepts, for BootstrapTokenTTL (default DefaultBootstrapTokenTTL), to set the
+	// admin password (bootstrap_token.go). "" = none.
+	BootstrapTokenFile string
+	BootstrapTokenTTL  time.Duration
 }
 
 // Defaults.
@@ -199,6 +204,11 @@ func (s *Server) ensureAdmin(ctx context.Context) error {
 	if err != nil {
 		os.Remove(file)
 		return fmt.Errorf("create first admin user: %w", err)
+	}
+	if err := s.storeBootstrapToken(ctx); err != nil {
+		// The admin exists now, so a restart would not try again: go on, and say
+		// how the deployer gets in instead.
+		s.log.Error("bootstrap token not stored: give the deployer the first admin password instead", "password_file", file, "err", err)
 	}
 	s.log.Warn("created the first user \"admin\" with a random password; log in with it and change it (cairnctl user update admin --password-file FILE), then delete the file",
 		"password_file", file)
