@@ -152,8 +152,7 @@ func (h *harness) run(ctx context.Context) error {
 		var err error
 		kit, err = vcsimkit.Start(vcsimkit.Options{
 			Hosts: 4, DisksPerHost: 2, Dir: filepath.Join(h.state, "vcsim"), Template: "cairn-svm",
-			ExtraTemplateProperties: plan.OptionalProperties,
-			LUNs:                    luns,
+			LUNs: luns,
 			Guest: vcsimkit.CommandHooks{Start: []string{h.hook, "start"}, Stop: []string{h.hook, "stop"},
 				Dir: filepath.Join(h.state, "ovfenv")},
 			BootTimeout: 2 * time.Minute,

@@ -151,6 +151,7 @@ func Validate(p *Plan, inv *inventory.Inventory) Problems {
 	var mdm, tie, sds, gateways int
 	sdsByFS := map[string]int{}
 	withFS, withoutFS := 0, 0
+	portHolder := map[int]string{}
 	for i, h := range p.Hosts {
 		f := fmt.Sprintf("hosts[%d]", i)
 		if j, dup := seenHost[h.Name]; dup {
@@ -220,6 +221,18 @@ func Validate(p *Plan, inv *inventory.Inventory) Problems {
 			}
 		} else if p.ISCSI.CreateVmkernel {
 			v.errf(f+".vmkernel_ip", "iscsi.create_vmkernel is set: give host %s a vmkernel_ip on %s", h.Name, p.ISCSI.CIDR)
+		}
+		if h.TargetPortID != 0 {
+			switch {
+			case !h.Has(RoleTarget):
+				v.errf(f+".target_port_id", "host %s has no target role: remove target_port_id", h.Name)
+			case h.TargetPortID < 1 || h.TargetPortID > 65535:
+				v.errf(f+".target_port_id", "%d is not a relative target port id: use 1-65535", h.TargetPortID)
+			case portHolder[h.TargetPortID] != "":
+				v.errf(f+".target_port_id", "port id %d is already host %s's: every target SVM needs its own", h.TargetPortID, portHolder[h.TargetPortID])
+			default:
+				portHolder[h.TargetPortID] = h.Name
+			}
 		}
 		v.host(p, f, &h, inv)
 	}
