@@ -3,11 +3,16 @@
 #
 #   simulated vCenter (4 ESXi hosts, govmomi simulator + vcsimkit, on the core
 #   namespace's 127.0.0.1) -> deployment plan -> deploy engine clones and powers
-#   on 4 SVMs; each power-on runs tests/e2e/svm-hook.sh, which starts the real
-#   daemons of that SVM in its own network namespace at the SVM's address
-#   (file-backed devices stand for its RDMs); power-off stops them -> cluster
-#   healthy through the real gateway -> a volume -> a VMFS datastore on all 4
-#   hosts -> rolling maintenance over the 4 hosts while fio (nbd engine,
+#   on 4 SVMs; each power-on runs tests/e2e/svm-hook.sh, which boots the
+#   appliance in the SVM's own network, mount and UTS namespaces at the SVM's
+#   address (tests/e2e/svm-guest.sh: the image installed by
+#   packer/scripts/20-cairn.sh, the real `cairn firstboot` on the OVF
+#   environment the simulator rendered, the units of packer/files/systemd run
+#   as systemd would; file-backed devices stand for its RDMs); power-off stops
+#   them -> cluster healthy through the real gateway -> what the contract left
+#   in the SVMs and in vCenter -> a volume -> a VMFS datastore on all 4
+#   hosts -> rolling maintenance over the 4 hosts (the plugin fails over to
+#   the other gateway while one's host is patched) while fio (nbd engine,
 #   verify=crc32c) writes through `cairn nbd` -> a second roll in which an SVM
 #   does not come back (its power-on hook fails): the roll stops with a clear
 #   message; the resume after the fix completes it.
@@ -19,7 +24,8 @@
 # Environment: E2E_SECOND_MODE=protected runs the second roll (the one with
 # the failure) in protected SDS maintenance (default instant); E2E_KEEP=1 keeps the state directory (logs, plan, engine
 # state) after the run; CAIRN_CACHE is not used (nothing is downloaded).
-# Needs root (network namespaces), iproute2, fio, openssl.
+# Needs root (network and mount namespaces, overlayfs), iproute2, util-linux
+# (unshare), fio.
 set -uo pipefail
 
 ROOT=$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)
@@ -32,7 +38,7 @@ passed=0 failed=0
 say() { echo "[$(date +%H:%M:%S)] $*"; }
 finish() { echo "$passed passed, $failed failed"; [ "$failed" -eq 0 ]; exit $?; }
 
-for tool in ip fio openssl go; do
+for tool in ip fio unshare go; do
 	command -v "$tool" >/dev/null || { echo "FAIL $tool is not installed"; failed=1; finish; }
 done
 [ "$(id -u)" -eq 0 ] || { echo "FAIL the e2e needs root (network namespaces)"; failed=1; finish; }
@@ -44,7 +50,7 @@ cleanup() {
 	local f pid ns n
 	# Daemons of the SVMs, by the pids the hook recorded, then anything
 	# left in our namespaces.
-	for f in "$STATE"/svm/*/pids/*.pid "$STATE"/pids-nbd; do
+	for f in "$STATE"/svm/*/machine.pid "$STATE"/pids-nbd; do
 		[ -e "$f" ] || continue
 		kill -TERM "$(cat "$f")" 2>/dev/null || true
 	done
@@ -102,7 +108,7 @@ fi
 if [ "$failed" -ne 0 ]; then
 	echo "--- last engine events ($STATE/e2e.log)"
 	tail -n 25 "$STATE/e2e.log" 2>/dev/null
-	for f in "$STATE"/svm/*/logs/*.log; do
+	for f in "$STATE"/svm/*/logs/*.log "$STATE"/svm/*/sim/units/*.log; do
 		[ -e "$f" ] || continue
 		echo "--- $f (tail)"
 		tail -n 5 "$f"
