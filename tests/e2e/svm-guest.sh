@@ -52,6 +52,7 @@ shutdown() {
 	log "power-off: stopping ${started[*]:-nothing}"
 	local i
 	for ((i = ${#started[@]} - 1; i >= 0; i--)); do systemctl stop "${started[i]}"; done
+	[ -n "${idle:-}" ] && kill "$idle" 2>/dev/null
 	exit 0
 }
 trap shutdown TERM INT
@@ -73,4 +74,8 @@ for u in cairn-firstboot.service cairn-mdm.service cairn-sds.service cairn-targe
 	systemctl start --no-block "$u"
 done
 log "up: ${started[*]}"
-while :; do sleep 3600 & wait $!; done
+while :; do
+	sleep 3600 &
+	idle=$!
+	wait $idle
+done
