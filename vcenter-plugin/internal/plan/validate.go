@@ -1,6 +1,8 @@
 package plan
 
 import (
+	"github.com/cairn-storage/cairn/appliance/contract"
+
 	"fmt"
 	"net/netip"
 	"strings"
@@ -94,7 +96,7 @@ func Validate(p *Plan, inv *inventory.Inventory) Problems {
 	} else if t := inv.Template(p.Template); t == nil {
 		v.errf("template", "SVM template %q not found in vCenter: upload the Cairn OVA as a template (cairn-install upload-template) or fix the name", p.Template)
 	} else {
-		for _, want := range []string{"cairn.hostname", "cairn.mgmt.address", "cairn.roles", "cairn.cluster.name", "cairn.cluster.join_token"} {
+		for _, want := range contract.Keys() {
 			found := false
 			for _, have := range t.Properties {
 				found = found || have == want
