@@ -16,6 +16,8 @@
 // if one of them drifts.
 package contract
 
+import "time"
+
 // Version is the contract version. It changes when a key is added, removed or changes
 // meaning; firstboot writes it into cairn.env (CAIRN_CONTRACT).
 const Version = 2
@@ -48,6 +50,12 @@ const (
 	SDSPort       = 7100
 	ISCSIPort     = 3260
 )
+
+// BootstrapTokenLifetime is how long the first gateway of a new system accepts the
+// one-time bootstrap token (KeyJoinToken) after it created the admin user: long
+// enough to bring up the other SVMs, short enough that a token read later from the
+// VM's settings is useless.
+const BootstrapTokenLifetime = 30 * time.Minute
 
 // Property is one vApp property (ovf:ProductSection/ovf:Property).
 type Property struct {
@@ -146,16 +154,6 @@ func Keys() []string {
 		out[i] = p.Key
 	}
 	return out
-}
-
-// Lookup returns the property with key.
-func Lookup(key string) (Property, bool) {
-	for _, p := range Properties() {
-		if p.Key == key {
-			return p, true
-		}
-	}
-	return Property{}, false
 }
 
 // Defaults returns the default of every key that has one. An OVF environment always

@@ -9,15 +9,14 @@ import (
 	"path/filepath"
 	"regexp"
 	"strings"
-	"time"
 
+	"github.com/cairn-storage/cairn/appliance/contract"
 	"github.com/cairn-storage/cairn/appliance/internal/model"
 )
 
 // DefaultBootstrapTokenTTL bounds how long a new system's bootstrap token is accepted
-// after its first gateway started: long enough for a deployer to bring up the other
-// SVMs, short enough that a token read later from the VM's settings is useless.
-const DefaultBootstrapTokenTTL = 30 * time.Minute
+// after its first gateway created the admin user (the contract's lifetime).
+const DefaultBootstrapTokenTTL = contract.BootstrapTokenLifetime
 
 // bootstrapTokenRE is what a token may look like (the vApp property's rule).
 var bootstrapTokenRE = regexp.MustCompile(`^[A-Za-z0-9._~+/=:-]{16,512}$`)

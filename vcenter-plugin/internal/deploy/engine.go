@@ -488,7 +488,7 @@ func (r *run) connectGateway(ctx context.Context) (gateway.API, error) {
 				}
 				return "", fmt.Errorf("the gateway refused the bootstrap token (%s): it is good once and for %s after the first gateway started. "+
 					"Log in to the SVM console of the first gateway, read /var/lib/cairn/gateway/admin-password, set it as secrets.admin_password in %s, then resume",
-					se.Message, "30 minutes", StatePath(r.StateDir, r.p.System))
+					se.Message, contract.BootstrapTokenLifetime, StatePath(r.StateDir, r.p.System))
 			}
 			if werr := wait(err); werr != nil {
 				return "", werr
