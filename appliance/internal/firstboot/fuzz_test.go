@@ -86,16 +86,20 @@ func FuzzParseUserData(f *testing.F) {
 	})
 }
 
-// FuzzValidate drives contract.Validate with arbitrary values for the keys that end up in files.
+// FuzzValidate drives contract.Validate with arbitrary values for the keys that end up
+// in files.
 func FuzzValidate(f *testing.F) {
 	g := goodSettings()
-	f.Add(g[contract.KeyHostname], g[contract.KeyMgmtAddress], g[contract.KeyMgmtGateway], g[contract.KeyDNS], g[contract.KeyNTP], g[contract.KeyRoles], g[contract.KeyClusterName], g[contract.KeyJoinToken], g[contract.KeySSHKey])
-	f.Add("a\nb", "dhcp", "", "", "", "sds", "c", "tttttttttttttttt", "")
-	f.Add("x", "10.0.0.1/8", "10.0.0.2", "::1", "$(id)", "mdm,mdm", "c;d", "t t", "ssh-rsa AAAA")
-	f.Fuzz(func(t *testing.T, host, mgmt, gw, dns, ntp, roles, cluster, token, key string) {
+	f.Add(g[contract.KeyHostname], g[contract.KeyMgmtAddress], g[contract.KeyMgmtGateway], g[contract.KeyDNS], g[contract.KeyNTP], g[contract.KeyRoles],
+		g[contract.KeyClusterName], g[contract.KeyJoinToken], g[contract.KeySSHKey], g[contract.KeyMDMMembers], g[contract.KeyGateways], g[contract.KeyTargetPortID], g[contract.KeyTargetPorts])
+	f.Add("a\nb", "dhcp", "", "", "", "sds", "c", "tttttttttttttttt", "", "a=1.2.3.4", "", "1", "1")
+	f.Add("x", "10.0.0.1/8", "10.0.0.2", "::1", "$(id)", "mdm,mdm", "c;d", "t t", "ssh-rsa AAAA", "x=10.0.0.1,x=10.0.0.1", "::1,a", "0", "1,,1")
+	f.Add("svm1", "192.0.2.10/24", "", "", "", "mdm,target", "c", "", "", "svm1=192.0.2.10,b=[::1]:5", "192.0.2.10", "65535", "65535,1")
+	f.Fuzz(func(t *testing.T, host, mgmt, gw, dns, ntp, roles, cluster, token, key, members, gateways, port, ports string) {
 		checkRendered(t, map[string]string{
 			contract.KeyHostname: host, contract.KeyMgmtAddress: mgmt, contract.KeyMgmtGateway: gw, contract.KeyDNS: dns, contract.KeyNTP: ntp,
 			contract.KeyRoles: roles, contract.KeyClusterName: cluster, contract.KeyJoinToken: token, contract.KeySSHKey: key,
+			contract.KeyMDMMembers: members, contract.KeyGateways: gateways, contract.KeyTargetPortID: port, contract.KeyTargetPorts: ports,
 		})
 	})
 }
