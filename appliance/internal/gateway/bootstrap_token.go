@@ -22,8 +22,8 @@ const DefaultBootstrapTokenTTL = contract.BootstrapTokenLifetime
 var bootstrapTokenRE = regexp.MustCompile(`^[A-Za-z0-9._~+/=:-]{16,512}$`)
 
 // storeBootstrapToken records the token of cfg.BootstrapTokenFile for user "admin".
-// Called only by the gateway that has just created the first admin, so a token can
-// never reopen an existing system.
+// Called only by a gateway that found no user at all (a new system), just before it
+// creates the first admin, so a token can never reopen an existing system.
 func (s *Server) storeBootstrapToken(ctx context.Context) error {
 	if s.cfg.BootstrapTokenFile == "" {
 		return nil

@@ -190,6 +190,12 @@ func (s *Server) ensureAdmin(ctx context.Context) error {
 	}
 	pw := base64.RawURLEncoding.EncodeToString(b[:])
 	file := filepath.Join(s.cfg.StateDir, AdminPasswordFile)
+	// The token goes in before the user: once any gateway can see the admin (and
+	// so starts serving), the token works. Every gateway of a new system is given
+	// the same token, so racing gateways write the same record.
+	if err := s.storeBootstrapToken(ctx); err != nil {
+		s.log.Error("bootstrap token not stored: give the deployer the first admin password instead", "password_file", file, "err", err)
+	}
 	// Write the file first: an admin whose password was never written
 	// anywhere would lock everybody out.
 	if err := writeFileAtomic(file, []byte(pw+"\n"), 0o600); err != nil {
@@ -204,11 +210,6 @@ func (s *Server) ensureAdmin(ctx context.Context) error {
 	if err != nil {
 		os.Remove(file)
 		return fmt.Errorf("create first admin user: %w", err)
-	}
-	if err := s.storeBootstrapToken(ctx); err != nil {
-		// The admin exists now, so a restart would not try again: go on, and say
-		// how the deployer gets in instead.
-		s.log.Error("bootstrap token not stored: give the deployer the first admin password instead", "password_file", file, "err", err)
 	}
 	s.log.Warn("created the first user \"admin\" with a random password; log in with it and change it (cairnctl user update admin --password-file FILE), then delete the file",
 		"password_file", file)
