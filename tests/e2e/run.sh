@@ -59,7 +59,14 @@ cleanup() {
 			[ -z "$(ip netns pids "$ns" 2>/dev/null)" ] && break
 			sleep 0.2
 		done
-		for pid in $(ip netns pids "$ns" 2>/dev/null); do kill -KILL "$pid" 2>/dev/null || true; done
+		# Until none is left: a simulated SVM's unit supervisor may restart a
+		# daemon between one look and the next.
+		for n in $(seq 1 50); do
+			pids=$(ip netns pids "$ns" 2>/dev/null)
+			[ -n "$pids" ] || break
+			for pid in $pids; do kill -KILL "$pid" 2>/dev/null || true; done
+			sleep 0.1
+		done
 		ip netns del "$ns" 2>/dev/null || true
 	done
 	if [ "${E2E_KEEP:-0}" = 1 ]; then

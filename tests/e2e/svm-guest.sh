@@ -19,6 +19,14 @@
 # CAIRN_BIN (appliance/bin).
 set -uo pipefail
 : "${SVM_DIR:?}" "${REPO:?}" "${CAIRN_BIN:?}"
+# A machine inherits no open files from whoever pressed its power button (the
+# harness may hold a lock, e.g. flock /tmp/cairn-heavy.lock, that its daemons
+# must not keep).
+for fd in /proc/$$/fd/*; do
+	fd=${fd##*/}
+	# (255 is the script bash is reading.)
+	[ "$fd" -gt 2 ] 2>/dev/null && [ "$fd" != 255 ] && eval "exec $fd>&-" 2>/dev/null
+done
 log() { echo "[svm-guest $(date +%H:%M:%S)] $*"; }
 
 overlay() { # mountpoint name

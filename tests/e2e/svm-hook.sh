@@ -44,16 +44,22 @@ alive() {
 }
 
 power_off() {
-	local n pid
-	alive "$DIR/machine.pid" || { rm -f "$DIR/machine.pid"; return 0; }
-	pid=$(cat "$DIR/machine.pid")
-	kill -TERM "$pid" 2>/dev/null || true
-	for ((n = 0; n < 200; n++)); do alive "$DIR/machine.pid" || break; sleep 0.1; done
+	local n pid pids
 	if alive "$DIR/machine.pid"; then
-		# A hard power-off: everything in the SVM's process group.
-		kill -KILL -- "-$pid" 2>/dev/null || kill -KILL "$pid" 2>/dev/null || true
+		pid=$(cat "$DIR/machine.pid")
+		kill -TERM "$pid" 2>/dev/null || true
+		for ((n = 0; n < 200; n++)); do alive "$DIR/machine.pid" || break; sleep 0.1; done
 	fi
 	rm -f "$DIR/machine.pid"
+	# A hard power-off for whatever is still running: every process of the SVM is
+	# in its network namespace. Repeat until none is left (a unit's supervisor may
+	# have been restarting its daemon as we looked).
+	for ((n = 0; n < 50; n++)); do
+		pids=$(ip netns pids "$NS" 2>/dev/null) || break
+		[ -n "$pids" ] || break
+		kill -KILL $pids 2>/dev/null || true
+		sleep 0.1
+	done
 }
 
 ensure_netns() {
