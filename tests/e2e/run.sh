@@ -46,6 +46,17 @@ done
 STATE=$(mktemp -d "${TMPDIR:-/tmp}/cairn-e2e.XXXXXX")
 chmod 755 "$STATE"
 
+# netns_pids NS: every process in network namespace NS. (`ip netns pids` misses
+# processes that live in further mount namespaces, as the simulated SVMs' do.)
+netns_pids() {
+	local ino p
+	ino=$(stat -L -c %i "/run/netns/$1" 2>/dev/null) || return 0
+	for p in /proc/[0-9]*; do
+		[ "$(readlink "$p/ns/net" 2>/dev/null)" = "net:[$ino]" ] && echo "${p#/proc/}"
+	done
+	return 0
+}
+
 cleanup() {
 	local f pid ns n
 	# Daemons of the SVMs, by the pids the hook recorded, then anything
@@ -56,13 +67,13 @@ cleanup() {
 	done
 	for ns in $(ip netns list 2>/dev/null | awk -v p="$PREFIX-" 'index($1, p) == 1 { print $1 }'); do
 		for n in 1 2 3 4 5 6 7 8 9 10; do
-			[ -z "$(ip netns pids "$ns" 2>/dev/null)" ] && break
+			[ -z "$(netns_pids "$ns")" ] && break
 			sleep 0.2
 		done
 		# Until none is left: a simulated SVM's unit supervisor may restart a
 		# daemon between one look and the next.
 		for n in $(seq 1 50); do
-			pids=$(ip netns pids "$ns" 2>/dev/null)
+			pids=$(netns_pids "$ns")
 			[ -n "$pids" ] || break
 			for pid in $pids; do kill -KILL "$pid" 2>/dev/null || true; done
 			sleep 0.1

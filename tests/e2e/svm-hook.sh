@@ -55,11 +55,22 @@ power_off() {
 	# in its network namespace. Repeat until none is left (a unit's supervisor may
 	# have been restarting its daemon as we looked).
 	for ((n = 0; n < 50; n++)); do
-		pids=$(ip netns pids "$NS" 2>/dev/null) || break
+		pids=$(netns_pids "$NS")
 		[ -n "$pids" ] || break
 		kill -KILL $pids 2>/dev/null || true
 		sleep 0.1
 	done
+}
+
+# netns_pids NS: every process in network namespace NS. (`ip netns pids` misses
+# processes that live in further mount namespaces, as the SVM's do.)
+netns_pids() {
+	local ino p
+	ino=$(stat -L -c %i "/run/netns/$1" 2>/dev/null) || return 0
+	for p in /proc/[0-9]*; do
+		[ "$(readlink "$p/ns/net" 2>/dev/null)" = "net:[$ino]" ] && echo "${p#/proc/}"
+	done
+	return 0
 }
 
 ensure_netns() {
