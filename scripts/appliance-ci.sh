@@ -8,7 +8,7 @@ set -euo pipefail
 ROOT=$(cd "$(dirname "$0")/.." && pwd)
 CACHE=${CAIRN_CACHE:-$HOME/.cache/cairn}/packer
 mkdir -p "$CACHE"
-key=$(cd "$ROOT" && find packer tests/appliance appliance/internal/firstboot -type f \
+key=$(cd "$ROOT" && find packer tests/appliance appliance/internal/firstboot appliance/contract -type f \
 	! -path 'packer/output/*' ! -path 'packer/.work/*' -print0 | sort -z | xargs -0 sha256sum | sha256sum | cut -c1-16)
 stamp=$CACHE/verified-$key
 if [ -f "$stamp" ] && [ "${FORCE_APPLIANCE:-0}" != 1 ]; then

@@ -104,6 +104,9 @@ cairn.ntp: 10.0.2.2
 cairn.roles: $ROLES
 cairn.cluster.name: boot-test
 cairn.cluster.join_token: $TOKEN
+cairn.cluster.mdm_members: svm-boot-test=10.0.2.15
+cairn.target.port_id: 2
+cairn.target.port_ids: 1,2,3
 cairn.ssh.authorized_key: "$(cat "$W/id.pub")"
 EOF
 make_seed "$W/seed" "$W/seed.img"
@@ -127,6 +130,7 @@ check "role units active: $UNITS"           "systemctl is-active $UNITS"
 check "role units enabled for next boots"   "systemctl is-enabled $UNITS cairn-ready"
 check "first boot stamp"                    'test -f /var/lib/cairn/firstboot.done && test -f /run/cairn/ready'
 check "cluster settings in cairn.env"       'grep -qx CAIRN_CLUSTER_NAME=boot-test /etc/cairn/cairn.env && grep -qx CAIRN_ROLES='"$ROLES"' /etc/cairn/cairn.env && grep -qx CAIRN_DATA_ADDRESS=10.77.0.5 /etc/cairn/cairn.env'
+check "contract settings in cairn.env"      'grep -qx CAIRN_MDM_INITIAL_CLUSTER=svm-boot-test=http://10.0.2.15:2380 /etc/cairn/cairn.env && grep -qx CAIRN_TARGET_PORT_NUMBER=2 /etc/cairn/cairn.env && grep -qx CAIRN_TARGET_GROUP_PORTS=1,2,3 /etc/cairn/cairn.env'
 check "join token private"                  'test "$(sudo stat -c %a /etc/cairn/join-token)" = 600 && sudo grep -qx '"$TOKEN"' /etc/cairn/join-token'
 daemon_args() { echo "ps -o args= -p \$(systemctl show -p MainPID --value cairn-$1)"; }
 case ",$ROLES," in *,sds,*)
@@ -176,7 +180,7 @@ EOF
   log "booting with a hostile seed"
   boot bad "$W/bad.img"
   wait_serial "nothing was configured"
-  for what in "cairn.hostname" "cairn.cluster.name" "cairn.cluster.join_token"; do
+  for what in "cairn.hostname" "cairn.cluster.name" "cairn.cluster.mdm_members"; do
     grep -aq "$what" "$W/serial.log" || fail "console error does not name $what"
   done
   echo "ok   hostile seed refused with a clear console message:"

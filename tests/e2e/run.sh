@@ -3,11 +3,16 @@
 #
 #   simulated vCenter (4 ESXi hosts, govmomi simulator + vcsimkit, on the core
 #   namespace's 127.0.0.1) -> deployment plan -> deploy engine clones and powers
-#   on 4 SVMs; each power-on runs tests/e2e/svm-hook.sh, which starts the real
-#   daemons of that SVM in its own network namespace at the SVM's address
-#   (file-backed devices stand for its RDMs); power-off stops them -> cluster
-#   healthy through the real gateway -> a volume -> a VMFS datastore on all 4
-#   hosts -> rolling maintenance over the 4 hosts while fio (nbd engine,
+#   on 4 SVMs; each power-on runs tests/e2e/svm-hook.sh, which boots the
+#   appliance in the SVM's own network, mount and UTS namespaces at the SVM's
+#   address (tests/e2e/svm-guest.sh: the image installed by
+#   packer/scripts/20-cairn.sh, the real `cairn firstboot` on the OVF
+#   environment the simulator rendered, the units of packer/files/systemd run
+#   as systemd would; file-backed devices stand for its RDMs); power-off stops
+#   them -> cluster healthy through the real gateway -> what the contract left
+#   in the SVMs and in vCenter -> a volume -> a VMFS datastore on all 4
+#   hosts -> rolling maintenance over the 4 hosts (the plugin fails over to
+#   the other gateway while one's host is patched) while fio (nbd engine,
 #   verify=crc32c) writes through `cairn nbd` -> a second roll in which an SVM
 #   does not come back (its power-on hook fails): the roll stops with a clear
 #   message; the resume after the fix completes it.
@@ -19,7 +24,8 @@
 # Environment: E2E_SECOND_MODE=protected runs the second roll (the one with
 # the failure) in protected SDS maintenance (default instant); E2E_KEEP=1 keeps the state directory (logs, plan, engine
 # state) after the run; CAIRN_CACHE is not used (nothing is downloaded).
-# Needs root (network namespaces), iproute2, fio, openssl.
+# Needs root (network and mount namespaces, overlayfs), iproute2, util-linux
+# (unshare), fio.
 set -uo pipefail
 
 ROOT=$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)
@@ -32,7 +38,7 @@ passed=0 failed=0
 say() { echo "[$(date +%H:%M:%S)] $*"; }
 finish() { echo "$passed passed, $failed failed"; [ "$failed" -eq 0 ]; exit $?; }
 
-for tool in ip fio openssl go; do
+for tool in ip fio unshare go; do
 	command -v "$tool" >/dev/null || { echo "FAIL $tool is not installed"; failed=1; finish; }
 done
 [ "$(id -u)" -eq 0 ] || { echo "FAIL the e2e needs root (network namespaces)"; failed=1; finish; }
@@ -40,20 +46,38 @@ done
 STATE=$(mktemp -d "${TMPDIR:-/tmp}/cairn-e2e.XXXXXX")
 chmod 755 "$STATE"
 
+# netns_pids NS: every process in network namespace NS. (`ip netns pids` misses
+# processes that live in further mount namespaces, as the simulated SVMs' do.)
+netns_pids() {
+	local ino p
+	ino=$(stat -L -c %i "/run/netns/$1" 2>/dev/null) || return 0
+	for p in /proc/[0-9]*; do
+		[ "$(readlink "$p/ns/net" 2>/dev/null)" = "net:[$ino]" ] && echo "${p#/proc/}"
+	done
+	return 0
+}
+
 cleanup() {
 	local f pid ns n
 	# Daemons of the SVMs, by the pids the hook recorded, then anything
 	# left in our namespaces.
-	for f in "$STATE"/svm/*/pids/*.pid "$STATE"/pids-nbd; do
+	for f in "$STATE"/svm/*/machine.pid "$STATE"/pids-nbd; do
 		[ -e "$f" ] || continue
 		kill -TERM "$(cat "$f")" 2>/dev/null || true
 	done
 	for ns in $(ip netns list 2>/dev/null | awk -v p="$PREFIX-" 'index($1, p) == 1 { print $1 }'); do
 		for n in 1 2 3 4 5 6 7 8 9 10; do
-			[ -z "$(ip netns pids "$ns" 2>/dev/null)" ] && break
+			[ -z "$(netns_pids "$ns")" ] && break
 			sleep 0.2
 		done
-		for pid in $(ip netns pids "$ns" 2>/dev/null); do kill -KILL "$pid" 2>/dev/null || true; done
+		# Until none is left: a simulated SVM's unit supervisor may restart a
+		# daemon between one look and the next.
+		for n in $(seq 1 50); do
+			pids=$(netns_pids "$ns")
+			[ -n "$pids" ] || break
+			for pid in $pids; do kill -KILL "$pid" 2>/dev/null || true; done
+			sleep 0.1
+		done
 		ip netns del "$ns" 2>/dev/null || true
 	done
 	if [ "${E2E_KEEP:-0}" = 1 ]; then
@@ -102,7 +126,7 @@ fi
 if [ "$failed" -ne 0 ]; then
 	echo "--- last engine events ($STATE/e2e.log)"
 	tail -n 25 "$STATE/e2e.log" 2>/dev/null
-	for f in "$STATE"/svm/*/logs/*.log; do
+	for f in "$STATE"/svm/*/logs/*.log "$STATE"/svm/*/sim/units/*.log; do
 		[ -e "$f" ] || continue
 		echo "--- $f (tail)"
 		tail -n 5 "$f"

@@ -1,50 +1,40 @@
 #!/usr/bin/env bash
-# The "guest" of a simulated Cairn SVM: vcsimkit.CommandHooks runs
-#   svm-hook.sh start   when the SVM powers on  (prints guestinfo.* lines once it serves)
-#   svm-hook.sh stop    when it powers off      (stops its daemons)
+# The power button of a simulated Cairn SVM: vcsimkit.CommandHooks runs
+#   svm-hook.sh start   when the SVM powers on  (prints guestinfo.* lines once it is ready)
+#   svm-hook.sh stop    when it powers off
 # with CAIRN_SVM_* in the environment (see vcsimkit/commandhooks.go).
 #
-# The SVM is a network namespace E2E_PREFIX-<octet> (created on first boot,
-# plugged into the harness's bridge in E2E_PREFIX-hub) holding the
-# address of the vApp property cairn.mgmt.address. Its daemons follow
-# cairn.roles: mdm -> `cairn mdm` (embedded etcd, peers from
-# cairn.cluster.mdm_members), gateway -> `cairn gateway` (its admin password
-# set to cairn.gateway.admin_password, as firstboot would), sds -> `cairn
-# sds` named sds-<short host name> (deploy.SDSName). Its RDMs are files
-# E2E_STATE/svm/<vm>/disks/<naa>.img (the e2e's deploy.Engine.DevicePath).
+# The SVM is a network namespace E2E_PREFIX-<octet> (created on first power-on,
+# plugged into the harness's bridge in E2E_PREFIX-hub) holding the address of its
+# vApp property cairn.mgmt.address on eth0 — the network vSphere gives the VM. What
+# runs inside is the appliance itself: tests/e2e/svm-guest.sh installs the image with
+# packer/scripts/20-cairn.sh and boots its units; first boot is the real
+# `cairn firstboot`, reading the OVF environment the simulator rendered (through
+# vmtoolsd's guestinfo channel, tests/e2e/guest/vmtoolsd). This hook only passes the
+# OVF environment in and the guest's published guestinfo.* values out; it knows
+# nothing of roles, addresses or daemons.
 #
-# Fault injection: while E2E_STATE/fail-boot/<esxi host> exists, start
-# fails (the SVM does not boot).
+# The SVM's RDMs are files E2E_STATE/svm/<vm>/disks/<naa>.img (the e2e's
+# deploy.Engine.DevicePath), created here as the disks the host would have.
 #
-# Harness environment: E2E_STATE (state dir), E2E_PREFIX (namespace
-# prefix), CAIRN_BIN (appliance/bin), E2E_DEVICE_SIZE (default 2G).
+# Fault injection: while E2E_STATE/fail-boot/<esxi host> exists, start fails (the SVM
+# does not boot).
+#
+# Harness environment: E2E_STATE (state dir), E2E_PREFIX (namespace prefix),
+# CAIRN_BIN (appliance/bin), E2E_DEVICE_SIZE (default 2G), E2E_BOOT_TIMEOUT (s, 90).
 set -euo pipefail
 
 : "${E2E_STATE:?}" "${E2E_PREFIX:?}" "${CAIRN_BIN:?}" "${CAIRN_SVM_NAME:?}" "${CAIRN_SVM_HOST:?}"
-CAIRN=$CAIRN_BIN/cairn
-CTL=$CAIRN_BIN/cairnctl
-MDM_CLIENT_PORT=2379 MDM_PEER_PORT=2380 GW_PORT=8443 SDS_PORT=7100
-
+REPO=$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)
 die() { echo "svm-hook $CAIRN_SVM_NAME: $*" >&2; exit 1; }
 
-ADDR=${CAIRN_SVM_PROP_CAIRN_MGMT_ADDRESS:?the SVM has no cairn.mgmt.address}
+ADDR=${CAIRN_SVM_PROP_CAIRN_MGMT_ADDRESS:?the SVM has no cairn.mgmt.address: the network is not configured}
 IP=${ADDR%/*}
 OCTET=${IP##*.}
 NS=$E2E_PREFIX-$OCTET
 HUB=$E2E_PREFIX-hub
 DIR=$E2E_STATE/svm/$CAIRN_SVM_NAME
-mkdir -p "$DIR/pids" "$DIR/logs" "$DIR/disks"
-short=${CAIRN_SVM_HOST%%.*}
-ROLES=",${CAIRN_SVM_PROP_CAIRN_ROLES:-},"
-
-mdm_name() { echo "mdm-${1//./-}"; }
-MDM_URLS= INITIAL=
-IFS=, read -r -a members <<<"${CAIRN_SVM_PROP_CAIRN_CLUSTER_MDM_MEMBERS:-}"
-for m in "${members[@]}"; do
-	[ -n "$m" ] || continue
-	MDM_URLS+="${MDM_URLS:+,}http://$m:$MDM_CLIENT_PORT"
-	INITIAL+="${INITIAL:+,}$(mdm_name "$m")=http://$m:$MDM_PEER_PORT"
-done
+mkdir -p "$DIR/disks" "$DIR/guestinfo" "$DIR/sim" "$DIR/logs"
 
 alive() {
 	local st
@@ -53,39 +43,36 @@ alive() {
 	[ -n "$st" ] && [ "$st" != Z ] && [ "$st" != X ]
 }
 
-spawn() { # name command...
-	local name=$1; shift
-	alive "$DIR/pids/$name.pid" && return 0
-	setsid ip netns exec "$NS" "$@" >>"$DIR/logs/$name.log" 2>&1 </dev/null &
-	echo $! >"$DIR/pids/$name.pid"
-}
-
-wait_port() { # port seconds name
-	local i
-	for ((i = 0; i < $2 * 10; i++)); do
-		if ip netns exec "$NS" bash -c "exec 3<>/dev/tcp/$IP/$1" 2>/dev/null; then return 0; fi
-		alive "$DIR/pids/$3.pid" || die "$3 exited while starting: $(tail -n 3 "$DIR/logs/$3.log" 2>/dev/null | tr '\n' ' ')"
+power_off() {
+	local n pid pids
+	if alive "$DIR/machine.pid"; then
+		pid=$(cat "$DIR/machine.pid")
+		kill -TERM "$pid" 2>/dev/null || true
+		for ((n = 0; n < 200; n++)); do alive "$DIR/machine.pid" || break; sleep 0.1; done
+	fi
+	rm -f "$DIR/machine.pid"
+	# A hard power-off for whatever is still running: every process of the SVM is
+	# in its network namespace. Repeat until none is left (a unit's supervisor may
+	# have been restarting its daemon as we looked).
+	for ((n = 0; n < 50; n++)); do
+		pids=$(netns_pids "$NS")
+		[ -n "$pids" ] || break
+		kill -KILL $pids 2>/dev/null || true
 		sleep 0.1
 	done
-	die "$3 did not listen on $IP:$1 within $2 s (see $DIR/logs/$3.log)"
 }
 
-stop_daemons() {
-	local f pid n
-	for f in "$DIR"/pids/*.pid; do
-		[ -e "$f" ] || continue
-		kill -TERM "$(cat "$f")" 2>/dev/null || true
+# netns_pids NS: every process in network namespace NS. (`ip netns pids` misses
+# processes that live in further mount namespaces, as the SVM's do.)
+netns_pids() {
+	local ino p
+	ino=$(stat -L -c %i "/run/netns/$1" 2>/dev/null) || return 0
+	for p in /proc/[0-9]*; do
+		[ "$(readlink "$p/ns/net" 2>/dev/null)" = "net:[$ino]" ] && echo "${p#/proc/}"
 	done
-	for f in "$DIR"/pids/*.pid; do
-		[ -e "$f" ] || continue
-		pid=$(cat "$f")
-		for ((n = 0; n < 100; n++)); do alive "$f" || break; sleep 0.1; done
-		kill -KILL "$pid" 2>/dev/null || true
-		rm -f "$f"
-	done
+	return 0
 }
 
-# ensure_netns creates the SVM's namespace and plugs it into the bridge.
 ensure_netns() {
 	[ -e "/run/netns/$NS" ] && return 0
 	ip netns add "$NS"
@@ -96,68 +83,46 @@ ensure_netns() {
 	ip -n "$NS" link set eth0 up
 }
 
-start() {
+power_on() {
 	if [ -e "$E2E_STATE/fail-boot/$CAIRN_SVM_HOST" ]; then
-		stop_daemons
+		power_off
 		die "injected failure: the SVM on $CAIRN_SVM_HOST does not boot"
 	fi
 	ensure_netns
-	# A reset runs start again without stop: start from a clean slate.
-	stop_daemons
+	# A reset powers on again without a power-off: start from a clean slate.
+	power_off
 	local naa
 	for naa in ${CAIRN_SVM_RDMS:-}; do
 		[ -f "$DIR/disks/$naa.img" ] || truncate -s "${E2E_DEVICE_SIZE:-2G}" "$DIR/disks/$naa.img"
 	done
-	if [[ $ROLES == *,mdm,* || $ROLES == *,tiebreaker,* ]]; then
-		local tb=()
-		[[ $ROLES == *,tiebreaker,* ]] && tb=(--tie-breaker)
-		spawn mdm "$CAIRN" mdm --name "$(mdm_name "$IP")" --data-dir "$DIR/mdm" \
-			--client-url "http://$IP:$MDM_CLIENT_PORT" --peer-url "http://$IP:$MDM_PEER_PORT" \
-			--initial-cluster "$INITIAL" "${tb[@]}"
-		wait_port "$MDM_CLIENT_PORT" 30 mdm
-	fi
-	local info=()
-	if [[ $ROLES == *,gateway,* ]]; then
-		spawn gateway "$CAIRN" gateway --mdm "$MDM_URLS" --listen "$IP:$GW_PORT" --state-dir "$DIR/gateway"
-		wait_port "$GW_PORT" 60 gateway
-		set_admin_password
-		local tp
-		tp=$(openssl x509 -in "$DIR/gateway/cert.pem" -outform der | sha256sum | cut -d' ' -f1)
-		info+=("guestinfo.cairn.tls.thumbprint=$tp")
-	fi
-	if [[ $ROLES == *,sds,* ]]; then
-		spawn sds "$CAIRN" sds --mdm "$MDM_URLS" --name "sds-$short" --listen "$IP:$SDS_PORT" --state-dir "$DIR/sds"
-		sleep 0.5
-		alive "$DIR/pids/sds.pid" || die "sds exited while starting: $(tail -n 3 "$DIR/logs/sds.log" | tr '\n' ' ')"
-	fi
-	printf '%s\n' "${info[@]}" "guestinfo.cairn.ready=ready"
-}
-
-# set_admin_password does what the appliance's firstboot would do with the
-# (proposed) vApp property cairn.gateway.admin_password: the gateway
-# generated a random first password; replace it with the plan's.
-set_admin_password() {
-	local want=${CAIRN_SVM_PROP_CAIRN_GATEWAY_ADMIN_PASSWORD:-}
-	[ -n "$want" ] || return 0
-	[ -f "$DIR/gateway/.admin-password-set" ] && return 0
-	local i
-	for ((i = 0; i < 300; i++)); do [ -s "$DIR/gateway/admin-password" ] && break; sleep 0.1; done
-	[ -s "$DIR/gateway/admin-password" ] || die "the gateway wrote no admin password (see $DIR/logs/gateway.log)"
-	(umask 077; printf '%s\n' "$want" >"$DIR/plan-password")
-	export CAIRNCTL_CONFIG=$DIR/cairnctl.json
-	for ((i = 0; i < 30; i++)); do
-		ip netns exec "$NS" "$CTL" login --url "https://$IP:$GW_PORT" --ca-file "$DIR/gateway/cert.pem" \
-			--user admin --password-file "$DIR/gateway/admin-password" >/dev/null 2>"$DIR/logs/cairnctl.err" && break
-		sleep 0.5
+	# Guest info set by a running guest does not survive a power cycle; the OVF
+	# environment is handed in anew at every power-on.
+	rm -f "$DIR"/guestinfo/guestinfo.* "$DIR"/sim/units/*
+	cp "${CAIRN_SVM_OVFENV:?}" "$DIR/guestinfo/guestinfo.ovfEnv"
+	SVM_DIR=$DIR REPO=$REPO CAIRN_BIN=$CAIRN_BIN setsid ip netns exec "$NS" unshare -m -u --propagation private \
+		"$REPO/tests/e2e/svm-guest.sh" >>"$DIR/logs/machine.log" 2>&1 </dev/null &
+	echo $! >"$DIR/machine.pid"
+	local n ready
+	for ((n = 0; n < ${E2E_BOOT_TIMEOUT:-90} * 10; n++)); do
+		ready=$(cat "$DIR/guestinfo/guestinfo.cairn.ready" 2>/dev/null || true)
+		case "$ready" in
+		ready) break ;;
+		error:*) die "the SVM reports: $ready (see $DIR/sim/units/*.log)" ;;
+		esac
+		alive "$DIR/machine.pid" || die "the SVM stopped while booting: $(tail -n 3 "$DIR/logs/machine.log" | tr '\n' ' ')"
+		sleep 0.1
 	done
-	ip netns exec "$NS" "$CTL" user update admin --password-file "$DIR/plan-password" >/dev/null 2>>"$DIR/logs/cairnctl.err" ||
-		die "cannot set the admin password: $(cat "$DIR/logs/cairnctl.err")"
-	rm -f "$DIR/plan-password" "$DIR/cairnctl.json"
-	touch "$DIR/gateway/.admin-password-set"
+	[ "$ready" = ready ] || die "not ready after ${E2E_BOOT_TIMEOUT:-90} s (guestinfo.cairn.ready=${ready:-unset}; see $DIR/sim/units/*.log)"
+	# What the guest published, for the simulator to show in the VM's extraConfig.
+	local f
+	for f in "$DIR"/guestinfo/guestinfo.*; do
+		[ "${f##*/}" = guestinfo.ovfEnv ] && continue
+		printf '%s=%s\n' "${f##*/}" "$(cat "$f")"
+	done
 }
 
 case ${1:-} in
-start) start ;;
-stop) stop_daemons ;;
+start) power_on ;;
+stop) power_off ;;
 *) die "usage: svm-hook.sh start|stop" ;;
 esac

@@ -1,9 +1,12 @@
 // Command e2e is the end-to-end test of the vCenter plugin against real
 // Cairn daemons (tests/e2e/run.sh starts it inside the harness's "core"
 // network namespace): a simulated 4-host vCenter whose SVMs are network
-// namespaces running the real daemons (tests/e2e/svm-hook.sh), a deployment
-// plan, the deploy engine, a VMFS datastore on all hosts, rolling
-// maintenance under fio, then an SVM that does not come back and a resume.
+// namespaces running the appliance's real first boot and units
+// (tests/e2e/svm-hook.sh, svm-guest.sh), a deployment plan, the deploy engine,
+// what the contract left in each SVM and in vCenter (port ids, MDM cluster,
+// pinned thumbprints, no usable secret in a vApp property), a VMFS datastore
+// on all hosts, rolling maintenance under fio with the plugin failing over
+// between the two gateways, then an SVM that does not come back and a resume.
 //
 // It prints one "ok"/"FAIL" line per check, each phase's time, and ends
 // with "N passed, M failed"; the exit status is non-zero on any failure.
@@ -12,20 +15,28 @@ package main
 import (
 	"context"
 	"encoding/json"
+	"encoding/pem"
+	"errors"
 	"flag"
 	"fmt"
 	"log/slog"
+	"net"
 	"os"
 	"os/exec"
 	"path/filepath"
 	"slices"
+	"strconv"
 	"strings"
 	"sync"
 	"sync/atomic"
 	"syscall"
 	"time"
 
+	"github.com/vmware/govmomi/find"
 	"github.com/vmware/govmomi/vim25"
+	"github.com/vmware/govmomi/vim25/mo"
+
+	"github.com/cairn-storage/cairn/appliance/contract"
 
 	"github.com/cairn-storage/cairn/vcenter-plugin/internal/datastore"
 	"github.com/cairn-storage/cairn/vcenter-plugin/internal/deploy"
@@ -152,8 +163,7 @@ func (h *harness) run(ctx context.Context) error {
 		var err error
 		kit, err = vcsimkit.Start(vcsimkit.Options{
 			Hosts: 4, DisksPerHost: 2, Dir: filepath.Join(h.state, "vcsim"), Template: "cairn-svm",
-			ExtraTemplateProperties: plan.OptionalProperties,
-			LUNs:                    luns,
+			LUNs: luns,
 			Guest: vcsimkit.CommandHooks{Start: []string{h.hook, "start"}, Stop: []string{h.hook, "stop"},
 				Dir: filepath.Join(h.state, "ovfenv")},
 			BootTimeout: 2 * time.Minute,
@@ -188,13 +198,15 @@ func (h *harness) run(ctx context.Context) error {
 			return fmt.Errorf("suggested %d hosts, want 4", len(p.Hosts))
 		}
 		// 3 MDM members on hosts 1-3, an SDS and a target on every host,
-		// the gateway on host 4: it is powered on last, when the MDM
-		// members that form its quorum already run.
+		// gateways on hosts 3 and 4: they are powered on when the MDM members
+		// that form their quorum run. Two gateways: the plugin fails over
+		// while one's host is patched.
 		for i := range p.Hosts {
 			roles := []string{plan.RoleSDS, plan.RoleTarget}
 			if i < 3 {
 				roles = append([]string{plan.RoleMDM}, roles...)
-			} else {
+			}
+			if i >= 2 {
 				roles = append(roles, plan.RoleGateway)
 			}
 			p.Hosts[i].Roles = roles
@@ -207,7 +219,8 @@ func (h *harness) run(ctx context.Context) error {
 		if err := os.WriteFile(filepath.Join(h.state, "plan.json"), b, 0o600); err != nil {
 			return err
 		}
-		h.ok("plan: 4 SVMs, MDM members %s, gateway %s, %d fault sets", strings.Join(p.MDMMembers(), ","), p.Gateway().SVMIP, len(p.FaultSets()))
+		h.ok("plan: 4 SVMs, MDM members %s, gateways on %s and %s, target ports %v, %d fault sets", strings.Join(p.MDMMembers(), ","),
+			p.Hosts[2].SVMIP, p.Hosts[3].SVMIP, p.TargetPorts(), len(p.FaultSets()))
 		return nil
 	}); err != nil {
 		return err
@@ -255,6 +268,10 @@ func (h *harness) run(ctx context.Context) error {
 		h.check(len(devs) == 8, "8 devices (2 RDMs per SVM) in the pool: %d", len(devs))
 		return nil
 	}); err != nil {
+		return err
+	}
+
+	if err := h.phase("contract", func() error { return h.checkContract(ctx, vc, p) }); err != nil {
 		return err
 	}
 
@@ -316,16 +333,20 @@ func (h *harness) run(ctx context.Context) error {
 				if err := kit.WaitIdle(ctx); err != nil { // the SVM's guest hooks have run
 					return err
 				}
-				if slices.Contains(hosts, p.Gateway().Name) {
-					// The only gateway is down with its SVM: the roll does
-					// not need it until the SVM is back.
-					_, gerr := api.System(ctx)
-					h.check(slices.Equal(inMM, hosts) && gerr != nil, "patching %v: hosts in maintenance mode %v, the gateway on it is down with its SVM (%v)", hosts, inMM, gerr)
-					*patched = append(*patched, hosts)
-					if inject != nil {
-						inject(hosts)
+				for _, x := range hosts {
+					ph := hostOf(p, x)
+					if !ph.Has(plan.RoleGateway) {
+						continue
 					}
-					return nil
+					// This host's gateway is down with its SVM; the plugin's
+					// client goes on through the other one.
+					addr := net.JoinHostPort(ph.SVMIP, "8443")
+					conn, derr := net.DialTimeout("tcp", addr, time.Second)
+					if conn != nil {
+						conn.Close()
+					}
+					_, gerr := api.System(ctx)
+					h.check(derr != nil && gerr == nil, "patching %s: its gateway %s is down (%v), the API answers through the other gateway (%v)", x, addr, derr, gerr)
 				}
 				sdss, err := api.ListSDS(ctx)
 				if err != nil {
@@ -664,4 +685,110 @@ func (h *harness) dump(ctx context.Context) {
 		}
 		fmt.Printf("     gateway: sds %s state %s up %v maintenance %+v\n", s.Name, s.State, s.Up, m)
 	}
+}
+
+func hostOf(p *plan.Plan, name string) *plan.Host {
+	for i := range p.Hosts {
+		if p.Hosts[i].Name == name {
+			return &p.Hosts[i]
+		}
+	}
+	return nil
+}
+
+// checkContract checks what the deployment left in each SVM and in vCenter: the real
+// first boot ran from the OVF environment, the units got the contract's values (the
+// target's relative port among all ports), the gateway thumbprint vCenter shows is the
+// certificate's, and no vApp property holds a usable secret.
+func (h *harness) checkContract(ctx context.Context, vc *vim25.Client, p *plan.Plan) error {
+	st, err := deploy.LoadState(filepath.Join(h.state, "plugin"), p)
+	if err != nil {
+		return err
+	}
+	ports := p.TargetPorts()
+	var all []string
+	for _, x := range p.Hosts {
+		all = append(all, strconv.Itoa(ports[x.Name]))
+	}
+	finder := find.NewFinder(vc)
+	dc, err := finder.Datacenter(ctx, vcsimkit.Datacenter)
+	if err != nil {
+		return err
+	}
+	finder.SetDatacenter(dc)
+	for _, x := range p.Hosts {
+		name := p.SVMName(x.Name)
+		dir := filepath.Join(h.state, "svm", name)
+		env, err := os.ReadFile(filepath.Join(dir, "root", "etc", "cairn", "cairn.env"))
+		_, derr := os.Stat(filepath.Join(dir, "root", "var-lib", "cairn", "firstboot.done"))
+		h.check(err == nil && derr == nil && strings.Contains(string(env), "CAIRN_CONTRACT=2\n"),
+			"%s: cairn firstboot configured the SVM from its OVF environment (cairn.env, firstboot.done)", name)
+		cmd := unitCmdline(dir, "cairn-target.service")
+		want := fmt.Sprintf("--port-number %d --group-ports %s", ports[x.Name], strings.Join(all, ","))
+		h.check(strings.Contains(cmd, want), "%s: cairn target runs with %q: %s", name, want, cmd)
+		if x.Has(plan.RoleMDM) {
+			mcmd := unitCmdline(dir, "cairn-mdm.service")
+			h.check(strings.Count(mcmd, "=http://") == 3 && strings.Contains(mcmd, "--name "+plan.SVMHostname(x.Name)),
+				"%s: cairn mdm runs as %s with the 3-member initial cluster: %s", name, plan.SVMHostname(x.Name), mcmd)
+		}
+
+		vm, err := finder.VirtualMachine(ctx, name)
+		if err != nil {
+			return err
+		}
+		var m mo.VirtualMachine
+		if err := vm.Properties(ctx, vm.Reference(), []string{"config.vAppConfig", "config.extraConfig"}, &m); err != nil {
+			return err
+		}
+		leaked := ""
+		token := ""
+		for _, prop := range m.Config.VAppConfig.GetVmConfigInfo().Property {
+			if strings.Contains(prop.Value, st.Secrets.AdminPassword) {
+				leaked = prop.Id
+			}
+			if prop.Id == contract.KeyJoinToken {
+				token = prop.Value
+			}
+		}
+		h.check(len(st.Secrets.AdminPassword) >= 20 && leaked == "", "%s: no vApp property holds the admin password (leaked in %q)", name, leaked)
+		h.check((token != "") == x.Has(plan.RoleGateway), "%s: the one-time bootstrap token is a property of gateway SVMs only (set: %v)", name, token != "")
+		if x.Has(plan.RoleGateway) {
+			published := ""
+			for _, o := range m.Config.ExtraConfig {
+				if ov := o.GetOptionValue(); ov != nil && ov.Key == contract.GuestThumbprint {
+					published, _ = ov.Value.(string)
+				}
+			}
+			pemBytes, err := os.ReadFile(filepath.Join(dir, "root", "var-lib", "cairn", "gateway", "cert.pem"))
+			blk, _ := pem.Decode(pemBytes)
+			h.check(err == nil && blk != nil && published == gateway.Thumbprint(blk.Bytes) && st.GatewayThumbprints[x.Name] == published,
+				"%s: vCenter shows the gateway certificate's SHA-256 (%s) in guestinfo, and the engine pinned it", name, published)
+			// Whoever reads the VM's settings in vCenter gets a spent token.
+			cfg, err := deploy.GatewayConfig(p, st, 0)
+			if err != nil {
+				return err
+			}
+			c, err := gateway.NewHTTPClient(cfg)
+			if err != nil {
+				return err
+			}
+			rerr := c.RedeemBootstrapToken(ctx, token, "an-attacker-password")
+			var se *gateway.StatusError
+			h.check(errors.As(rerr, &se) && se.Status == 401, "%s: the bootstrap token from its vApp properties is refused now: %v", name, rerr)
+		}
+	}
+	return nil
+}
+
+// unitCmdline is the command line of a unit's main process in a simulated SVM.
+func unitCmdline(svmDir, unit string) string {
+	pid, err := os.ReadFile(filepath.Join(svmDir, "sim", "units", unit+".main"))
+	if err != nil {
+		return "(not running: " + err.Error() + ")"
+	}
+	b, err := os.ReadFile("/proc/" + strings.TrimSpace(string(pid)) + "/cmdline")
+	if err != nil {
+		return "(gone: " + err.Error() + ")"
+	}
+	return strings.TrimSpace(strings.ReplaceAll(string(b), "\x00", " "))
 }

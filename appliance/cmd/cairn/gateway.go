@@ -23,6 +23,8 @@ func runGateway(ctx context.Context, args []string) error {
 	fs.StringVar(&cfg.StateDir, "state-dir", "/var/lib/cairn/gateway", "TLS certificate, key and first admin password")
 	fs.BoolVar(&cfg.TLS, "tls", true, "serve HTTPS (plain HTTP only behind a TLS proxy)")
 	fs.DurationVar(&cfg.TokenTTL, "token-ttl", gateway.DefaultTokenTTL, "lifetime of a login token (clients log in again after it; shorter limits a leaked token)")
+	fs.StringVar(&cfg.BootstrapTokenFile, "bootstrap-token-file", "", "one-time token that lets the deployer of a new system set the admin password (POST /api/v1/bootstrap/admin-password)")
+	fs.DurationVar(&cfg.BootstrapTokenTTL, "bootstrap-token-ttl", gateway.DefaultBootstrapTokenTTL, "how long the bootstrap token is accepted after the first admin was created")
 	if err := parse(fs, args); err != nil {
 		return err
 	}

@@ -33,7 +33,7 @@ type globalOpts struct {
 }
 
 func (g *globalOpts) register(fs *flag.FlagSet) {
-	fs.StringVar(&g.url, "url", g.url, "gateway URL, e.g. https://10.0.0.11:8443 (default: from the config file)")
+	fs.StringVar(&g.url, "url", g.url, "gateway URL, e.g. https://10.0.0.11:8443; several gateways of one system comma separated, tried in turn when one is down (default: from the config file)")
 	fs.StringVar(&g.caFile, "ca-file", g.caFile, "PEM certificate(s) to trust for the gateway (its cert.pem)")
 	fs.StringVar(&g.config, "config", g.config, "config file (default $CAIRNCTL_CONFIG, else ~/.config/cairn/cairnctl.json)")
 	fs.BoolVar(&g.json, "json", g.json, "print JSON instead of a table")

@@ -9,6 +9,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"net"
 	"net/http"
 	"net/url"
 	"os"
@@ -20,10 +21,17 @@ import (
 // client talks to the gateway's /api/v1. With a username and password file
 // in the config it logs in again by itself when the token has expired.
 type client struct {
-	base string // scheme://host:port
-	hc   *http.Client
-	s    *session
+	bases   []string // scheme://host:port of every gateway given, in order
+	current int      // the one in use: the first that answered
+	hc      *http.Client
+	s       *session
 }
+
+// base is the gateway in use, for messages and the config file.
+func (c *client) base() string { return c.bases[c.current] }
+
+// urlList is what the config's url holds: every gateway, comma separated.
+func (c *client) urlList() string { return strings.Join(c.bases, ",") }
 
 // APIError is an error answer of the gateway.
 type APIError struct {
@@ -35,10 +43,17 @@ type APIError struct {
 
 func (e *APIError) Error() string { return fmt.Sprintf("%s (HTTP %d)", e.Message, e.Status) }
 
+// newClient accepts one gateway URL or several, comma separated: the gateways of one
+// system (sessions are shared through etcd, so a token works on all). When the one in
+// use cannot be reached, the next one is asked.
 func newClient(rawURL, caFile string, s *session) (*client, error) {
-	u, err := url.Parse(rawURL)
-	if err != nil || (u.Scheme != "https" && u.Scheme != "http") || u.Host == "" {
-		return nil, fmt.Errorf("gateway URL %q: use https://HOST:PORT, e.g. %s", rawURL, DefaultURL)
+	var bases []string
+	for _, one := range strings.Split(rawURL, ",") {
+		u, err := url.Parse(strings.TrimSpace(one))
+		if err != nil || (u.Scheme != "https" && u.Scheme != "http") || u.Host == "" {
+			return nil, fmt.Errorf("gateway URL %q: use https://HOST:PORT, e.g. %s (several gateways: comma separated)", one, DefaultURL)
+		}
+		bases = append(bases, u.Scheme+"://"+u.Host)
 	}
 	tc := &tls.Config{MinVersion: tls.VersionTLS12}
 	if caFile != "" {
@@ -53,7 +68,7 @@ func newClient(rawURL, caFile string, s *session) (*client, error) {
 		tc.RootCAs = pool
 	}
 	tr := &http.Transport{TLSClientConfig: tc, Proxy: http.ProxyFromEnvironment, TLSHandshakeTimeout: 10 * time.Second}
-	return &client{base: u.Scheme + "://" + u.Host, hc: &http.Client{Transport: tr, Timeout: 2 * time.Minute}, s: s}, nil
+	return &client{bases: bases, hc: &http.Client{Transport: tr, Timeout: 2 * time.Minute}, s: s}, nil
 }
 
 func (c *client) canRelogin() bool {
@@ -114,19 +129,55 @@ func decodeAnswer(status int, body []byte, out any) error {
 }
 
 func (c *client) do(ctx context.Context, method, path, token string, in any) (int, []byte, error) {
-	var rd io.Reader
+	var payload []byte
 	if in != nil {
 		b, err := json.Marshal(in)
 		if err != nil {
 			return 0, nil, err
 		}
-		rd = bytes.NewReader(b)
+		payload = b
 	}
-	req, err := http.NewRequestWithContext(ctx, method, c.base+"/api/v1"+path, rd)
+	var firstErr error
+	for i := range c.bases {
+		n := (c.current + i) % len(c.bases)
+		status, body, err := c.doOne(ctx, c.bases[n], method, path, token, payload, in != nil)
+		if err == nil {
+			c.current = n
+			return status, body, nil
+		}
+		if firstErr == nil {
+			firstErr = err
+		}
+		if !unreachable(err, method) || ctx.Err() != nil {
+			break
+		}
+	}
+	// Explain the error of the gateway we were using.
+	return 0, nil, c.explain(firstErr)
+}
+
+// unreachable reports whether the request certainly got no answer from that gateway,
+// so another may be asked: the connection was never made, or (for reads only, which
+// are safe to repeat) it broke.
+func unreachable(err error, method string) bool {
+	var op *net.OpError
+	if errors.As(err, &op) && op.Op == "dial" {
+		return true
+	}
+	var ne net.Error
+	return method == http.MethodGet && (errors.As(err, &ne) || errors.Is(err, io.ErrUnexpectedEOF) || errors.Is(err, syscall.ECONNRESET))
+}
+
+func (c *client) doOne(ctx context.Context, base, method, path, token string, payload []byte, hasBody bool) (int, []byte, error) {
+	var rd io.Reader
+	if hasBody {
+		rd = bytes.NewReader(payload)
+	}
+	req, err := http.NewRequestWithContext(ctx, method, base+"/api/v1"+path, rd)
 	if err != nil {
 		return 0, nil, err
 	}
-	if in != nil {
+	if hasBody {
 		req.Header.Set("Content-Type", "application/json")
 	}
 	if token != "" {
@@ -134,7 +185,7 @@ func (c *client) do(ctx context.Context, method, path, token string, in any) (in
 	}
 	resp, err := c.hc.Do(req)
 	if err != nil {
-		return 0, nil, c.explain(err)
+		return 0, nil, err
 	}
 	defer resp.Body.Close()
 	body, err := io.ReadAll(io.LimitReader(resp.Body, 64<<20))
@@ -152,17 +203,17 @@ func (c *client) explain(err error) error {
 	where := c.s.cfgPath
 	switch {
 	case errors.As(err, &ua):
-		return fmt.Errorf("the gateway's certificate at %s is not trusted: pass --ca-file with the gateway's cert.pem (in its state directory) or set ca_file in %s", c.base, where)
+		return fmt.Errorf("the gateway's certificate at %s is not trusted: pass --ca-file with the gateway's cert.pem (in its state directory) or set ca_file in %s", c.base(), where)
 	case errors.As(err, &he):
-		return fmt.Errorf("the gateway's certificate is not valid for %s (%v): connect by a name or address it was issued for, or replace the gateway's cert.pem", c.base, he)
+		return fmt.Errorf("the gateway's certificate is not valid for %s (%v): connect by a name or address it was issued for, or replace the gateway's cert.pem", c.base(), he)
 	case errors.As(err, &cie):
-		return fmt.Errorf("the gateway's certificate at %s is invalid (%v): replace the gateway's cert.pem", c.base, cie)
+		return fmt.Errorf("the gateway's certificate at %s is invalid (%v): replace the gateway's cert.pem", c.base(), cie)
 	case errors.Is(err, syscall.ECONNREFUSED):
-		return fmt.Errorf("cannot reach the gateway at %s (connection refused): is `cairn gateway` running there? set the address with --url or url in %s", c.base, where)
+		return fmt.Errorf("cannot reach the gateway at %s (connection refused): is `cairn gateway` running there? set the address with --url or url in %s", c.base(), where)
 	case strings.Contains(err.Error(), "server gave HTTP response to HTTPS client"):
-		return fmt.Errorf("the gateway at %s speaks plain HTTP: use an http:// URL", c.base)
+		return fmt.Errorf("the gateway at %s speaks plain HTTP: use an http:// URL", c.base())
 	}
-	return fmt.Errorf("cannot reach the gateway at %s: %w; check --url (or url in %s) and the network", c.base, err, where)
+	return fmt.Errorf("cannot reach the gateway at %s: %w; check --url (or url in %s) and the network", c.base(), err, where)
 }
 
 type loginRequest struct {

@@ -15,7 +15,10 @@ import (
 //	 "token": "...", "username": "admin", "password_file": "..."}
 //
 // With username and password_file set, cairnctl logs in again by itself when
-// the token has expired. `cairnctl login` writes it.
+// the token has expired. `cairnctl login` writes it. url may list several
+// gateways of one system, comma separated ("https://a:8443,https://b:8443",
+// with ca_file holding all their certificates): cairnctl asks the next one
+// when the one in use cannot be reached.
 type Config struct {
 	URL          string `json:"url,omitempty"`
 	CAFile       string `json:"ca_file,omitempty"`

@@ -34,7 +34,7 @@ func init() {
 				if user == s.cfg.Username {
 					fallback = s.cfg.PasswordFile
 				}
-				password, err := pw.read(s, fmt.Sprintf("password for %s at %s: ", user, s.api.base), fallback)
+				password, err := pw.read(s, fmt.Sprintf("password for %s at %s: ", user, s.api.base()), fallback)
 				if err != nil {
 					return err
 				}
@@ -43,7 +43,7 @@ func init() {
 					return err
 				}
 				cfg := s.cfg
-				cfg.URL = s.api.base
+				cfg.URL = s.api.urlList()
 				if s.opts.caFile != "" {
 					cfg.CAFile = absPath(s.opts.caFile)
 				}

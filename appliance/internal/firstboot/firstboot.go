@@ -3,6 +3,12 @@
 package firstboot
 
 import (
+	"crypto/sha256"
+	"encoding/hex"
+	"encoding/pem"
+	"github.com/cairn-storage/cairn/appliance/contract"
+	"slices"
+
 	"bufio"
 	"bytes"
 	"context"
@@ -28,7 +34,7 @@ type Runner interface {
 type ExecRunner struct{}
 
 // maxCommandOutput bounds what is kept of a command's output: the OVF environment is
-// set by whoever edits the VM's options and could be made huge. ParseOVFEnv rejects
+// set by whoever edits the VM's options and could be made huge. contract.ParseOVFEnv rejects
 // anything near this size anyway.
 const maxCommandOutput = 1 << 20
 
@@ -154,7 +160,7 @@ func Run(ctx context.Context, opts Options) error {
 			"Fix the vApp properties (vSphere) or the %s seed, then reboot the SVM.\n\n", what, indent(err.Error()), SeedLabel)
 		opts.Log.Error("first boot failed", "err", err)
 		if !opts.DryRun {
-			opts.setGuestInfo(ctx, "guestinfo.cairn.ready", "error: "+oneLine(err.Error()))
+			opts.setGuestInfo(ctx, contract.GuestReady, "error: "+oneLine(err.Error()))
 		}
 	}
 	return err
@@ -166,7 +172,7 @@ func configure(ctx context.Context, o *Options) error {
 		return err
 	}
 	o.Log.Info("deployment settings found", "source", source, "keys", len(raw))
-	s, err := Validate(raw)
+	s, err := contract.Validate(raw)
 	if err != nil {
 		return fmt.Errorf("settings from %s rejected:\n%w", source, err)
 	}
@@ -189,7 +195,7 @@ func configure(ctx context.Context, o *Options) error {
 	if err := writeAtomic(o.path(DoneFile), []byte(stamp), 0o644, -1, -1); err != nil {
 		return fmt.Errorf("%w: write %s: %w", errAfterInstall, DoneFile, err)
 	}
-	o.setGuestInfo(ctx, "guestinfo.cairn.ready", "configured")
+	o.setGuestInfo(ctx, contract.GuestReady, "configured")
 	fmt.Fprintf(o.Console, "Cairn first boot: %s configured from %s (roles %s); starting %s\n",
 		s.Hostname, source, strings.Join(rolesStrings(s.Roles), ","), strings.Join(plan.Units, " "))
 	o.Log.Info("first boot applied", "hostname", s.Hostname, "roles", rolesStrings(s.Roles), "units", plan.Units)
@@ -219,8 +225,8 @@ func (o *Options) findSettings(ctx context.Context) (map[string]string, string, 
 		case len(bytes.TrimSpace(out)) == 0:
 			tried = append(tried, "guestinfo.ovfEnv (empty: vApp options disabled?)")
 		default:
-			props, err := ParseOVFEnv(out)
-			if errors.Is(err, ErrNoSettings) {
+			props, err := contract.ParseOVFEnv(out)
+			if errors.Is(err, contract.ErrNoSettings) {
 				tried = append(tried, "guestinfo.ovfEnv (no cairn.* properties)")
 				break
 			}
@@ -235,13 +241,13 @@ func (o *Options) findSettings(ctx context.Context) (map[string]string, string, 
 		if err == nil {
 			return props, src, nil
 		}
-		if !errors.Is(err, ErrNoSettings) {
+		if !errors.Is(err, contract.ErrNoSettings) {
 			return nil, "", err
 		}
 		tried = append(tried, err.Error())
 	}
 	return nil, "", fmt.Errorf("%w; looked at: %s. Deploy the OVA with its vApp properties filled in, or attach a disk labelled %s holding user-data",
-		ErrNoSettings, strings.Join(tried, "; "), SeedLabel)
+		contract.ErrNoSettings, strings.Join(tried, "; "), SeedLabel)
 }
 
 // readSeedDisk mounts the filesystem labelled CIDATA read-only, reads the seed and
@@ -256,7 +262,7 @@ func (o *Options) readSeedDisk(ctx context.Context) (map[string]string, string, 
 		}
 	}
 	if dev == "" {
-		return nil, "", fmt.Errorf("no disk labelled %s: %w", SeedLabel, ErrNoSettings)
+		return nil, "", fmt.Errorf("no disk labelled %s: %w", SeedLabel, contract.ErrNoSettings)
 	}
 	mnt, err := os.MkdirTemp("", "cairn-seed-")
 	if err != nil {
@@ -365,13 +371,13 @@ var errAfterInstall = errors.New("configuration installed, starting services fai
 func reportReady(ctx context.Context, o *Options) error {
 	env, err := readEnvFile(o.path(EnvFile))
 	if err != nil {
-		o.setGuestInfo(ctx, "guestinfo.cairn.ready", "error: not configured")
+		o.setGuestInfo(ctx, contract.GuestReady, "error: not configured")
 		return fmt.Errorf("report readiness: %w (did first boot succeed? see journalctl -u cairn-firstboot)", err)
 	}
 	var units []string
 	seen := map[string]bool{}
 	for _, r := range strings.Split(env["CAIRN_ROLES"], ",") {
-		if u := UnitForRole(Role(r)); u != "" && !seen[u] {
+		if u := UnitForRole(contract.Role(r)); u != "" && !seen[u] {
 			seen[u] = true
 			units = append(units, u)
 		}
@@ -390,7 +396,7 @@ func reportReady(ctx context.Context, o *Options) error {
 		}
 		if time.Now().After(deadline) {
 			msg := "units not active after " + o.ReadyTimeout.String() + ": " + strings.Join(notActive, " ")
-			o.setGuestInfo(ctx, "guestinfo.cairn.ready", "error: "+msg)
+			o.setGuestInfo(ctx, contract.GuestReady, "error: "+msg)
 			fmt.Fprintf(o.Console, "Cairn SVM NOT ready: %s\n", msg)
 			return errors.New(msg)
 		}
@@ -400,11 +406,22 @@ func reportReady(ctx context.Context, o *Options) error {
 		case <-time.After(time.Second):
 		}
 	}
+	if slices.Contains(strings.Split(env["CAIRN_ROLES"], ","), string(contract.RoleGateway)) {
+		tp, err := waitThumbprint(ctx, o.path(contract.GatewayCertFile), deadline)
+		if err != nil {
+			o.setGuestInfo(ctx, contract.GuestReady, "error: "+err.Error())
+			fmt.Fprintf(o.Console, "Cairn SVM NOT ready: %s\n", err)
+			return err
+		}
+		// Published before "ready", so the deployer finds it when it sees ready.
+		o.setGuestInfo(ctx, contract.GuestThumbprint, tp)
+		fmt.Fprintf(o.Console, "Cairn gateway certificate SHA-256: %s\n", tp)
+	}
 	uptime := readUptime()
 	if err := writeAtomic(o.path(ReadyFile), []byte(fmt.Sprintf("ready uptime=%s units=%s\n", uptime, strings.Join(units, ","))), 0o644, -1, -1); err != nil {
 		return fmt.Errorf("write %s: %w", ReadyFile, err)
 	}
-	o.setGuestInfo(ctx, "guestinfo.cairn.ready", "ready")
+	o.setGuestInfo(ctx, contract.GuestReady, "ready")
 	fmt.Fprintf(o.Console, "Cairn SVM ready (uptime %ss): %s\n", uptime, strings.Join(units, " "))
 	o.Log.Info("svm ready", "units", units, "uptime_s", uptime)
 	return nil
@@ -512,7 +529,7 @@ func readUptime() string {
 	return up
 }
 
-func rolesStrings(rs []Role) []string {
+func rolesStrings(rs []contract.Role) []string {
 	out := make([]string, len(rs))
 	for i, r := range rs {
 		out[i] = string(r)
@@ -530,3 +547,26 @@ func ownerName(o string) string {
 func indent(s string) string { return "  " + strings.ReplaceAll(s, "\n", "\n  ") }
 
 func oneLine(s string) string { return strings.Join(strings.Fields(s), " ") }
+
+// waitThumbprint waits (until deadline) for the gateway's certificate, which the
+// gateway writes at its first start, and returns its SHA-256 thumbprint.
+func waitThumbprint(ctx context.Context, certFile string, deadline time.Time) (string, error) {
+	for {
+		b, err := os.ReadFile(certFile)
+		if err == nil {
+			if blk, _ := pem.Decode(b); blk != nil && blk.Type == "CERTIFICATE" {
+				sum := sha256.Sum256(blk.Bytes)
+				return hex.EncodeToString(sum[:]), nil
+			}
+			err = errors.New("no PEM certificate in it")
+		}
+		if time.Now().After(deadline) {
+			return "", fmt.Errorf("gateway certificate %s not readable (%v): see journalctl -u cairn-gateway", certFile, err)
+		}
+		select {
+		case <-ctx.Done():
+			return "", ctx.Err()
+		case <-time.After(500 * time.Millisecond):
+		}
+	}
+}

@@ -1,17 +1,19 @@
 package firstboot
 
 import (
+	"github.com/cairn-storage/cairn/appliance/contract"
+
 	"regexp"
 	"strings"
 	"testing"
 )
 
-// Invariants for any input the parsers accept and Validate passes: rendering cannot
+// Invariants for any input the parsers accept and contract.Validate passes: rendering cannot
 // inject lines or shell syntax into the files first boot writes.
 var envLineRE = regexp.MustCompile(`^(#.*|[A-Z_]+=[A-Za-z0-9.,_:/~+=-]*)$`)
 
 func checkRendered(t *testing.T, props map[string]string) {
-	s, err := Validate(props)
+	s, err := contract.Validate(props)
 	if err != nil {
 		return
 	}
@@ -43,17 +45,16 @@ func checkRendered(t *testing.T, props map[string]string) {
 }
 
 func FuzzParseOVFEnv(f *testing.F) {
-	f.Add([]byte(vSphereEnv))
-	f.Add(EncodeOVFEnv(goodSettings()))
+	f.Add(contract.EncodeOVFEnv(goodSettings()))
 	f.Add([]byte(`<?xml version="1.0"?><!DOCTYPE l [<!ENTITY a "aa">]><Environment xmlns="http://schemas.dmtf.org/ovf/environment/1"/>`))
 	f.Add([]byte(`<Environment xmlns="http://schemas.dmtf.org/ovf/environment/1" xmlns:oe="http://schemas.dmtf.org/ovf/environment/1"><PropertySection><Property oe:key="cairn.hostname" oe:value="a&#10;b"/></PropertySection></Environment>`))
 	f.Add([]byte(""))
 	f.Fuzz(func(t *testing.T, doc []byte) {
-		props, err := ParseOVFEnv(doc)
+		props, err := contract.ParseOVFEnv(doc)
 		if err != nil {
 			return
 		}
-		if len(props) == 0 || len(props) > maxSettings {
+		if len(props) == 0 || len(props) > contract.MaxSettings {
 			t.Fatalf("accepted %d properties", len(props))
 		}
 		for k := range props {
@@ -85,16 +86,20 @@ func FuzzParseUserData(f *testing.F) {
 	})
 }
 
-// FuzzValidate drives Validate with arbitrary values for the keys that end up in files.
+// FuzzValidate drives contract.Validate with arbitrary values for the keys that end up
+// in files.
 func FuzzValidate(f *testing.F) {
 	g := goodSettings()
-	f.Add(g[KeyHostname], g[KeyMgmtAddress], g[KeyMgmtGateway], g[KeyDNS], g[KeyNTP], g[KeyRoles], g[KeyClusterName], g[KeyJoinToken], g[KeySSHKey])
-	f.Add("a\nb", "dhcp", "", "", "", "sds", "c", "tttttttttttttttt", "")
-	f.Add("x", "10.0.0.1/8", "10.0.0.2", "::1", "$(id)", "mdm,mdm", "c;d", "t t", "ssh-rsa AAAA")
-	f.Fuzz(func(t *testing.T, host, mgmt, gw, dns, ntp, roles, cluster, token, key string) {
+	f.Add(g[contract.KeyHostname], g[contract.KeyMgmtAddress], g[contract.KeyMgmtGateway], g[contract.KeyDNS], g[contract.KeyNTP], g[contract.KeyRoles],
+		g[contract.KeyClusterName], g[contract.KeyJoinToken], g[contract.KeySSHKey], g[contract.KeyMDMMembers], g[contract.KeyGateways], g[contract.KeyTargetPortID], g[contract.KeyTargetPorts])
+	f.Add("a\nb", "dhcp", "", "", "", "sds", "c", "tttttttttttttttt", "", "a=1.2.3.4", "", "1", "1")
+	f.Add("x", "10.0.0.1/8", "10.0.0.2", "::1", "$(id)", "mdm,mdm", "c;d", "t t", "ssh-rsa AAAA", "x=10.0.0.1,x=10.0.0.1", "::1,a", "0", "1,,1")
+	f.Add("svm1", "192.0.2.10/24", "", "", "", "mdm,target", "c", "", "", "svm1=192.0.2.10,b=[::1]:5", "192.0.2.10", "65535", "65535,1")
+	f.Fuzz(func(t *testing.T, host, mgmt, gw, dns, ntp, roles, cluster, token, key, members, gateways, port, ports string) {
 		checkRendered(t, map[string]string{
-			KeyHostname: host, KeyMgmtAddress: mgmt, KeyMgmtGateway: gw, KeyDNS: dns, KeyNTP: ntp,
-			KeyRoles: roles, KeyClusterName: cluster, KeyJoinToken: token, KeySSHKey: key,
+			contract.KeyHostname: host, contract.KeyMgmtAddress: mgmt, contract.KeyMgmtGateway: gw, contract.KeyDNS: dns, contract.KeyNTP: ntp,
+			contract.KeyRoles: roles, contract.KeyClusterName: cluster, contract.KeyJoinToken: token, contract.KeySSHKey: key,
+			contract.KeyMDMMembers: members, contract.KeyGateways: gateways, contract.KeyTargetPortID: port, contract.KeyTargetPorts: ports,
 		})
 	})
 }

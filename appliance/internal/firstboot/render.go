@@ -1,6 +1,10 @@
 package firstboot
 
 import (
+	"github.com/cairn-storage/cairn/appliance/contract"
+	"net/netip"
+	"strconv"
+
 	"fmt"
 	"io/fs"
 	"strings"
@@ -43,15 +47,15 @@ const (
 
 // UnitForRole maps a role to the systemd unit that runs it. The tiebreaker is an MDM
 // started with CAIRN_MDM_TIEBREAKER=true.
-func UnitForRole(r Role) string {
+func UnitForRole(r contract.Role) string {
 	switch r {
-	case RoleMDM, RoleTiebreaker:
+	case contract.RoleMDM, contract.RoleTiebreaker:
 		return "cairn-mdm.service"
-	case RoleSDS:
+	case contract.RoleSDS:
 		return "cairn-sds.service"
-	case RoleTarget:
+	case contract.RoleTarget:
 		return "cairn-target.service"
-	case RoleGateway:
+	case contract.RoleGateway:
 		return "cairn-gateway.service"
 	}
 	return ""
@@ -61,7 +65,7 @@ func UnitForRole(r Role) string {
 const ReadyUnit = "cairn-ready.service"
 
 // Render turns validated settings into a Plan. It performs no I/O.
-func Render(s *Settings) *Plan {
+func Render(s *contract.Settings) *Plan {
 	p := &Plan{}
 	add := func(path string, mode fs.FileMode, owner, content string) {
 		p.Files = append(p.Files, File{Path: path, Mode: mode, Owner: owner, Content: content})
@@ -122,26 +126,60 @@ func Render(s *Settings) *Plan {
 	}
 
 	var env strings.Builder
-	env.WriteString("# cairn.env v1: Cairn daemon settings, written by cairn firstboot (systemd EnvironmentFile).\n")
+	fmt.Fprintf(&env, "# cairn.env v2: Cairn daemon settings, written by cairn firstboot (systemd EnvironmentFile)\n"+
+		"# from the deployment contract v%d (appliance/contract).\n", contract.Version)
 	roles := make([]string, len(s.Roles))
 	for i, r := range s.Roles {
 		roles[i] = string(r)
 	}
+	var mdmURLs, initial []string
+	for _, m := range s.MDMMembers {
+		mdmURLs = append(mdmURLs, m.ClientURL())
+		initial = append(initial, m.Name+"="+m.PeerURL())
+	}
+	var gateways []string
+	for _, g := range s.Gateways {
+		gateways = append(gateways, "https://"+netip.AddrPortFrom(g, contract.GatewayPort).String())
+	}
+	port := s.TargetPortID
+	if port == 0 {
+		port = 1
+	}
+	ports := s.TargetPorts
+	if len(ports) == 0 {
+		ports = []uint16{port}
+	}
+	portList := make([]string, len(ports))
+	for i, p := range ports {
+		portList[i] = strconv.Itoa(int(p))
+	}
 	vars := [][2]string{
+		{"CAIRN_CONTRACT", strconv.Itoa(contract.Version)},
 		{"CAIRN_HOSTNAME", s.Hostname},
 		{"CAIRN_CLUSTER_NAME", s.ClusterName},
 		{"CAIRN_ROLES", strings.Join(roles, ",")},
-		{"CAIRN_MDM_TIEBREAKER", fmt.Sprint(s.HasRole(RoleTiebreaker))},
+		{"CAIRN_MDM_TIEBREAKER", fmt.Sprint(s.HasRole(contract.RoleTiebreaker))},
 		{"CAIRN_MGMT_ADDRESS", hostAddr(s.Mgmt)},
 		{"CAIRN_DATA_ADDRESS", hostAddr(s.Data)},
-		{"CAIRN_JOIN_TOKEN_FILE", JoinTokenFile},
+		// Every daemon's --mdm, and the MDMs' initial etcd cluster (names are the
+		// members' host names, which `cairn mdm --name` uses).
+		{"CAIRN_MDM", strings.Join(mdmURLs, ",")},
+		{"CAIRN_MDM_INITIAL_CLUSTER", strings.Join(initial, ",")},
+		{"CAIRN_GATEWAYS", strings.Join(gateways, ",")},
+		{"CAIRN_TARGET_PORT_NUMBER", strconv.Itoa(int(port))},
+		{"CAIRN_TARGET_GROUP_PORTS", strings.Join(portList, ",")},
+	}
+	if s.JoinToken != "" {
+		vars = append(vars, [2]string{"CAIRN_JOIN_TOKEN_FILE", JoinTokenFile})
 	}
 	for _, v := range vars {
 		// Values are validated to hold no quotes, spaces or control characters.
 		fmt.Fprintf(&env, "%s=%s\n", v[0], v[1])
 	}
 	add(EnvFile, 0o644, "", env.String())
-	add(JoinTokenFile, 0o600, "", s.JoinToken+"\n")
+	if s.JoinToken != "" {
+		add(JoinTokenFile, 0o600, "", s.JoinToken+"\n")
+	}
 
 	if s.SSHKey != "" {
 		add("/home/"+AdminUser+"/.ssh/authorized_keys", 0o600, AdminUser, s.SSHKey+"\n")
@@ -160,7 +198,7 @@ func Render(s *Settings) *Plan {
 
 // hostAddr is the address a daemon binds: the static address, "dhcp" (the daemon takes
 // the interface's address at start), or empty for "not configured".
-func hostAddr(a Address) string {
+func hostAddr(a contract.Address) string {
 	if a.Prefix.IsValid() {
 		return a.Prefix.Addr().String()
 	}

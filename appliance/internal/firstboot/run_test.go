@@ -1,6 +1,17 @@
 package firstboot
 
 import (
+	"crypto/ecdsa"
+	"crypto/elliptic"
+	"crypto/rand"
+	"crypto/sha256"
+	"crypto/x509"
+	"crypto/x509/pkix"
+	"encoding/hex"
+	"encoding/pem"
+	"github.com/cairn-storage/cairn/appliance/contract"
+	"math/big"
+
 	"bytes"
 	"context"
 	"errors"
@@ -144,7 +155,12 @@ func TestRunFromSeedDir(t *testing.T) {
 		t.Errorf("ntp:\n%s", ntp)
 	}
 	env := read(EnvFile)
-	for _, want := range []string{"CAIRN_CLUSTER_NAME=prod-cluster.1", "CAIRN_ROLES=mdm,sds,target,gateway", "CAIRN_MGMT_ADDRESS=192.0.2.10", "CAIRN_DATA_ADDRESS=198.51.100.10", "CAIRN_MDM_TIEBREAKER=false"} {
+	for _, want := range []string{"CAIRN_CLUSTER_NAME=prod-cluster.1", "CAIRN_ROLES=mdm,sds,target,gateway", "CAIRN_MGMT_ADDRESS=192.0.2.10", "CAIRN_DATA_ADDRESS=198.51.100.10", "CAIRN_MDM_TIEBREAKER=false",
+		"CAIRN_MDM=http://192.0.2.10:2379,http://192.0.2.11:2379,http://192.0.2.12:2379",
+		"CAIRN_MDM_INITIAL_CLUSTER=svm-esx01.lab.example=http://192.0.2.10:2380,svm-esx02=http://192.0.2.11:2380,svm-esx03=http://192.0.2.12:2380",
+		"CAIRN_GATEWAYS=https://192.0.2.10:8443,https://192.0.2.11:8443",
+		"CAIRN_TARGET_PORT_NUMBER=2", "CAIRN_TARGET_GROUP_PORTS=1,2,3",
+		"CAIRN_JOIN_TOKEN_FILE=" + JoinTokenFile, "CAIRN_CONTRACT=2"} {
 		if !strings.Contains(env, want+"\n") {
 			t.Errorf("env lacks %q:\n%s", want, env)
 		}
@@ -192,9 +208,9 @@ func TestRunInvalidChangesNothing(t *testing.T) {
 	root := newRoot(t)
 	before := listTree(t, root)
 	bad := goodSettings()
-	bad[KeyHostname] = "svm;reboot"
-	delete(bad, KeyJoinToken)
-	r := &fakeRunner{ovfEnv: string(EncodeOVFEnv(bad))}
+	bad[contract.KeyHostname] = "svm;reboot"
+	delete(bad, contract.KeyJoinToken)
+	r := &fakeRunner{ovfEnv: string(contract.EncodeOVFEnv(bad))}
 	var console bytes.Buffer
 	err := Run(context.Background(), testOptions(root, r, &console))
 	if err == nil {
@@ -204,7 +220,7 @@ func TestRunInvalidChangesNothing(t *testing.T) {
 		t.Errorf("files changed:\nbefore %v\nafter  %v", before, after)
 	}
 	out := console.String()
-	for _, want := range []string{"FAILED; nothing was configured", KeyHostname, KeyJoinToken, "guestinfo.ovfEnv"} {
+	for _, want := range []string{"FAILED; nothing was configured", contract.KeyHostname, contract.KeyJoinToken, "guestinfo.ovfEnv"} {
 		if !strings.Contains(out, want) {
 			t.Errorf("console lacks %q:\n%s", want, out)
 		}
@@ -223,7 +239,7 @@ func TestRunInvalidChangesNothing(t *testing.T) {
 func TestRunMissingAdminUserInstallsNothing(t *testing.T) {
 	root := newRoot(t)
 	must(t, os.WriteFile(filepath.Join(root, "etc", "passwd"), []byte("root:x:0:0:root:/root:/bin/bash\n"), 0o644))
-	r := &fakeRunner{ovfEnv: string(EncodeOVFEnv(goodSettings()))}
+	r := &fakeRunner{ovfEnv: string(contract.EncodeOVFEnv(goodSettings()))}
 	err := Run(context.Background(), testOptions(root, r, io.Discard))
 	if err == nil || !strings.Contains(err.Error(), "user cairn does not exist") {
 		t.Fatalf("got %v", err)
@@ -238,8 +254,9 @@ func TestRunMissingAdminUserInstallsNothing(t *testing.T) {
 func TestRunOVFEnvPreferredOverSeedDisk(t *testing.T) {
 	root := newRoot(t)
 	in := goodSettings()
-	in[KeyHostname] = "from-ovf"
-	r := &fakeRunner{ovfEnv: string(EncodeOVFEnv(in)), seedDev: "/dev/vdb"}
+	in[contract.KeyHostname] = "from-ovf"
+	in[contract.KeyMDMMembers] = "from-ovf=192.0.2.10,svm-esx02=192.0.2.11,svm-esx03=192.0.2.12"
+	r := &fakeRunner{ovfEnv: string(contract.EncodeOVFEnv(in)), seedDev: "/dev/vdb"}
 	must(t, Run(context.Background(), testOptions(root, r, io.Discard)))
 	if b, _ := os.ReadFile(filepath.Join(root, "etc/hostname")); string(b) != "from-ovf\n" {
 		t.Errorf("hostname %q", b)
@@ -253,13 +270,16 @@ func TestRunOVFEnvPreferredOverSeedDisk(t *testing.T) {
 
 func TestRunSeedDisk(t *testing.T) {
 	root := newRoot(t)
-	ud, err := EncodeUserData(map[string]string{KeyClusterName: "c1", KeyJoinToken: "abcdefghijklmnopq", KeyRoles: "tiebreaker"})
+	ud, err := EncodeUserData(map[string]string{contract.KeyClusterName: "c1", contract.KeyRoles: "tiebreaker",
+		contract.KeyMDMMembers: "m1=192.0.2.11,m2=192.0.2.12,tb1=192.0.2.13"})
 	must(t, err)
 	r := &fakeRunner{seedDev: "/dev/vdb", seedData: map[string]string{"user-data": string(ud), "meta-data": "instance-id: x\nlocal-hostname: tb1\n"}}
 	must(t, Run(context.Background(), testOptions(root, r, io.Discard)))
 	env, err := os.ReadFile(filepath.Join(root, EnvFile))
 	must(t, err)
-	if !strings.Contains(string(env), "CAIRN_MDM_TIEBREAKER=true\n") || !strings.Contains(string(env), "CAIRN_HOSTNAME=tb1\n") {
+	if !strings.Contains(string(env), "CAIRN_MDM_TIEBREAKER=true\n") || !strings.Contains(string(env), "CAIRN_HOSTNAME=tb1\n") ||
+		!strings.Contains(string(env), "CAIRN_MDM_INITIAL_CLUSTER=m1=http://192.0.2.11:2380,m2=http://192.0.2.12:2380,tb1=http://192.0.2.13:2380\n") ||
+		strings.Contains(string(env), "CAIRN_JOIN_TOKEN_FILE") {
 		t.Errorf("env:\n%s", env)
 	}
 	var mounted, unmounted bool
@@ -276,7 +296,7 @@ func TestRunNoSource(t *testing.T) {
 	root := newRoot(t)
 	var console bytes.Buffer
 	err := Run(context.Background(), testOptions(root, &fakeRunner{}, &console))
-	if !errors.Is(err, ErrNoSettings) {
+	if !errors.Is(err, contract.ErrNoSettings) {
 		t.Fatalf("got %v", err)
 	}
 	if !strings.Contains(console.String(), "labelled CIDATA") {
@@ -288,7 +308,7 @@ func TestRunDryRun(t *testing.T) {
 	root := newRoot(t)
 	before := listTree(t, root)
 	var console bytes.Buffer
-	opts := testOptions(root, &fakeRunner{ovfEnv: string(EncodeOVFEnv(goodSettings()))}, &console)
+	opts := testOptions(root, &fakeRunner{ovfEnv: string(contract.EncodeOVFEnv(goodSettings()))}, &console)
 	opts.DryRun = true
 	must(t, Run(context.Background(), opts))
 	if after := listTree(t, root); !slices.Equal(before, after) {
@@ -301,7 +321,7 @@ func TestRunDryRun(t *testing.T) {
 
 func TestReportReady(t *testing.T) {
 	root := newRoot(t)
-	r := &fakeRunner{ovfEnv: string(EncodeOVFEnv(goodSettings()))}
+	r := &fakeRunner{ovfEnv: string(contract.EncodeOVFEnv(goodSettings()))}
 	must(t, Run(context.Background(), testOptions(root, r, io.Discard)))
 
 	r.unitSt = map[string]string{"cairn-mdm.service": "active", "cairn-sds.service": "active", "cairn-target.service": "active", "cairn-gateway.service": "failed"}
@@ -316,10 +336,19 @@ func TestReportReady(t *testing.T) {
 		t.Errorf("guestinfo %q", g)
 	}
 
+	// The gateway runs but has not written its certificate yet: not ready.
 	r.unitSt["cairn-gateway.service"] = "active"
+	if err := Run(context.Background(), opts); err == nil || !strings.Contains(err.Error(), "gateway certificate") {
+		t.Fatalf("ready without the gateway certificate: %v", err)
+	}
+	der := writeTestCert(t, filepath.Join(root, contract.GatewayCertFile))
 	must(t, Run(context.Background(), opts))
-	if g := r.guest["guestinfo.cairn.ready"]; g != "ready" {
+	if g := r.guest[contract.GuestReady]; g != "ready" {
 		t.Errorf("guestinfo %q", g)
+	}
+	sum := sha256.Sum256(der)
+	if g := r.guest[contract.GuestThumbprint]; g != hex.EncodeToString(sum[:]) {
+		t.Errorf("published thumbprint %q, want the SHA-256 of the certificate %x", g, sum)
 	}
 	b, err := os.ReadFile(filepath.Join(root, ReadyFile))
 	if err != nil || !strings.HasPrefix(string(b), "ready ") {
@@ -348,4 +377,18 @@ func TestExecRunnerBoundsOutput(t *testing.T) {
 	if err == nil || !strings.Contains(err.Error(), "oops") {
 		t.Fatalf("stderr not in error: %v", err)
 	}
+}
+
+// writeTestCert writes a self-signed certificate as the gateway would and returns its DER.
+func writeTestCert(t *testing.T, path string) []byte {
+	t.Helper()
+	key, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
+	must(t, err)
+	tmpl := &x509.Certificate{SerialNumber: big.NewInt(1), Subject: pkix.Name{CommonName: "gw"},
+		NotBefore: time.Now(), NotAfter: time.Now().Add(time.Hour)}
+	der, err := x509.CreateCertificate(rand.Reader, tmpl, tmpl, &key.PublicKey, key)
+	must(t, err)
+	must(t, os.MkdirAll(filepath.Dir(path), 0o700))
+	must(t, os.WriteFile(path, pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: der}), 0o644))
+	return der
 }

@@ -1,6 +1,10 @@
 package firstboot
 
 import (
+	"github.com/cairn-storage/cairn/appliance/contract"
+	"maps"
+	"slices"
+
 	"bufio"
 	"bytes"
 	"errors"
@@ -59,7 +63,7 @@ func ParseMetaData(doc []byte) (map[string]string, error) {
 func parseFlat(name string, doc []byte, onlyCairn bool) (map[string]string, error) {
 	out := map[string]string{}
 	sc := bufio.NewScanner(bytes.NewReader(doc))
-	sc.Buffer(make([]byte, 0, 4096), maxValueLen+256)
+	sc.Buffer(make([]byte, 0, 4096), contract.MaxValueLen+256)
 	n := 0
 	for sc.Scan() {
 		n++
@@ -80,7 +84,7 @@ func parseFlat(name string, doc []byte, onlyCairn bool) (map[string]string, erro
 			return nil, fmt.Errorf("%s line %d: expected \"key: value\"", name, n)
 		}
 		if value != "" && value[0] != ' ' && value[0] != '\t' {
-			return nil, fmt.Errorf("%s line %d: expected a space after %q", name, n, clip(key)+":")
+			return nil, fmt.Errorf("%s line %d: expected a space after %q", name, n, contract.Clip(key)+":")
 		}
 		value = strings.TrimSpace(value)
 		if l := len(value); l >= 2 && (value[0] == '"' || value[0] == '\'') {
@@ -92,13 +96,13 @@ func parseFlat(name string, doc []byte, onlyCairn bool) (map[string]string, erro
 			return nil, fmt.Errorf("%s line %d: YAML block, flow, anchor and tag syntax is not supported; quote the value", name, n)
 		}
 		if onlyCairn && !strings.HasPrefix(key, "cairn.") {
-			return nil, fmt.Errorf("%s line %d: unknown key %q (keys are the cairn.* settings)", name, n, clip(key))
+			return nil, fmt.Errorf("%s line %d: unknown key %q (keys are the cairn.* settings)", name, n, contract.Clip(key))
 		}
 		if _, dup := out[key]; dup {
-			return nil, fmt.Errorf("%s line %d: key %q given twice", name, n, clip(key))
+			return nil, fmt.Errorf("%s line %d: key %q given twice", name, n, contract.Clip(key))
 		}
-		if len(out) >= maxSettings {
-			return nil, fmt.Errorf("%s has more than %d keys", name, maxSettings)
+		if len(out) >= contract.MaxSettings {
+			return nil, fmt.Errorf("%s has more than %d keys", name, contract.MaxSettings)
 		}
 		out[key] = value
 	}
@@ -128,7 +132,7 @@ func ReadSeed(path string) (*Seed, error) {
 	}
 	ud, err := readBounded(userPath)
 	if errors.Is(err, os.ErrNotExist) {
-		return nil, fmt.Errorf("seed %s has no user-data file: %w", path, ErrNoSettings)
+		return nil, fmt.Errorf("seed %s has no user-data file: %w", path, contract.ErrNoSettings)
 	}
 	if err != nil {
 		return nil, err
@@ -151,8 +155,8 @@ func ReadSeed(path string) (*Seed, error) {
 			}
 			seed.InstanceID = meta["instance-id"]
 			if h, ok := meta["local-hostname"]; ok {
-				if _, set := settings[KeyHostname]; !set {
-					settings[KeyHostname] = h
+				if _, set := settings[contract.KeyHostname]; !set {
+					settings[contract.KeyHostname] = h
 				}
 			}
 		}
@@ -181,7 +185,7 @@ func readBounded(path string) ([]byte, error) {
 func EncodeUserData(props map[string]string) ([]byte, error) {
 	var b bytes.Buffer
 	b.WriteString(UserDataHeader + "\n")
-	for _, k := range sortedKeys(props) {
+	for _, k := range slices.Sorted(maps.Keys(props)) {
 		v := props[k]
 		q := `"`
 		if strings.Contains(v, q) {

@@ -83,6 +83,7 @@ func (s *Server) apiRoutes() []route {
 	p := func(s string) string { return APIPrefix + s }
 	rs := []route{
 		{"POST", p("/login"), "", "", s.login},
+		{"POST", p("/bootstrap/admin-password"), "", "", s.redeemBootstrapToken},
 		{"POST", p("/logout"), M, "", s.logout},
 		{"GET", p("/openapi.json"), "", "", s.openapi},
 		{"GET", p("/system"), M, "", s.getSystem},

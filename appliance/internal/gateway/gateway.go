@@ -53,6 +53,11 @@ type Config struct {
 	// ObserveInterval: how often Run raises/clears alerts and progresses
 	// jobs; default DefaultObserveInterval.
 	ObserveInterval time.Duration
+	// BootstrapTokenFile holds a one-time token the first gateway of a new system
+	// accepts, for BootstrapTokenTTL (default DefaultBootstrapTokenTTL), to set the
+	// admin password (bootstrap_token.go). "" = none.
+	BootstrapTokenFile string
+	BootstrapTokenTTL  time.Duration
 }
 
 // Defaults.
@@ -203,6 +208,12 @@ func (s *Server) ensureAdmin(ctx context.Context) error {
 	}
 	pw := base64.RawURLEncoding.EncodeToString(b[:])
 	file := filepath.Join(s.cfg.StateDir, AdminPasswordFile)
+	// The token goes in before the user: once any gateway can see the admin (and
+	// so starts serving), the token works. Every gateway of a new system is given
+	// the same token, so racing gateways write the same record.
+	if err := s.storeBootstrapToken(ctx); err != nil {
+		s.log.Error("bootstrap token not stored: give the deployer the first admin password instead", "password_file", file, "err", err)
+	}
 	// Write the file first: an admin whose password was never written
 	// anywhere would lock everybody out.
 	if err := writeFileAtomic(file, []byte(pw+"\n"), 0o600); err != nil {

@@ -12,7 +12,6 @@ import (
 	"os"
 	"os/signal"
 	"path/filepath"
-	"strings"
 	"syscall"
 
 	"github.com/cairn-storage/cairn/vcenter-plugin/internal/gatewayfake"
@@ -29,11 +28,10 @@ func main() {
 	envFile := flag.String("env-file", "", "also write the KEY=value lines to this file (mode 0600)")
 	svmStart := flag.String("svm-start", "", "command (run by sh -c) when an SVM powers on; see vcsimkit.CommandHooks; implies -fake-cairn=false")
 	svmStop := flag.String("svm-stop", "", "command (run by sh -c) when an SVM powers off")
-	extraProps := flag.String("extra-properties", "", "comma-separated vApp properties to declare on the template besides the OVA's")
 	flag.Parse()
 	log := slog.New(slog.NewTextHandler(os.Stderr, nil))
 	o := options{hosts: *hosts, disks: *disks, listen: *listen, dir: *dir, template: *template, fakeCairn: *fakeCairn, envFile: *envFile,
-		svmStart: *svmStart, svmStop: *svmStop, extraProps: *extraProps}
+		svmStart: *svmStart, svmStop: *svmStop}
 	if err := run(log, o); err != nil {
 		log.Error("cairn-vcsim", "err", err)
 		os.Exit(1)
@@ -44,7 +42,7 @@ type options struct {
 	hosts, disks                   int
 	listen, dir, template, envFile string
 	fakeCairn                      bool
-	svmStart, svmStop, extraProps  string
+	svmStart, svmStop              string
 }
 
 func run(log *slog.Logger, o options) error {
@@ -58,9 +56,6 @@ func run(log *slog.Logger, o options) error {
 		dir = d
 	}
 	opts := vcsimkit.Options{Hosts: o.hosts, DisksPerHost: o.disks, Dir: dir, Listen: o.listen, Template: o.template, Logger: log}
-	if o.extraProps != "" {
-		opts.ExtraTemplateProperties = strings.Split(o.extraProps, ",")
-	}
 	switch {
 	case o.svmStart != "" || o.svmStop != "":
 		hooks := vcsimkit.CommandHooks{Dir: dir}

@@ -8,11 +8,10 @@ package deploy
 
 import (
 	"context"
-	"crypto/tls"
 	"errors"
 	"fmt"
+	"net/http"
 	"net/netip"
-	neturl "net/url"
 	"sort"
 	"strings"
 	"time"
@@ -23,6 +22,7 @@ import (
 	"github.com/vmware/govmomi/vim25/mo"
 	"github.com/vmware/govmomi/vim25/types"
 
+	"github.com/cairn-storage/cairn/appliance/contract"
 	"github.com/cairn-storage/cairn/vcenter-plugin/internal/gateway"
 	"github.com/cairn-storage/cairn/vcenter-plugin/internal/hoststorage"
 	"github.com/cairn-storage/cairn/vcenter-plugin/internal/inventory"
@@ -53,9 +53,6 @@ type Engine struct {
 	// /dev/disk/by-id/wwn-0x<naa>; a passthrough device's path is what
 	// the SVM publishes as guestinfo.cairn.passthrough.<pci id>.
 	DevicePath func(host string, d plan.Device, guest map[string]string) (string, error)
-	// FetchThumbprint reads a gateway's certificate thumbprint when the SVM
-	// did not publish one (trust on first use). Default: a TLS handshake.
-	FetchThumbprint func(ctx context.Context, url string) (string, error)
 }
 
 func (e *Engine) defaults() {
@@ -80,27 +77,6 @@ func (e *Engine) defaults() {
 	if e.DevicePath == nil {
 		e.DevicePath = DefaultDevicePath
 	}
-	if e.FetchThumbprint == nil {
-		e.FetchThumbprint = tlsThumbprint
-	}
-}
-
-func tlsThumbprint(ctx context.Context, rawURL string) (string, error) {
-	u, err := neturl.Parse(rawURL)
-	if err != nil {
-		return "", err
-	}
-	d := tls.Dialer{Config: &tls.Config{InsecureSkipVerify: true}} // we only read the certificate, to pin it
-	conn, err := d.DialContext(ctx, "tcp", u.Host)
-	if err != nil {
-		return "", err
-	}
-	defer conn.Close()
-	certs := conn.(*tls.Conn).ConnectionState().PeerCertificates
-	if len(certs) == 0 {
-		return "", errors.New("no certificate presented")
-	}
-	return gateway.Thumbprint(certs[0].Raw), nil
 }
 
 // DefaultDevicePath is Engine.DevicePath's default.
@@ -318,7 +294,12 @@ func (r *run) svm(ctx context.Context, dc *object.Datacenter, h *plan.Host) erro
 		if err != nil {
 			return "", err
 		}
-		vapp, err := vappSpec(cfg.vapp, tcfg.vapp, r.p.VAppProperties(h, r.st.Secrets))
+		props := r.p.VAppProperties(h, r.st.Secrets)
+		if _, err := contract.Validate(props); err != nil {
+			// The appliance's own check, before anything is changed.
+			return "", fmt.Errorf("the plan gives SVM %s settings its first boot would refuse: %w", name, err)
+		}
+		vapp, err := vappSpec(cfg.vapp, tcfg.vapp, props)
 		if err != nil {
 			return "", err
 		}
@@ -406,48 +387,111 @@ func (r *run) svm(ctx context.Context, dc *object.Datacenter, h *plan.Host) erro
 	}
 	r.guest[h.Name] = g
 	r.info("ready", h.Name, "SVM %s is ready at %s", name, g.IP)
-	if h.Has(plan.RoleGateway) && r.st.GatewayThumbprint == "" {
-		r.st.GatewayThumbprint = g.Values[GuestThumbprint]
+	if h.Has(plan.RoleGateway) {
+		// Pinned from what the SVM itself published through vCenter (never
+		// trust on first use over the network).
+		tp := gateway.NormalizeThumbprint(g.Values[GuestThumbprint])
+		switch old := r.st.GatewayThumbprints[h.Name]; {
+		case len(tp) != 64:
+			return fmt.Errorf("%s/ready: SVM %s has the gateway role but published no certificate thumbprint (%s=%q): its image is older than this plugin; deploy the OVA of this version", base, name, GuestThumbprint, g.Values[GuestThumbprint])
+		case old != "" && old != tp:
+			return fmt.Errorf("%s/ready: the gateway certificate of SVM %s changed (pinned %s, now %s): if its state was reset on purpose, remove gateway_thumbprints.%s from %s and resume", base, name, old, tp, h.Name, StatePath(r.StateDir, r.p.System))
+		}
+		if r.st.GatewayThumbprints == nil {
+			r.st.GatewayThumbprints = map[string]string{}
+		}
+		r.st.GatewayThumbprints[h.Name] = tp
+		if err := r.st.Save(r.StateDir); err != nil {
+			return err
+		}
 	}
 	return nil
 }
 
-// connectGateway logs in to the first gateway SVM, pinned by the
-// thumbprint the SVM published, and waits until it answers.
-func (r *run) connectGateway(ctx context.Context) (gateway.API, error) {
-	gw := r.p.Gateway()
-	url := fmt.Sprintf("https://%s:%d", hostPort(gw.SVMIP), r.GatewayPort)
-	if r.st.GatewayThumbprint == "" {
-		// The SVM did not publish its certificate: pin it on first use
-		// (the SVM was created a minute ago on the management network).
-		tp, err := r.FetchThumbprint(ctx, url)
-		if err != nil {
-			return nil, fmt.Errorf("read the certificate of gateway %s: %w", url, err)
+// GatewayConfig is how the plugin reaches system p's gateways: every gateway SVM in
+// plan order, each pinned by the thumbprint its SVM published, the first one preferred
+// and the others taken over when it is down. It logs in as admin with the password
+// the deployment set.
+func GatewayConfig(p *plan.Plan, st *State, port int) (gateway.Config, error) {
+	if port == 0 {
+		port = contract.GatewayPort
+	}
+	cfg := gateway.Config{Username: "admin", Password: st.Secrets.AdminPassword}
+	for _, h := range p.Hosts {
+		if !h.Has(plan.RoleGateway) {
+			continue
 		}
-		r.st.GatewayThumbprint = tp
-		r.Log.Emit(r.job, progress.Warn, "gateway", gw.Name, "pinned gateway certificate SHA-256 %s on first use: compare it with the fingerprint in the SVM's log (journalctl -u cairn-gateway)", tp)
-		if err := r.st.Save(r.StateDir); err != nil {
-			return nil, err
+		tp := st.GatewayThumbprints[h.Name]
+		if tp == "" {
+			return cfg, fmt.Errorf("no certificate thumbprint pinned for the gateway on %s: resume the deployment so its SVM is checked", h.Name)
+		}
+		url := fmt.Sprintf("https://%s:%d", hostPort(h.SVMIP), port)
+		if cfg.URL == "" {
+			cfg.URL, cfg.Thumbprint = url, tp
+		} else {
+			cfg.Failover = append(cfg.Failover, gateway.Endpoint{URL: url, Thumbprint: tp})
 		}
 	}
-	cfg := gateway.Config{URL: url, Username: "admin", Password: r.st.Secrets.AdminPassword, Thumbprint: r.st.GatewayThumbprint}
+	if cfg.URL == "" {
+		return cfg, fmt.Errorf("system %s has no gateway in its plan", p.System)
+	}
+	return cfg, nil
+}
+
+// connectGateway sets the admin password with the bootstrap token (once), logs in to
+// the gateways and waits until one answers.
+func (r *run) connectGateway(ctx context.Context) (gateway.API, error) {
+	cfg, err := GatewayConfig(r.p, r.st, r.GatewayPort)
+	if err != nil {
+		return nil, err
+	}
 	api, err := r.Gateway(cfg)
 	if err != nil {
 		return nil, err
 	}
 	deadline := time.Now().Add(r.ReadyTimeout)
+	wait := func(err error) error {
+		if time.Now().After(deadline) {
+			return fmt.Errorf("gateway %s does not answer after %s: %w", cfg.URL, r.ReadyTimeout, err)
+		}
+		select {
+		case <-ctx.Done():
+			return ctx.Err()
+		case <-time.After(r.PollInterval):
+			return nil
+		}
+	}
+	if err := r.step("cluster/admin", "gateway", "", func() (string, error) {
+		for {
+			err := api.RedeemBootstrapToken(ctx, r.st.Secrets.BootstrapToken, r.st.Secrets.AdminPassword)
+			if err == nil {
+				return "admin password set with the one-time bootstrap token", nil
+			}
+			var se *gateway.StatusError
+			if errors.As(err, &se) && se.Status == http.StatusUnauthorized {
+				// Used already (a run that stopped before saving this step)?
+				// Then our password works.
+				if _, lerr := api.System(ctx); lerr == nil {
+					return "admin password already set", nil
+				}
+				return "", fmt.Errorf("the gateway refused the bootstrap token (%s): it is good once and for %s after the first gateway started. "+
+					"Log in to the SVM console of the first gateway, read /var/lib/cairn/gateway/admin-password, set it as secrets.admin_password in %s, then resume",
+					se.Message, contract.BootstrapTokenLifetime, StatePath(r.StateDir, r.p.System))
+			}
+			if werr := wait(err); werr != nil {
+				return "", werr
+			}
+		}
+	}); err != nil {
+		return nil, err
+	}
 	for {
 		_, err := api.System(ctx)
 		if err == nil {
 			return api, nil
 		}
-		if time.Now().After(deadline) {
-			return nil, fmt.Errorf("gateway %s does not answer after %s: %w", cfg.URL, r.ReadyTimeout, err)
-		}
-		select {
-		case <-ctx.Done():
-			return nil, ctx.Err()
-		case <-time.After(r.PollInterval):
+		if werr := wait(err); werr != nil {
+			return nil, werr
 		}
 	}
 }
@@ -459,11 +503,9 @@ func hostPort(ip string) string {
 	return ip
 }
 
-// SDSName is the gateway name of the SDS on host.
-func SDSName(host string) string {
-	short, _, _ := strings.Cut(host, ".")
-	return "sds-" + short
-}
+// SDSName is the gateway name of the SDS on host: the SVM's host name, which the
+// appliance's SDS runs under (packer/files/cairn-role: cairn sds --name $CAIRN_HOSTNAME).
+func SDSName(host string) string { return plan.SVMHostname(host) }
 
 func (r *run) bootstrap(ctx context.Context, api gateway.API) error {
 	p := r.p

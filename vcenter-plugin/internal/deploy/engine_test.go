@@ -3,7 +3,9 @@ package deploy_test
 import (
 	"context"
 	"errors"
+	"github.com/cairn-storage/cairn/appliance/contract"
 	"os"
+	"slices"
 	"strings"
 	"sync/atomic"
 	"testing"
@@ -133,15 +135,48 @@ func (e *env) checkDeployed(t *testing.T) {
 			}
 		}
 		props := map[string]string{}
+		var keys []string
 		for _, p := range m.Config.VAppConfig.(*types.VmConfigInfo).Property {
 			props[p.Id] = p.Value
-		}
-		if rdms != 3 || m.Runtime.PowerState != types.VirtualMachinePowerStatePoweredOn || props["cairn.cluster.name"] != "cairn1" ||
-			!strings.HasSuffix(props["cairn.mgmt.address"], "/24") || len(props["cairn.cluster.join_token"]) < 16 || props["cairn.hostname"] == "" {
-			t.Fatalf("SVM %s: %d RDMs, %s, props %v", m.Name, rdms, m.Runtime.PowerState, props)
+			keys = append(keys, p.Id)
 		}
 		host := object.NewHostSystem(e.c.Client, *m.Runtime.Host)
 		hn, _ := host.ObjectName(ctx)
+		gw := slices.Contains(strings.Split(props[contract.KeyRoles], ","), plan.RoleGateway)
+		if rdms != 3 || m.Runtime.PowerState != types.VirtualMachinePowerStatePoweredOn || props["cairn.cluster.name"] != "cairn1" ||
+			!strings.HasSuffix(props["cairn.mgmt.address"], "/24") || gw != (len(props[contract.KeyJoinToken]) >= 16) || props["cairn.hostname"] == "" {
+			t.Fatalf("SVM %s: %d RDMs, %s, props %v", m.Name, rdms, m.Runtime.PowerState, props)
+		}
+		// One contract: the VM has exactly the contract's properties, and what the
+		// simulator hands the guest (its OVF environment) passes first boot's parser
+		// and validator.
+		slices.Sort(keys)
+		if want := slices.Sorted(slices.Values(contract.Keys())); !slices.Equal(keys, want) {
+			t.Fatalf("SVM %s has vApp properties %v, the contract %v", m.Name, keys, want)
+		}
+		env := vcsimkit.OvfEnvironment(vcsimkit.SVM{Properties: props}, m.Self.Value)
+		parsed, err := contract.ParseOVFEnv([]byte(env))
+		if err != nil {
+			t.Fatalf("SVM %s: OVF environment: %v", m.Name, err)
+		}
+		if _, err := contract.Validate(parsed); err != nil {
+			t.Fatalf("SVM %s: first boot would refuse its settings: %v", m.Name, err)
+		}
+		// No long-lived secret in any vApp property (anyone who can read the VM's
+		// settings in vCenter reads them).
+		if len(e.array.AdminPassword) < 20 {
+			t.Fatalf("the engine did not set a strong admin password: %q", e.array.AdminPassword)
+		}
+		for k, v := range props {
+			if strings.Contains(v, e.array.AdminPassword) {
+				t.Fatalf("SVM %s: vApp property %s holds the admin password", m.Name, k)
+			}
+		}
+		if gw {
+			if err := e.array.RedeemBootstrapToken(ctx, props[contract.KeyJoinToken], "another-password-123"); err == nil {
+				t.Fatalf("the bootstrap token in SVM %s's vApp properties still works", m.Name)
+			}
+		}
 		if e.plan.SVMName(hn) != m.Name {
 			t.Fatalf("SVM %s runs on %s", m.Name, hn)
 		}
@@ -213,16 +248,6 @@ func TestDeployAndRerun(t *testing.T) {
 func TestResumeAfterGatewayFailure(t *testing.T) {
 	e := setup(t)
 	ctx := context.Background()
-	// This appliance does not publish its certificate: pinned on first use.
-	e.guest.noThumbprint.Store(true)
-	fetched := 0
-	e.engine.FetchThumbprint = func(ctx context.Context, url string) (string, error) {
-		fetched++
-		if url != "https://10.20.0.11:8443" {
-			t.Errorf("fetch thumbprint of %s", url)
-		}
-		return "abcd", nil
-	}
 	e.array.FailNext("AddDevice", errors.New("injected: device busy"))
 	err := e.engine.Deploy(ctx, e.plan)
 	if err == nil || !strings.Contains(err.Error(), "injected: device busy") || !strings.Contains(err.Error(), "cluster/devices/") {
@@ -238,9 +263,24 @@ func TestResumeAfterGatewayFailure(t *testing.T) {
 	if err := e.engine.Deploy(ctx, e.plan); err != nil {
 		t.Fatalf("resume: %v", err)
 	}
+	// The token was redeemed once, by the first run; the resume did not need it.
+	if n := count(e.array.Calls(), "RedeemBootstrapToken"); n != 1 {
+		t.Fatalf("bootstrap token redeemed %d times", n)
+	}
 	e.checkDeployed(t)
-	if fetched != 1 || !strings.Contains(string(st), `"gateway_thumbprint": "abcd"`) {
-		t.Fatalf("thumbprint fetched %d times; state %s", fetched, st)
+}
+
+// An SVM image that does not publish its gateway certificate is refused: the engine
+// never trusts a certificate it only saw over the network.
+func TestRefusesGatewayWithoutThumbprint(t *testing.T) {
+	e := setup(t)
+	e.guest.noThumbprint.Store(true)
+	err := e.engine.Deploy(context.Background(), e.plan)
+	if err == nil || !strings.Contains(err.Error(), "published no certificate thumbprint") {
+		t.Fatalf("deploy: %v", err)
+	}
+	if n := count(e.array.Calls(), "RedeemBootstrapToken"); n != 0 {
+		t.Fatal("talked to an unpinned gateway")
 	}
 }
 

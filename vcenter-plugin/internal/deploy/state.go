@@ -21,24 +21,26 @@ import (
 // failure continues where it stopped and never creates anything twice:
 //
 //	{"version":1, "system":"cairn1", "plan_sha256":"…",
-//	 "secrets":{"cluster_token":"…","admin_password":"…"},
-//	 "gateway_thumbprint":"…",
+//	 "secrets":{"bootstrap_token":"…","admin_password":"…"},
+//	 "gateway_thumbprints":{"esx-04.cairn.test":"…"},
 //	 "steps":{"svm/esx-01.cairn.test/clone":{"done":true,"time":"…","detail":"vm-42"}, …},
 //	 "completed":false, "last_error":"…"}
 //
 // Steps are also checked against vCenter and the gateway (a VM found by
 // name is not cloned again), so a lost state file costs the secrets only.
-const StateVersion = 1
+const StateVersion = 2
 
 type State struct {
-	Version           int                  `json:"version"`
-	System            string               `json:"system"`
-	PlanSHA256        string               `json:"plan_sha256"`
-	Secrets           plan.Secrets         `json:"secrets"`
-	GatewayThumbprint string               `json:"gateway_thumbprint,omitempty"`
-	Steps             map[string]StepState `json:"steps"`
-	Completed         bool                 `json:"completed"`
-	LastError         string               `json:"last_error,omitempty"`
+	Version    int          `json:"version"`
+	System     string       `json:"system"`
+	PlanSHA256 string       `json:"plan_sha256"`
+	Secrets    plan.Secrets `json:"secrets"`
+	// GatewayThumbprints pins each gateway SVM's certificate (SHA-256, hex), by ESXi
+	// host, as the SVM published it through guestinfo.
+	GatewayThumbprints map[string]string    `json:"gateway_thumbprints,omitempty"`
+	Steps              map[string]StepState `json:"steps"`
+	Completed          bool                 `json:"completed"`
+	LastError          string               `json:"last_error,omitempty"`
 }
 
 type StepState struct {
@@ -72,7 +74,7 @@ func LoadState(dir string, p *plan.Plan) (*State, error) {
 	data, err := os.ReadFile(path)
 	if errors.Is(err, os.ErrNotExist) {
 		return &State{Version: StateVersion, System: p.System, PlanSHA256: planHash(p),
-			Secrets: plan.Secrets{ClusterToken: secret(), AdminPassword: secret()}, Steps: map[string]StepState{}}, nil
+			Secrets: plan.Secrets{BootstrapToken: secret(), AdminPassword: secret()}, Steps: map[string]StepState{}}, nil
 	}
 	if err != nil {
 		return nil, fmt.Errorf("read deploy state: %w", err)

@@ -13,17 +13,16 @@ import (
 	"github.com/vmware/govmomi/vim25/mo"
 	"github.com/vmware/govmomi/vim25/types"
 
+	"github.com/cairn-storage/cairn/appliance/contract"
 	"github.com/cairn-storage/cairn/vcenter-plugin/internal/plan"
 )
 
-// Guest info keys an SVM publishes through VMware Tools (the contract with
-// the appliance's firstboot; vcsimkit simulates them).
+// Guest info keys an SVM publishes through VMware Tools (appliance/contract;
+// vcsimkit simulates them).
 const (
-	// GuestReady is set by firstboot: "configured", then "ready" once the
-	// units of its roles are active, or "error: <what>".
-	GuestReady      = "guestinfo.cairn.ready"
-	ReadyValue      = "ready"
-	GuestThumbprint = "guestinfo.cairn.tls.thumbprint" // proposed: gateway certificate SHA-256
+	GuestReady      = contract.GuestReady
+	ReadyValue      = contract.ReadyValue
+	GuestThumbprint = contract.GuestThumbprint
 	// GuestPassthroughPrefix + PCI id: the guest path of a passthrough device.
 	GuestPassthroughPrefix = "guestinfo.cairn.passthrough."
 )
@@ -125,10 +124,6 @@ func readConfig(ctx context.Context, vm *object.VirtualMachine) (*vmConfig, erro
 // property (vCenter keeps them on clone), add from the template's
 // definition where it does not.
 func vappSpec(current, template *types.VmConfigInfo, want map[string]string) (*types.VmConfigSpec, error) {
-	optional := map[string]bool{}
-	for _, k := range plan.OptionalProperties {
-		optional[k] = true
-	}
 	spec := &types.VmConfigSpec{OvfEnvironmentTransport: []string{"com.vmware.guestInfo"}}
 	have := map[string]types.VAppPropertyInfo{}
 	maxKey := int32(0)
@@ -156,10 +151,7 @@ func vappSpec(current, template *types.VmConfigInfo, want map[string]string) (*t
 		}
 		def, ok := defs[id]
 		if !ok {
-			if v == "" || optional[id] {
-				continue // the template does not know it: leave it out
-			}
-			return nil, fmt.Errorf("the SVM template has no vApp property %s: use a Cairn OVA of this version", id)
+			return nil, fmt.Errorf("the SVM template has no vApp property %s: it was made from an older Cairn OVA; upload the OVA of this version as the template", id)
 		}
 		maxKey++
 		def.Key = maxKey

@@ -175,6 +175,9 @@ type HostSpec struct {
 // Cairn cluster. Get* take an id or a name and return ErrNotFound (wrapped)
 // when the object does not exist. Every call is bounded by ctx.
 type API interface {
+	// RedeemBootstrapToken sets the admin password of a new system with its
+	// one-time bootstrap token (no login needed).
+	RedeemBootstrapToken(ctx context.Context, token, password string) error
 	System(ctx context.Context) (*System, error)
 	// Bootstrap creates the system once; idempotent with the same name.
 	Bootstrap(ctx context.Context, name string) error

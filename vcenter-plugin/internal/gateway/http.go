@@ -11,13 +11,15 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"net"
 	"net/http"
 	"net/url"
 	"strings"
 	"sync"
+	"syscall"
 )
 
-// Config says how to reach and trust one gateway.
+// Config says how to reach and trust the gateways of a system.
 type Config struct {
 	// URL is the gateway base, e.g. https://10.0.0.11:8443 (no /api/v1).
 	URL      string
@@ -28,17 +30,32 @@ type Config struct {
 	// hex, colons allowed; the SVM publishes it as guestinfo.cairn.tls.thumbprint.
 	CAPEM      []byte
 	Thumbprint string
+	// Failover lists further gateways of the same system, each with its own
+	// pinned certificate. When the gateway in use cannot be reached the client
+	// moves to the next one (sessions live in etcd: a token works on all).
+	Failover []Endpoint
+}
+
+// Endpoint is one more gateway: its URL and certificate thumbprint.
+type Endpoint struct {
+	URL        string
+	Thumbprint string
 }
 
 // HTTPClient implements API over HTTPS. It logs in lazily and once again
 // when a request answers 401 (token expired).
 type HTTPClient struct {
-	base *url.URL
-	cfg  Config
-	http *http.Client
+	cfg       Config
+	endpoints []endpoint
 
-	mu    sync.Mutex
-	token string
+	mu      sync.Mutex
+	token   string
+	current int // index into endpoints of the gateway in use
+}
+
+type endpoint struct {
+	base *url.URL
+	http *http.Client
 }
 
 // NormalizeThumbprint turns "AB:cd:..." into "abcd...".
@@ -55,25 +72,38 @@ func Thumbprint(der []byte) string {
 
 // NewHTTPClient checks cfg and returns a client; it does not connect.
 func NewHTTPClient(cfg Config) (*HTTPClient, error) {
-	u, err := url.Parse(cfg.URL)
+	c := &HTTPClient{cfg: cfg}
+	if err := c.addEndpoint(cfg.URL, cfg.CAPEM, cfg.Thumbprint); err != nil {
+		return nil, err
+	}
+	for _, f := range cfg.Failover {
+		if err := c.addEndpoint(f.URL, nil, f.Thumbprint); err != nil {
+			return nil, err
+		}
+	}
+	return c, nil
+}
+
+func (c *HTTPClient) addEndpoint(rawURL string, caPEM []byte, thumbprint string) error {
+	u, err := url.Parse(rawURL)
 	if err != nil || u.Host == "" {
-		return nil, fmt.Errorf("gateway url %q: give https://host:port", cfg.URL)
+		return fmt.Errorf("gateway url %q: give https://host:port", rawURL)
 	}
 	if u.Scheme != "https" {
-		return nil, fmt.Errorf("gateway url %q: the gateway only speaks https", cfg.URL)
+		return fmt.Errorf("gateway url %q: the gateway only speaks https", rawURL)
 	}
 	tlsCfg := &tls.Config{MinVersion: tls.VersionTLS12}
 	switch {
-	case len(cfg.CAPEM) > 0 && cfg.Thumbprint != "":
-		return nil, errors.New("gateway: give either a CA file or a thumbprint, not both")
-	case len(cfg.CAPEM) > 0:
+	case len(caPEM) > 0 && thumbprint != "":
+		return errors.New("gateway: give either a CA file or a thumbprint, not both")
+	case len(caPEM) > 0:
 		pool := x509.NewCertPool()
-		if !pool.AppendCertsFromPEM(cfg.CAPEM) {
-			return nil, errors.New("gateway: the CA file holds no PEM certificate")
+		if !pool.AppendCertsFromPEM(caPEM) {
+			return errors.New("gateway: the CA file holds no PEM certificate")
 		}
 		tlsCfg.RootCAs = pool
-	case cfg.Thumbprint != "":
-		want := NormalizeThumbprint(cfg.Thumbprint)
+	case thumbprint != "":
+		want := NormalizeThumbprint(thumbprint)
 		// The chain is self-signed, so name verification is replaced by an
 		// exact match of the leaf certificate: stronger than a CA for one host.
 		tlsCfg.InsecureSkipVerify = true
@@ -87,11 +117,27 @@ func NewHTTPClient(cfg Config) (*HTTPClient, error) {
 			return nil
 		}
 	default:
-		return nil, errors.New("gateway: pin its certificate with a CA file or a SHA-256 thumbprint")
+		return fmt.Errorf("gateway %s: pin its certificate with a CA file or a SHA-256 thumbprint", rawURL)
 	}
 	tr := http.DefaultTransport.(*http.Transport).Clone()
 	tr.TLSClientConfig = tlsCfg
-	return &HTTPClient{base: u, cfg: cfg, http: &http.Client{Transport: tr, Timeout: DefaultTimeout}}, nil
+	c.endpoints = append(c.endpoints, endpoint{base: u, http: &http.Client{Transport: tr, Timeout: DefaultTimeout}})
+	return nil
+}
+
+// unreachable reports whether err means the request never got an answer from the
+// gateway, so another gateway may be asked. Requests that change something move on
+// only when they certainly did not arrive (the connection was never made).
+func unreachable(err error, method string) bool {
+	var op *net.OpError
+	if errors.As(err, &op) && op.Op == "dial" {
+		return true
+	}
+	if method != http.MethodGet {
+		return false
+	}
+	var ne net.Error
+	return errors.As(err, &ne) || errors.Is(err, io.EOF) || errors.Is(err, io.ErrUnexpectedEOF) || errors.Is(err, syscall.ECONNRESET)
 }
 
 // StatusError is a non-2xx answer; Message is the gateway's error message.
@@ -152,17 +198,47 @@ func (c *HTTPClient) do(ctx context.Context, method, path string, in, out any) e
 // maxBody bounds what we read from the gateway (lists of a large system fit).
 const maxBody = 16 << 20
 
+// exchange sends one request to the gateway in use; when it cannot be reached, to the
+// next ones in turn (each tried once per request), and stays with the one that answered.
 func (c *HTTPClient) exchange(ctx context.Context, token, method, path string, in, out any) error {
-	var body io.Reader
+	var payload []byte
 	if in != nil {
 		b, err := json.Marshal(in)
 		if err != nil {
 			return err
 		}
-		body = bytes.NewReader(b)
+		payload = b
+	}
+	c.mu.Lock()
+	start := c.current
+	c.mu.Unlock()
+	var errs []error
+	for i := range c.endpoints {
+		n := (start + i) % len(c.endpoints)
+		err := c.exchangeWith(ctx, c.endpoints[n], token, method, path, payload, in != nil, out)
+		if err == nil || !unreachable(err, method) || ctx.Err() != nil {
+			if err == nil && n != start {
+				c.mu.Lock()
+				c.current = n
+				c.mu.Unlock()
+			}
+			return err
+		}
+		errs = append(errs, err)
+	}
+	if len(errs) == 1 {
+		return errs[0]
+	}
+	return fmt.Errorf("no gateway of the system answers (%d tried): %w", len(errs), errors.Join(errs...))
+}
+
+func (c *HTTPClient) exchangeWith(ctx context.Context, ep endpoint, token, method, path string, payload []byte, hasBody bool, out any) error {
+	var body io.Reader
+	if hasBody {
+		body = bytes.NewReader(payload)
 	}
 	// path has its segments escaped (esc): keep that form on the wire.
-	u := *c.base
+	u := *ep.base
 	u.RawPath = strings.TrimSuffix(u.EscapedPath(), "/") + path
 	p, err := url.PathUnescape(u.RawPath)
 	if err != nil {
@@ -173,16 +249,16 @@ func (c *HTTPClient) exchange(ctx context.Context, token, method, path string, i
 	if err != nil {
 		return err
 	}
-	if in != nil {
+	if hasBody {
 		req.Header.Set("Content-Type", "application/json")
 	}
 	req.Header.Set("Accept", "application/json")
 	if token != "" {
 		req.Header.Set("Authorization", "Bearer "+token)
 	}
-	resp, err := c.http.Do(req)
+	resp, err := ep.http.Do(req)
 	if err != nil {
-		return fmt.Errorf("gateway %s %s: %w", method, path, err)
+		return fmt.Errorf("gateway %s %s %s: %w", ep.base.Host, method, path, err)
 	}
 	defer resp.Body.Close()
 	data, err := io.ReadAll(io.LimitReader(resp.Body, maxBody))
@@ -199,6 +275,15 @@ func (c *HTTPClient) exchange(ctx context.Context, token, method, path string, i
 		return fmt.Errorf("gateway %s %s: decode answer: %w", method, path, err)
 	}
 	return nil
+}
+
+// RedeemBootstrapToken sets the admin password of a new system with the one-time
+// bootstrap token the deployer gave the gateway SVMs (POST
+// /api/v1/bootstrap/admin-password; no login). A token that is unknown, expired or
+// used answers a *StatusError with status 401.
+func (c *HTTPClient) RedeemBootstrapToken(ctx context.Context, token, password string) error {
+	return c.exchange(ctx, "", http.MethodPost, "/api/v1/bootstrap/admin-password",
+		map[string]string{"token": token, "password": password}, nil)
 }
 
 // ErrorMessage extracts the message of {"code", "message", "field"}; falls

@@ -164,3 +164,43 @@ func FuzzDecode(f *testing.F) {
 		_ = gateway.ErrorMessage(data)
 	})
 }
+
+// With several gateways, the client moves on when the one in use is down (its host
+// being patched) and stays with the one that answers; a gateway that answers with the
+// wrong certificate is an error, never a reason to try another.
+func TestHTTPClientFailover(t *testing.T) {
+	ctx := context.Background()
+	a, aLogins, _ := fakeServer(t)
+	b, bLogins, _ := fakeServer(t)
+	tp := func(ts *httptest.Server) string { return gateway.Thumbprint(ts.Certificate().Raw) }
+	c, err := gateway.NewHTTPClient(gateway.Config{URL: a.URL, Thumbprint: tp(a), Username: "admin", Password: "s3cret-pass",
+		Failover: []gateway.Endpoint{{URL: b.URL, Thumbprint: tp(b)}}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := c.System(ctx); err != nil || aLogins.Load() != 1 || bLogins.Load() != 0 {
+		t.Fatalf("first gateway not used: %v, logins %d/%d", err, aLogins.Load(), bLogins.Load())
+	}
+	a.Close()
+	for i := range 3 {
+		if _, err := c.System(ctx); err != nil {
+			t.Fatalf("call %d with the first gateway down: %v", i, err)
+		}
+	}
+	if bLogins.Load() != 0 {
+		t.Fatalf("second gateway logins %d: sessions are shared (etcd), the token works there", bLogins.Load())
+	}
+	b.Close()
+	if _, err := c.System(ctx); err == nil || !strings.Contains(err.Error(), "no gateway of the system answers (2 tried)") {
+		t.Fatalf("all down: %v", err)
+	}
+
+	// A pinning failure is not failed over.
+	d, _, _ := fakeServer(t)
+	e, eLogins, _ := fakeServer(t)
+	bad, _ := gateway.NewHTTPClient(gateway.Config{URL: d.URL, Thumbprint: strings.Repeat("00", 32), Username: "admin", Password: "s3cret-pass",
+		Failover: []gateway.Endpoint{{URL: e.URL, Thumbprint: tp(e)}}})
+	if _, err := bad.System(ctx); err == nil || !strings.Contains(err.Error(), "does not match the pinned") || eLogins.Load() != 0 {
+		t.Fatalf("wrong certificate: %v (second gateway logins %d)", err, eLogins.Load())
+	}
+}

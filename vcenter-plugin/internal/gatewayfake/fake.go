@@ -25,20 +25,25 @@ type Array struct {
 	// maintenance or comes back.
 	ResyncTime time.Duration
 
-	mu      sync.Mutex
-	name    string // bootstrapped system name
-	seq     int
-	pds     []*gateway.ProtectionDomain
-	fss     []*gateway.FaultSet
-	sdss    []*gateway.SDS
-	devs    []*gateway.Device
-	pools   []*gateway.Pool
-	vols    []*gateway.Volume
-	hosts   []*gateway.Host
-	down    map[string]bool // SDS id -> its SVM is powered off
-	resync  time.Time       // health is "resyncing" until then
-	calls   []string
-	failNxt map[string]error
+	// AdminPassword is what the deployer set with the bootstrap token.
+	AdminPassword string
+
+	mu             sync.Mutex
+	bootstrapToken string // stored by the first gateway SVM's start
+	tokenUsed      bool
+	name           string // bootstrapped system name
+	seq            int
+	pds            []*gateway.ProtectionDomain
+	fss            []*gateway.FaultSet
+	sdss           []*gateway.SDS
+	devs           []*gateway.Device
+	pools          []*gateway.Pool
+	vols           []*gateway.Volume
+	hosts          []*gateway.Host
+	down           map[string]bool // SDS id -> its SVM is powered off
+	resync         time.Time       // health is "resyncing" until then
+	calls          []string
+	failNxt        map[string]error
 }
 
 // New returns an empty array.
@@ -548,8 +553,28 @@ func (h hooks) PoweredOn(ctx context.Context, svm vcsimkit.SVM) (vcsimkit.GuestR
 	r, err := h.next.PoweredOn(ctx, svm)
 	if err == nil {
 		h.a.setDown(svm, false)
+		if tok := svm.Properties["cairn.cluster.join_token"]; tok != "" {
+			h.a.mu.Lock()
+			// Like the real gateway: only the first start of a new system stores it.
+			if h.a.bootstrapToken == "" && !h.a.tokenUsed {
+				h.a.bootstrapToken = tok
+			}
+			h.a.mu.Unlock()
+		}
 	}
 	return r, err
+}
+
+// RedeemBootstrapToken accepts the token a gateway SVM was started with, once.
+func (a *Array) RedeemBootstrapToken(ctx context.Context, token, password string) error {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	a.calls = append(a.calls, "RedeemBootstrapToken")
+	if a.tokenUsed || a.bootstrapToken == "" || token != a.bootstrapToken || len(password) < 12 {
+		return &gateway.StatusError{Method: "POST", Path: "/api/v1/bootstrap/admin-password", Status: 401, Message: "bootstrap token unknown, expired or already used"}
+	}
+	a.tokenUsed, a.AdminPassword = true, password
+	return nil
 }
 
 func (h hooks) PoweredOff(ctx context.Context, svm vcsimkit.SVM) error {

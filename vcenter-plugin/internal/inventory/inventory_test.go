@@ -2,6 +2,7 @@ package inventory_test
 
 import (
 	"context"
+	"github.com/cairn-storage/cairn/appliance/contract"
 	"testing"
 
 	"github.com/vmware/govmomi/find"
@@ -42,7 +43,7 @@ func TestCollect(t *testing.T) {
 	if len(dc.Hosts) != 3 || len(dc.Clusters[0].Hosts) != 3 {
 		t.Fatalf("hosts: %d", len(dc.Hosts))
 	}
-	if tm := inv.Template("cairn-svm"); tm == nil || len(tm.Properties) != len(vcsimkit.TemplateProperties) {
+	if tm := inv.Template("cairn-svm"); tm == nil || len(tm.Properties) != len(contract.Keys()) {
 		t.Fatalf("template: %+v", tm)
 	}
 	h1, _ := inv.Host("esx-01.cairn.test")

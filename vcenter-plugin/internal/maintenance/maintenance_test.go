@@ -149,7 +149,7 @@ func TestRollByHost(t *testing.T) {
 			seq = append(seq, c)
 		}
 	}
-	if len(seq) != 8 || !strings.HasPrefix(seq[0], "EnterSDSMaintenance sds-esx-01:instant") || seq[1] != "ExitSDSMaintenance sds-esx-01" || seq[7] != "ExitSDSMaintenance sds-esx-04" {
+	if len(seq) != 8 || !strings.HasPrefix(seq[0], "EnterSDSMaintenance cairn-esx-01:instant") || seq[1] != "ExitSDSMaintenance cairn-esx-01" || seq[7] != "ExitSDSMaintenance cairn-esx-04" {
 		t.Fatalf("SDS maintenance sequence %v", seq)
 	}
 	if sys, _ := e.array.System(ctx); sys.Health.Status != gateway.HealthOK {
@@ -201,10 +201,10 @@ func TestRollStopsWhenSVMDoesNotComeBackAndResumes(t *testing.T) {
 		t.Fatalf("state %+v", st)
 	}
 	// Host 4 was not touched; host 3's SDS is still in maintenance.
-	if s, _ := e.array.GetSDS(ctx, "sds-esx-04"); s.State != gateway.SDSNormal {
+	if s, _ := e.array.GetSDS(ctx, "cairn-esx-04"); s.State != gateway.SDSNormal {
 		t.Fatal("host 4 touched after the anomaly")
 	}
-	if s, _ := e.array.GetSDS(ctx, "sds-esx-03"); s.State != gateway.SDSMaintenance {
+	if s, _ := e.array.GetSDS(ctx, "cairn-esx-03"); s.State != gateway.SDSMaintenance {
 		t.Fatalf("sds 3 state %s", s.State)
 	}
 	// A different request does not silently replace the unfinished roll.
@@ -223,13 +223,13 @@ func TestRollStopsWhenSVMDoesNotComeBackAndResumes(t *testing.T) {
 func TestRollRefusesUnhealthyCluster(t *testing.T) {
 	e := setup(t, perHost)
 	ctx := context.Background()
-	s, _ := e.array.GetSDS(ctx, "sds-esx-02")
+	s, _ := e.array.GetSDS(ctx, "cairn-esx-02")
 	if err := e.array.EnterSDSMaintenance(ctx, s.ID, gateway.MaintenanceInstant); err != nil {
 		t.Fatal(err)
 	}
 	e.engine.Patch = func(context.Context, []string) error { t.Error("patched an unhealthy cluster"); return nil }
 	err := e.engine.Run(ctx, e.plan, maintenance.Request{By: maintenance.ByHost})
-	if err == nil || !strings.Contains(err.Error(), "health: cluster health is \"degraded\" (SDS sds-esx-02 is in maintenance)") {
+	if err == nil || !strings.Contains(err.Error(), "health: cluster health is \"degraded\" (SDS cairn-esx-02 is in maintenance)") {
 		t.Fatalf("got %v", err)
 	}
 }
@@ -260,7 +260,7 @@ func TestRollHookAndOperator(t *testing.T) {
 	vm, _ := e.finder.VirtualMachine(ctx, e.plan.SVMName("esx-03.cairn.test"))
 	task, _ = vm.PowerOn(ctx)
 	_ = task.Wait(ctx)
-	s, _ := e.array.GetSDS(ctx, "sds-esx-03")
+	s, _ := e.array.GetSDS(ctx, "cairn-esx-03")
 	time.Sleep(50 * time.Millisecond)
 	_ = e.array.ExitSDSMaintenance(ctx, s.ID)
 

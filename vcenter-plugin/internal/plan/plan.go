@@ -39,7 +39,10 @@ import (
 	"regexp"
 	"slices"
 	"sort"
+	"strconv"
 	"strings"
+
+	"github.com/cairn-storage/cairn/appliance/contract"
 )
 
 // Version is the plan format this package reads and writes.
@@ -111,6 +114,9 @@ type Host struct {
 	DataIP     string   `json:"data_ip,omitempty"`
 	VmkernelIP string   `json:"vmkernel_ip,omitempty"`
 	Devices    []Device `json:"devices,omitempty"`
+	// TargetPortID, optional, fixes the SVM's relative target port id (1-65535);
+	// otherwise Plan.TargetPorts assigns one.
+	TargetPortID int `json:"target_port_id,omitempty"`
 }
 
 type Device struct {
@@ -201,62 +207,95 @@ func (p *Plan) Gateway() *Host {
 	return nil
 }
 
-// VAppProperties are the OVF properties of the SVM on host. The keys are
-// the appliance's contract (appliance/internal/firstboot settings.go and
-// packer/tools/internal/ovfdesc/properties.json):
+// VAppProperties are the OVF properties of the SVM on host: exactly the keys of the
+// appliance's contract (appliance/contract; a test checks every key is set and that
+// contract.Validate accepts the result for every role):
 //
-//	cairn.hostname            SVM host name: cairn-<host's short name>
-//	cairn.mgmt.address        svm_ip/prefix of network.cidr
-//	cairn.mgmt.gateway        network.gateway
-//	cairn.data.address        data_ip/prefix of iscsi.cidr, or empty
-//	cairn.dns, cairn.ntp      comma-separated servers
-//	cairn.roles               comma-separated roles
-//	cairn.cluster.name        the system name
-//	cairn.cluster.join_token  generated per deployment (Secrets)
-//	cairn.ssh.authorized_key  ssh_authorized_key
-//
-// and the OptionalProperties, set only when the template declares them.
+//	cairn.hostname             SVM host name: cairn-<host's short name>
+//	cairn.mgmt.address         svm_ip/prefix of network.cidr
+//	cairn.mgmt.gateway         network.gateway
+//	cairn.data.address         data_ip/prefix of iscsi.cidr, or empty
+//	cairn.dns, cairn.ntp       comma-separated servers
+//	cairn.roles                comma-separated roles
+//	cairn.cluster.name         the system name
+//	cairn.cluster.mdm_members  <SVM host name>=<svm_ip> of every MDM member
+//	cairn.cluster.gateways     svm_ip of every gateway
+//	cairn.cluster.join_token   the one-time bootstrap token, on gateway SVMs only
+//	cairn.target.port_id       this SVM's relative target port (TargetPorts)
+//	cairn.target.port_ids      every target SVM's
+//	cairn.ssh.authorized_key   ssh_authorized_key
 func (p *Plan) VAppProperties(h *Host, s Secrets) map[string]string {
 	mgmt, _ := netip.ParsePrefix(p.Network.CIDR)
+	var members, gateways, ports []string
+	portOf := p.TargetPorts()
+	for _, o := range p.Hosts {
+		if o.Has(RoleMDM) || o.Has(RoleTieBreaker) {
+			members = append(members, SVMHostname(o.Name)+"="+o.SVMIP)
+		}
+		if o.Has(RoleGateway) {
+			gateways = append(gateways, o.SVMIP)
+		}
+		if n, ok := portOf[o.Name]; ok {
+			ports = append(ports, strconv.Itoa(n))
+		}
+	}
 	props := map[string]string{
-		"cairn.hostname":           SVMHostname(h.Name),
-		"cairn.mgmt.address":       fmt.Sprintf("%s/%d", h.SVMIP, mgmt.Bits()),
-		"cairn.mgmt.gateway":       p.Network.Gateway,
-		"cairn.data.address":       "",
-		"cairn.dns":                strings.Join(p.Network.DNS, ","),
-		"cairn.ntp":                strings.Join(p.Network.NTP, ","),
-		"cairn.roles":              strings.Join(h.Roles, ","),
-		"cairn.cluster.name":       p.System,
-		"cairn.cluster.join_token": s.ClusterToken,
-		"cairn.ssh.authorized_key": p.SSHAuthorizedKey,
+		contract.KeyHostname:     SVMHostname(h.Name),
+		contract.KeyMgmtAddress:  fmt.Sprintf("%s/%d", h.SVMIP, mgmt.Bits()),
+		contract.KeyMgmtGateway:  p.Network.Gateway,
+		contract.KeyDataAddress:  "",
+		contract.KeyDNS:          strings.Join(p.Network.DNS, ","),
+		contract.KeyNTP:          strings.Join(p.Network.NTP, ","),
+		contract.KeyRoles:        strings.Join(h.Roles, ","),
+		contract.KeyClusterName:  p.System,
+		contract.KeyMDMMembers:   strings.Join(members, ","),
+		contract.KeyGateways:     strings.Join(gateways, ","),
+		contract.KeyJoinToken:    "",
+		contract.KeyTargetPortID: "",
+		contract.KeyTargetPorts:  "",
+		contract.KeySSHKey:       p.SSHAuthorizedKey,
 	}
 	if h.DataIP != "" {
 		data, _ := netip.ParsePrefix(p.ISCSI.CIDR)
-		props["cairn.data.address"] = fmt.Sprintf("%s/%d", h.DataIP, data.Bits())
+		props[contract.KeyDataAddress] = fmt.Sprintf("%s/%d", h.DataIP, data.Bits())
 	}
-	var members []string
-	for _, o := range p.Hosts {
-		if o.Has(RoleMDM) || o.Has(RoleTieBreaker) {
-			members = append(members, o.DataAddress())
-		}
-	}
-	props[PropMDMMembers] = strings.Join(members, ",")
 	if h.Has(RoleGateway) {
-		props[PropAdminPassword] = s.AdminPassword
+		// One-time: the first gateway accepts it once, for minutes (appliance
+		// gateway, bootstrap_token.go); only gateways need it.
+		props[contract.KeyJoinToken] = s.BootstrapToken
+	}
+	if n, ok := portOf[h.Name]; ok {
+		props[contract.KeyTargetPortID] = strconv.Itoa(n)
+		props[contract.KeyTargetPorts] = strings.Join(ports, ",")
 	}
 	return props
 }
 
-// Optional vApp properties: the appliance does not define them yet (a
-// proposal to it); the deploy engine sets them only on templates that
-// declare them, since firstboot rejects unknown cairn.* keys.
-const (
-	PropMDMMembers    = "cairn.cluster.mdm_members"    // addresses of all MDM members
-	PropAdminPassword = "cairn.gateway.admin_password" // initial password of the gateway's admin
-)
-
-// OptionalProperties lists them.
-var OptionalProperties = []string{PropMDMMembers, PropAdminPassword}
+// TargetPorts assigns every host with the target role its relative target port id:
+// the host's target_port_id when the plan sets one, else the lowest id no other host
+// has, in plan order. Ids are stable as long as the hosts before it keep theirs.
+func (p *Plan) TargetPorts() map[string]int {
+	out := map[string]int{}
+	used := map[int]bool{}
+	for _, h := range p.Hosts {
+		if h.Has(RoleTarget) && h.TargetPortID > 0 {
+			out[h.Name] = h.TargetPortID
+			used[h.TargetPortID] = true
+		}
+	}
+	next := 1
+	for _, h := range p.Hosts {
+		if !h.Has(RoleTarget) || h.TargetPortID > 0 {
+			continue
+		}
+		for used[next] {
+			next++
+		}
+		out[h.Name] = next
+		used[next] = true
+	}
+	return out
+}
 
 // SVMHostname is the guest host name of the SVM on an ESXi host.
 func SVMHostname(host string) string {
@@ -270,10 +309,12 @@ func SVMHostname(host string) string {
 	return strings.TrimRight(string(b), "-")
 }
 
-// Secrets are generated once per deployment and kept in its state file.
+// Secrets are generated once per deployment and kept in its state file (0600). The
+// bootstrap token is the only one that leaves the plugin server in a vApp property,
+// and it is good once, for minutes; the admin password goes to the gateway over TLS.
 type Secrets struct {
-	ClusterToken  string `json:"cluster_token"`
-	AdminPassword string `json:"admin_password"`
+	BootstrapToken string `json:"bootstrap_token"`
+	AdminPassword  string `json:"admin_password"`
 }
 
 var nameRE = regexp.MustCompile(`^[a-z0-9][a-z0-9-]{0,31}$`)

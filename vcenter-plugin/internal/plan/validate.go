@@ -1,6 +1,8 @@
 package plan
 
 import (
+	"github.com/cairn-storage/cairn/appliance/contract"
+
 	"fmt"
 	"net/netip"
 	"strings"
@@ -94,7 +96,7 @@ func Validate(p *Plan, inv *inventory.Inventory) Problems {
 	} else if t := inv.Template(p.Template); t == nil {
 		v.errf("template", "SVM template %q not found in vCenter: upload the Cairn OVA as a template (cairn-install upload-template) or fix the name", p.Template)
 	} else {
-		for _, want := range []string{"cairn.hostname", "cairn.mgmt.address", "cairn.roles", "cairn.cluster.name", "cairn.cluster.join_token"} {
+		for _, want := range contract.Keys() {
 			found := false
 			for _, have := range t.Properties {
 				found = found || have == want
@@ -151,6 +153,7 @@ func Validate(p *Plan, inv *inventory.Inventory) Problems {
 	var mdm, tie, sds, gateways int
 	sdsByFS := map[string]int{}
 	withFS, withoutFS := 0, 0
+	portHolder := map[int]string{}
 	for i, h := range p.Hosts {
 		f := fmt.Sprintf("hosts[%d]", i)
 		if j, dup := seenHost[h.Name]; dup {
@@ -220,6 +223,18 @@ func Validate(p *Plan, inv *inventory.Inventory) Problems {
 			}
 		} else if p.ISCSI.CreateVmkernel {
 			v.errf(f+".vmkernel_ip", "iscsi.create_vmkernel is set: give host %s a vmkernel_ip on %s", h.Name, p.ISCSI.CIDR)
+		}
+		if h.TargetPortID != 0 {
+			switch {
+			case !h.Has(RoleTarget):
+				v.errf(f+".target_port_id", "host %s has no target role: remove target_port_id", h.Name)
+			case h.TargetPortID < 1 || h.TargetPortID > 65535:
+				v.errf(f+".target_port_id", "%d is not a relative target port id: use 1-65535", h.TargetPortID)
+			case portHolder[h.TargetPortID] != "":
+				v.errf(f+".target_port_id", "port id %d is already host %s's: every target SVM needs its own", h.TargetPortID, portHolder[h.TargetPortID])
+			default:
+				portHolder[h.TargetPortID] = h.Name
+			}
 		}
 		v.host(p, f, &h, inv)
 	}

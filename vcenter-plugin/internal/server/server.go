@@ -482,9 +482,11 @@ func (s *Server) gatewayFor(system string) (gateway.API, *plan.Plan, error) {
 	if !st.Completed {
 		return nil, nil, fmt.Errorf("system %s is not fully deployed: finish the deployment first", system)
 	}
-	gw := p.Gateway()
-	api, err := s.cfg.Gateway(gateway.Config{URL: fmt.Sprintf("https://%s:%d", gw.SVMIP, 8443), Username: "admin",
-		Password: st.Secrets.AdminPassword, Thumbprint: st.GatewayThumbprint})
+	cfg, err := deploy.GatewayConfig(p, st, 0) // every gateway, with failover
+	if err != nil {
+		return nil, nil, err
+	}
+	api, err := s.cfg.Gateway(cfg)
 	return api, p, err
 }
 

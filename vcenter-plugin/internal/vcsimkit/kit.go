@@ -25,6 +25,8 @@ import (
 	"github.com/vmware/govmomi/object"
 	"github.com/vmware/govmomi/simulator"
 	"github.com/vmware/govmomi/vim25/types"
+
+	"github.com/cairn-storage/cairn/appliance/contract"
 )
 
 // Options shape the simulated vCenter. Zero values get the defaults noted.
@@ -41,12 +43,9 @@ type Options struct {
 	Guest              GuestHooks // nil: ReadyGuest
 	// Template, when set, is the name of an SVM template VM created on the
 	// first host's local datastore with the vApp properties of the Cairn OVA.
-	Template string
-	// ExtraTemplateProperties are declared on the template besides the
-	// OVA's (e.g. plan.OptionalProperties, for an e2e harness that uses them).
-	ExtraTemplateProperties []string
-	BootTimeout             time.Duration // bound on one PoweredOn hook; default 5 min
-	Logger                  *slog.Logger
+	Template    string
+	BootTimeout time.Duration // bound on one PoweredOn hook; default 5 min
+	Logger      *slog.Logger
 }
 
 // Kit is a running simulated vCenter.
@@ -334,15 +333,8 @@ func addPCIDevices(h *simulator.HostSystem, i int) {
 	_ = i
 }
 
-// TemplateProperties are the vApp properties of the Cairn SVM OVA
-// (packer/tools/internal/ovfdesc/properties.json); the kit's template
-// declares them all, with the OVA's defaults.
-var TemplateProperties = []string{
-	"cairn.hostname", "cairn.mgmt.address", "cairn.mgmt.gateway", "cairn.data.address", "cairn.dns", "cairn.ntp",
-	"cairn.roles", "cairn.cluster.name", "cairn.cluster.join_token", "cairn.ssh.authorized_key",
-}
-
-var templateDefaults = map[string]string{"cairn.mgmt.address": "dhcp", "cairn.roles": "sds,target"}
+// The kit's template declares the vApp properties of the Cairn SVM OVA, from the
+// same contract the OVA generator uses (appliance/contract), with their defaults.
 
 // createTemplate creates the SVM template on the first host's local
 // datastore, with one NIC and the vApp properties of the Cairn OVA.
@@ -383,9 +375,10 @@ func (k *Kit) createTemplate(ctx context.Context, name string) error {
 		return err
 	}
 	var props []types.VAppPropertySpec
-	for i, id := range append(append([]string(nil), TemplateProperties...), k.opts.ExtraTemplateProperties...) {
+	for i, cp := range contract.Properties() {
 		props = append(props, types.VAppPropertySpec{ArrayUpdateSpec: types.ArrayUpdateSpec{Operation: types.ArrayUpdateOperationAdd},
-			Info: &types.VAppPropertyInfo{Key: int32(i + 1), Id: id, Type: "string", DefaultValue: templateDefaults[id], UserConfigurable: types.NewBool(true)}})
+			Info: &types.VAppPropertyInfo{Key: int32(i + 1), Id: cp.Key, Type: cp.Type, DefaultValue: cp.Default, Label: cp.Label,
+				Description: cp.Description, Category: cp.Category, UserConfigurable: types.NewBool(true)}})
 	}
 	spec := types.VirtualMachineConfigSpec{
 		Name: name, GuestId: string(types.VirtualMachineGuestOsIdentifierOtherLinux64Guest), NumCPUs: 2, MemoryMB: 2048,

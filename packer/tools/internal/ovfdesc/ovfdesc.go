@@ -4,39 +4,21 @@ package ovfdesc
 
 import (
 	"bytes"
-	_ "embed"
-	"encoding/json"
 	"encoding/xml"
 	"fmt"
 	"strings"
 	"text/template"
+
+	"github.com/cairn-storage/cairn/appliance/contract"
 )
 
-// Property is one vApp property (ovf:ProductSection/ovf:Property). The list lives in
-// properties.json, which appliance/internal/firstboot's tests read too, so the OVA
-// offers exactly the settings first boot understands.
-type Property struct {
-	Key         string `json:"key"`
-	Type        string `json:"type"`
-	Default     string `json:"default"`
-	Category    string `json:"category"`
-	Label       string `json:"label"`
-	Description string `json:"description"`
-	Qualifiers  string `json:"qualifiers"`
-	Password    bool   `json:"password"`
-}
-
-//go:embed properties.json
-var propertiesJSON []byte
+// Property is one vApp property (ovf:ProductSection/ovf:Property), as the deployment
+// contract defines it (appliance/contract, imported through go.mod's replace): the
+// OVA offers exactly the settings first boot understands and the deploy engine sets.
+type Property = contract.Property
 
 // Properties returns the appliance's vApp properties in descriptor order.
-func Properties() []Property {
-	var ps []Property
-	if err := json.Unmarshal(propertiesJSON, &ps); err != nil {
-		panic("ovfdesc: properties.json: " + err.Error()) // embedded; a test parses it
-	}
-	return ps
-}
+func Properties() []Property { return contract.Properties() }
 
 // Params describe one appliance build.
 type Params struct {
@@ -94,7 +76,7 @@ func (p Params) validate() error {
 	return nil
 }
 
-// Generate returns the descriptor. Every text from Params and properties.json is
+// Generate returns the descriptor. Every text from Params and the contract is
 // XML-escaped by the template's x function.
 func Generate(p Params) ([]byte, error) {
 	if err := p.validate(); err != nil {

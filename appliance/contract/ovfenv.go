@@ -1,4 +1,4 @@
-package firstboot
+package contract
 
 import (
 	"bytes"
@@ -80,7 +80,7 @@ func ParseOVFEnv(doc []byte) (map[string]string, error) {
 				}
 				seenRoot = true
 				if t.Name.Local != "Environment" || t.Name.Space != ovfEnvNS {
-					return nil, fmt.Errorf("OVF environment root is <%s> in namespace %q, want <Environment> in %q", clip(t.Name.Local), clip(t.Name.Space), ovfEnvNS)
+					return nil, fmt.Errorf("OVF environment root is <%s> in namespace %q, want <Environment> in %q", Clip(t.Name.Local), Clip(t.Name.Space), ovfEnvNS)
 				}
 			}
 			stack = append(stack, t.Name.Local)
@@ -96,10 +96,10 @@ func ParseOVFEnv(doc []byte) (map[string]string, error) {
 					continue
 				}
 				if _, dup := props[key]; dup {
-					return nil, fmt.Errorf("OVF environment sets property %q twice", clip(key))
+					return nil, fmt.Errorf("OVF environment sets property %q twice", Clip(key))
 				}
-				if len(props) >= maxSettings {
-					return nil, fmt.Errorf("OVF environment has more than %d cairn.* properties", maxSettings)
+				if len(props) >= MaxSettings {
+					return nil, fmt.Errorf("OVF environment has more than %d cairn.* properties", MaxSettings)
 				}
 				props[key] = value
 			}
@@ -133,7 +133,7 @@ func propertyAttrs(t xml.StartElement) (key, value string, err error) {
 		return "", "", errors.New("OVF environment has a <Property> without oe:key")
 	}
 	if !haveValue {
-		return "", "", fmt.Errorf("OVF environment property %q has no oe:value", clip(key))
+		return "", "", fmt.Errorf("OVF environment property %q has no oe:value", Clip(key))
 	}
 	return key, value, nil
 }

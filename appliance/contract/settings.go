@@ -1,4 +1,4 @@
-package firstboot
+package contract
 
 import (
 	"encoding/base64"
@@ -8,47 +8,21 @@ import (
 	"net/netip"
 	"regexp"
 	"slices"
+	"strconv"
 	"strings"
 	"unicode/utf8"
 )
 
-// The settings keys. They are the ovf:key names of the vApp properties in the OVA
-// descriptor (packer/tools/internal/ovfdesc/properties.json; a test keeps both lists
-// equal) and the keys of the NoCloud user-data format (see seed.go).
-const (
-	KeyHostname    = "cairn.hostname"
-	KeyMgmtAddress = "cairn.mgmt.address"
-	KeyMgmtGateway = "cairn.mgmt.gateway"
-	KeyDataAddress = "cairn.data.address"
-	KeyDNS         = "cairn.dns"
-	KeyNTP         = "cairn.ntp"
-	KeyRoles       = "cairn.roles"
-	KeyClusterName = "cairn.cluster.name"
-	KeyJoinToken   = "cairn.cluster.join_token"
-	KeySSHKey      = "cairn.ssh.authorized_key"
-)
-
-// Keys lists every settings key, in the order the OVF descriptor shows them.
-var Keys = []string{
-	KeyHostname, KeyMgmtAddress, KeyMgmtGateway, KeyDataAddress, KeyDNS, KeyNTP,
-	KeyRoles, KeyClusterName, KeyJoinToken, KeySSHKey,
-}
-
-// defaults apply to keys that a source leaves out. An OVF environment always carries
-// every property (vCenter fills in the descriptor's defaults); a NoCloud seed may be
-// terse. The defaults equal the descriptor's (a test checks that).
-var defaults = map[string]string{
-	KeyMgmtAddress: "dhcp",
-	KeyRoles:       "sds,target",
-}
-
 // Bounds on raw input. They keep a hostile or broken source from costing memory or
 // time; real settings are far below them.
 const (
-	maxValueLen   = 8192 // an ssh-rsa 16384-bit key is ~2.8 KB
-	maxSettings   = 64   // properties in one source, known or not
+	MaxValueLen   = 8192 // an ssh-rsa 16384-bit key is ~2.8 KB
+	MaxSettings   = 64   // properties in one source, known or not
 	maxDNSServers = 3    // resolv.conf honours three
 	maxNTPServers = 4
+	maxMDMMembers = 7 // etcd clusters larger than 7 only slow writes down
+	maxGateways   = 16
+	maxPorts      = 256
 )
 
 // Role is one Cairn service an SVM runs.
@@ -95,8 +69,91 @@ type Settings struct {
 	NTP         []string
 	Roles       []Role
 	ClusterName string
-	JoinToken   string
-	SSHKey      string // one OpenSSH public key line, or empty
+	JoinToken   string // one-time bootstrap token, or empty
+	MDMMembers  []Member
+	Gateways    []netip.Addr
+	// TargetPortID is this SVM's relative target port (0: not given); TargetPorts
+	// every target SVM's, this one's included (empty: this one only).
+	TargetPortID uint16
+	TargetPorts  []uint16
+	SSHKey       string // one OpenSSH public key line, or empty
+}
+
+// Member is one MDM member: its etcd name (the SVM's host name) and management address.
+type Member struct {
+	Name string
+	Addr netip.Addr
+}
+
+// ClientURL is where daemons reach the member's etcd.
+func (m Member) ClientURL() string { return "http://" + hostPort(m.Addr, MDMClientPort) }
+
+// PeerURL is where the other members reach it.
+func (m Member) PeerURL() string { return "http://" + hostPort(m.Addr, MDMPeerPort) }
+
+func hostPort(a netip.Addr, port int) string {
+	return netip.AddrPortFrom(a, uint16(port)).String()
+}
+
+// FormatMembers writes members in the cairn.cluster.mdm_members format.
+func FormatMembers(ms []Member) string {
+	parts := make([]string, len(ms))
+	for i, m := range ms {
+		parts[i] = m.Name + "=" + m.Addr.String()
+	}
+	return strings.Join(parts, ",")
+}
+
+// parseMembers reads "name=address,..." and reports problems through bad.
+func parseMembers(v string, bad func(format string, a ...any)) []Member {
+	var out []Member
+	for _, f := range strings.FieldsFunc(v, listSplitter) {
+		name, addr, ok := strings.Cut(f, "=")
+		name = strings.ToLower(name)
+		if !ok {
+			bad("%q is not name=address (e.g. cairn-esx01=192.0.2.11)", Clip(f))
+			continue
+		}
+		if err := checkHostname(name); err != nil {
+			bad("member name: %v", err)
+			continue
+		}
+		ip, err := netip.ParseAddr(addr)
+		if err != nil || ip.Zone() != "" || ip.IsUnspecified() || ip.IsMulticast() || ip.IsLoopback() {
+			bad("member %s: %q is not a usable IP address", name, Clip(addr))
+			continue
+		}
+		dup := false
+		for _, m := range out {
+			if m.Name == name || m.Addr == ip {
+				bad("member %s=%s repeats a name or an address of %s=%s", name, ip, m.Name, m.Addr)
+				dup = true
+			}
+		}
+		if !dup {
+			out = append(out, Member{Name: name, Addr: ip})
+		}
+	}
+	if len(out) > maxMDMMembers {
+		bad("%d members given, at most %d allowed", len(out), maxMDMMembers)
+	}
+	return out
+}
+
+func parsePort(v string) (uint16, error) {
+	n, err := strconv.Atoi(strings.TrimSpace(v))
+	if err != nil || n < 1 || n > 65535 {
+		return 0, fmt.Errorf("%q is not a relative target port id (1-65535)", Clip(v))
+	}
+	return uint16(n), nil
+}
+
+func rolesStrings(rs []Role) []string {
+	out := make([]string, len(rs))
+	for i, r := range rs {
+		out[i] = string(r)
+	}
+	return out
 }
 
 // HasRole reports whether r is among s.Roles.
@@ -129,21 +186,22 @@ func Validate(raw map[string]string) (*Settings, error) {
 	get := func(key string) string {
 		v, ok := raw[key]
 		if !ok {
-			v = defaults[key]
+			v = Defaults()[key]
 		}
 		return strings.TrimSpace(v)
 	}
-	if len(raw) > maxSettings {
-		return nil, fmt.Errorf("%d settings given, at most %d are accepted", len(raw), maxSettings)
+	if len(raw) > MaxSettings {
+		return nil, fmt.Errorf("%d settings given, at most %d are accepted", len(raw), MaxSettings)
 	}
+	keys := Keys()
 	for _, k := range sortedKeys(raw) {
 		v := raw[k]
-		if !slices.Contains(Keys, k) {
-			bad(k, "unknown setting (known: %s)", strings.Join(Keys, ", "))
+		if !slices.Contains(keys, k) {
+			bad(k, "unknown setting (known: %s)", strings.Join(keys, ", "))
 			continue
 		}
-		if len(v) > maxValueLen {
-			bad(k, "value is %d bytes long, at most %d allowed", len(v), maxValueLen)
+		if len(v) > MaxValueLen {
+			bad(k, "value is %d bytes long, at most %d allowed", len(v), MaxValueLen)
 			continue
 		}
 		if !utf8.ValidString(v) {
@@ -183,7 +241,7 @@ func Validate(raw map[string]string) (*Settings, error) {
 		ip, err := netip.ParseAddr(g)
 		switch {
 		case err != nil:
-			bad(KeyMgmtGateway, "not an IP address: %q", clip(g))
+			bad(KeyMgmtGateway, "not an IP address: %q", Clip(g))
 		case ip.Zone() != "" || !ip.IsGlobalUnicast() && !ip.IsPrivate():
 			bad(KeyMgmtGateway, "%s is not a unicast address", ip)
 		case s.Mgmt.DHCP:
@@ -210,7 +268,7 @@ func Validate(raw map[string]string) (*Settings, error) {
 	for _, f := range strings.FieldsFunc(get(KeyDNS), listSplitter) {
 		ip, err := netip.ParseAddr(f)
 		if err != nil || ip.Zone() != "" || ip.IsUnspecified() || ip.IsMulticast() {
-			bad(KeyDNS, "not a DNS server address: %q", clip(f))
+			bad(KeyDNS, "not a DNS server address: %q", Clip(f))
 			continue
 		}
 		s.DNS = append(s.DNS, ip)
@@ -230,7 +288,7 @@ func Validate(raw map[string]string) (*Settings, error) {
 			continue
 		}
 		if err := checkHostname(f); err != nil {
-			bad(KeyNTP, "%q is neither an IP address nor a host name", clip(f))
+			bad(KeyNTP, "%q is neither an IP address nor a host name", Clip(f))
 			continue
 		}
 		s.NTP = append(s.NTP, f)
@@ -243,7 +301,7 @@ func Validate(raw map[string]string) (*Settings, error) {
 		r := Role(f)
 		switch {
 		case !slices.Contains(allRoles, r):
-			bad(KeyRoles, "unknown role %q (roles: mdm, tiebreaker, sds, target, gateway)", clip(f))
+			bad(KeyRoles, "unknown role %q (roles: mdm, tiebreaker, sds, target, gateway)", Clip(f))
 		case slices.Contains(s.Roles, r):
 			bad(KeyRoles, "role %q given twice", r)
 		default:
@@ -260,18 +318,85 @@ func Validate(raw map[string]string) (*Settings, error) {
 	if c := get(KeyClusterName); c == "" {
 		bad(KeyClusterName, "required: the name of the Cairn cluster to join or create")
 	} else if !clusterRE.MatchString(c) {
-		bad(KeyClusterName, "%q: use 1-63 letters, digits, '.', '_' or '-', starting with a letter or digit", clip(c))
+		bad(KeyClusterName, "%q: use 1-63 letters, digits, '.', '_' or '-', starting with a letter or digit", Clip(c))
 	} else {
 		s.ClusterName = c
 	}
 
-	if t := get(KeyJoinToken); t == "" {
-		bad(KeyJoinToken, "required: the join token printed by the deployer (cairnctl cluster token)")
-	} else if !joinTokenRE.MatchString(t) {
-		// Never echo the token: it is a secret.
-		bad(KeyJoinToken, "malformed: 16-512 characters from A-Z a-z 0-9 . _ ~ + / = : -")
-	} else {
-		s.JoinToken = t
+	if t := get(KeyJoinToken); t != "" {
+		if !joinTokenRE.MatchString(t) {
+			// Never echo the token: it is a secret.
+			bad(KeyJoinToken, "malformed: 16-512 characters from A-Z a-z 0-9 . _ ~ + / = : -")
+		} else {
+			s.JoinToken = t
+		}
+	}
+
+	s.MDMMembers = parseMembers(get(KeyMDMMembers), func(f string, a ...any) { bad(KeyMDMMembers, f, a...) })
+	if s.HasRole(RoleMDM) || s.HasRole(RoleTiebreaker) {
+		self := -1
+		for i, m := range s.MDMMembers {
+			if m.Name == s.Hostname {
+				self = i
+			}
+		}
+		switch {
+		case len(s.MDMMembers) == 0 || s.Hostname == "":
+		case self < 0:
+			bad(KeyMDMMembers, "this SVM (%s) has an MDM role but is not among the members: add %s=<its management address>", s.Hostname, s.Hostname)
+		case s.Mgmt.Prefix.IsValid() && s.MDMMembers[self].Addr != s.Mgmt.Prefix.Addr():
+			bad(KeyMDMMembers, "member %s has address %s, but this SVM's management address is %s", s.Hostname, s.MDMMembers[self].Addr, s.Mgmt.Prefix.Addr())
+		}
+	}
+
+	for _, f := range strings.FieldsFunc(get(KeyGateways), listSplitter) {
+		ip, err := netip.ParseAddr(f)
+		if err != nil || ip.Zone() != "" || ip.IsUnspecified() || ip.IsMulticast() {
+			bad(KeyGateways, "not a gateway address: %q (give management IP addresses)", Clip(f))
+			continue
+		}
+		if slices.Contains(s.Gateways, ip) {
+			bad(KeyGateways, "%s given twice", ip)
+			continue
+		}
+		s.Gateways = append(s.Gateways, ip)
+	}
+	if len(s.Gateways) > maxGateways {
+		bad(KeyGateways, "%d gateways given, at most %d allowed", len(s.Gateways), maxGateways)
+	}
+
+	if v := get(KeyTargetPortID); v != "" {
+		n, err := parsePort(v)
+		if err != nil {
+			bad(KeyTargetPortID, "%v", err)
+		} else {
+			s.TargetPortID = n
+		}
+	}
+	for _, f := range strings.FieldsFunc(get(KeyTargetPorts), listSplitter) {
+		n, err := parsePort(f)
+		switch {
+		case err != nil:
+			bad(KeyTargetPorts, "%v", err)
+		case slices.Contains(s.TargetPorts, n):
+			bad(KeyTargetPorts, "port %d given twice: every target SVM needs its own id", n)
+		default:
+			s.TargetPorts = append(s.TargetPorts, n)
+		}
+	}
+	if len(s.TargetPorts) > maxPorts {
+		bad(KeyTargetPorts, "%d ports given, at most %d allowed", len(s.TargetPorts), maxPorts)
+	}
+	if s.TargetPortID != 0 && len(s.TargetPorts) > 0 && !slices.Contains(s.TargetPorts, s.TargetPortID) {
+		bad(KeyTargetPorts, "does not include this SVM's own port %d (%s)", s.TargetPortID, KeyTargetPortID)
+	}
+
+	// What each role needs, from the property table. Keys that already have an error
+	// are not reported twice.
+	for _, p := range properties {
+		if p.Required(s.Roles) && get(p.Key) == "" && !hasKeyError(errs, p.Key) {
+			bad(p.Key, "required on SVMs with roles %s (%s)", strings.Join(rolesStrings(s.Roles), ","), p.Label)
+		}
 	}
 
 	if k := get(KeySSHKey); k != "" {
@@ -307,7 +432,7 @@ func checkHostname(h string) error {
 	}
 	for _, label := range strings.Split(h, ".") {
 		if !hostLabelRE.MatchString(label) {
-			return fmt.Errorf("%q is not a valid host name: use labels of 1-63 letters, digits and inner hyphens, separated by dots", clip(h))
+			return fmt.Errorf("%q is not a valid host name: use labels of 1-63 letters, digits and inner hyphens, separated by dots", Clip(h))
 		}
 	}
 	return nil
@@ -323,9 +448,9 @@ func parseAddress(v string) (Address, error) {
 	p, err := netip.ParsePrefix(v)
 	if err != nil {
 		if _, aerr := netip.ParseAddr(v); aerr == nil {
-			return Address{}, fmt.Errorf("%q has no prefix length: write it as address/length, e.g. %s/24", clip(v), v)
+			return Address{}, fmt.Errorf("%q has no prefix length: write it as address/length, e.g. %s/24", Clip(v), v)
 		}
-		return Address{}, fmt.Errorf(`%q is neither "dhcp" nor an address with prefix length (e.g. 192.0.2.10/24)`, clip(v))
+		return Address{}, fmt.Errorf(`%q is neither "dhcp" nor an address with prefix length (e.g. 192.0.2.10/24)`, Clip(v))
 	}
 	ip := p.Addr()
 	switch {
@@ -360,7 +485,7 @@ func checkSSHKey(k string) error {
 		return errors.New(`expected one OpenSSH public key: "ssh-ed25519 AAAA... comment"`)
 	}
 	if !slices.Contains(sshKeyTypes, f[0]) {
-		return fmt.Errorf("key type %q is not supported (use one of %s; no authorized_keys options)", clip(f[0]), strings.Join(sshKeyTypes, ", "))
+		return fmt.Errorf("key type %q is not supported (use one of %s; no authorized_keys options)", Clip(f[0]), strings.Join(sshKeyTypes, ", "))
 	}
 	blob, err := base64.StdEncoding.DecodeString(f[1])
 	if err != nil {
@@ -377,7 +502,7 @@ func checkSSHKey(k string) error {
 
 // clip shortens a value for an error message, so a huge hostile value does not flood
 // the console and the journal.
-func clip(s string) string {
+func Clip(s string) string {
 	const n = 64
 	if len(s) <= n {
 		return s

@@ -1,12 +1,9 @@
-package firstboot
+package contract
 
 import (
-	"encoding/json"
 	"errors"
 	"fmt"
 	"net/netip"
-	"os"
-	"path/filepath"
 	"slices"
 	"strings"
 	"testing"
@@ -17,16 +14,20 @@ const testSSHKey = "ssh-ed25519 AAAAC3NzaC1lZDI1NTE5AAAAIMusA5/KUSY+1FXP3mKoSCoi
 
 func goodSettings() map[string]string {
 	return map[string]string{
-		KeyHostname:    "SVM-esx01.lab.example",
-		KeyMgmtAddress: "192.0.2.10/24",
-		KeyMgmtGateway: "192.0.2.1",
-		KeyDataAddress: "198.51.100.10/24",
-		KeyDNS:         "192.0.2.53, 192.0.2.54",
-		KeyNTP:         "ntp1.example.org,192.0.2.123",
-		KeyRoles:       "mdm, sds,target,gateway",
-		KeyClusterName: "prod-cluster.1",
-		KeyJoinToken:   "cj1.0123456789abcdef0123456789abcdef",
-		KeySSHKey:      testSSHKey,
+		KeyHostname:     "SVM-esx01.lab.example",
+		KeyMgmtAddress:  "192.0.2.10/24",
+		KeyMgmtGateway:  "192.0.2.1",
+		KeyDataAddress:  "198.51.100.10/24",
+		KeyDNS:          "192.0.2.53, 192.0.2.54",
+		KeyNTP:          "ntp1.example.org,192.0.2.123",
+		KeyRoles:        "mdm, sds,target,gateway",
+		KeyClusterName:  "prod-cluster.1",
+		KeyJoinToken:    "cj1.0123456789abcdef0123456789abcdef",
+		KeyMDMMembers:   "svm-esx01.lab.example=192.0.2.10,svm-esx02=192.0.2.11,svm-esx03=192.0.2.12",
+		KeyGateways:     "192.0.2.10,192.0.2.11",
+		KeyTargetPortID: "2",
+		KeyTargetPorts:  "1,2,3",
+		KeySSHKey:       testSSHKey,
 	}
 }
 
@@ -63,7 +64,7 @@ func TestValidateGood(t *testing.T) {
 
 func TestValidateDefaultsAndDHCP(t *testing.T) {
 	s, err := Validate(map[string]string{
-		KeyHostname: "svm1", KeyClusterName: "c1", KeyJoinToken: "abcdefghijklmnop",
+		KeyHostname: "svm1", KeyClusterName: "c1", KeyMDMMembers: "m1=10.0.0.1",
 	})
 	if err != nil {
 		t.Fatal(err)
@@ -82,7 +83,7 @@ func TestValidatePartial(t *testing.T) {
 	if err == nil {
 		t.Fatal("accepted settings without hostname, cluster and token")
 	}
-	for _, k := range []string{KeyHostname, KeyClusterName, KeyJoinToken, KeyRoles} {
+	for _, k := range []string{KeyHostname, KeyClusterName, KeyRoles} {
 		if !hasKeyError([]error{err}, k) && !strings.Contains(err.Error(), k+":") {
 			t.Errorf("error does not name %s:\n%v", k, err)
 		}
@@ -132,6 +133,24 @@ func TestValidateRejects(t *testing.T) {
 		{"ssh type mismatch", KeySSHKey, "ssh-rsa AAAAC3NzaC1lZDI1NTE5AAAAIMusA5/KUSY+1FXP3mKoSCoib8YRCmz4mDu6Ey3cNF2m", "does not hold a ssh-rsa key"},
 		{"ssh two keys", KeySSHKey, testSSHKey + " " + strings.Repeat("x", 300), "longer than 256"},
 		{"unknown key", "cairn.hostnmae", "svm", "unknown setting"},
+		{"gateway without token", KeyJoinToken, "", "cairn.cluster.join_token: required on SVMs with roles mdm,sds,target,gateway"},
+		{"no members", KeyMDMMembers, "", "cairn.cluster.mdm_members: required"},
+		{"member not name=address", KeyMDMMembers, "192.0.2.10", "not name=address"},
+		{"member bad name", KeyMDMMembers, "svm;x=192.0.2.10", "not a valid host name"},
+		{"member bad address", KeyMDMMembers, "svm-esx01.lab.example=192.0.2.300", "not a usable IP address"},
+		{"member loopback", KeyMDMMembers, "svm-esx01.lab.example=127.0.0.1", "not a usable IP address"},
+		{"member twice", KeyMDMMembers, "svm-esx01.lab.example=192.0.2.10,b=192.0.2.10", "repeats"},
+		{"mdm not a member", KeyMDMMembers, "a=192.0.2.11,b=192.0.2.12,c=192.0.2.13", "not among the members"},
+		{"member address not own", KeyMDMMembers, "svm-esx01.lab.example=192.0.2.99", "management address is 192.0.2.10"},
+		{"too many members", KeyMDMMembers, "svm-esx01.lab.example=192.0.2.10,a=10.0.0.1,b=10.0.0.2,c=10.0.0.3,d=10.0.0.4,e=10.0.0.5,f=10.0.0.6,g=10.0.0.7", "at most 7"},
+		{"gateway list garbage", KeyGateways, "192.0.2.10,gw.example", "not a gateway address"},
+		{"gateway twice", KeyGateways, "192.0.2.10 192.0.2.10", "given twice"},
+		{"port zero", KeyTargetPortID, "0", "not a relative target port id"},
+		{"port too big", KeyTargetPortID, "65536", "not a relative target port id"},
+		{"port garbage", KeyTargetPortID, "1;2", "not a relative target port id"},
+		{"ports twice", KeyTargetPorts, "1,2,2", "given twice"},
+		{"ports without own", KeyTargetPorts, "1,3", "does not include this SVM's own port 2"},
+		{"ports garbage", KeyTargetPorts, "1,x", "not a relative target port id"},
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
@@ -139,7 +158,7 @@ func TestValidateRejects(t *testing.T) {
 			in[c.key] = c.value
 			s, err := Validate(in)
 			if err == nil {
-				t.Fatalf("accepted %q=%q: %+v", c.key, clip(c.value), s)
+				t.Fatalf("accepted %q=%q: %+v", c.key, Clip(c.value), s)
 			}
 			if !strings.Contains(err.Error(), c.want) {
 				t.Errorf("error %q does not contain %q", err, c.want)
@@ -161,7 +180,7 @@ func TestValidateGatewayWithDHCP(t *testing.T) {
 
 func TestValidateTooManyKeys(t *testing.T) {
 	in := goodSettings()
-	for i := range maxSettings {
+	for i := range MaxSettings {
 		in[fmt.Sprintf("cairn.x%d", i)] = "y"
 	}
 	if _, err := Validate(in); err == nil {
@@ -178,28 +197,41 @@ func TestTokenNeverEchoed(t *testing.T) {
 	}
 }
 
-// The vApp properties of the OVA (packer/tools/internal/ovfdesc/properties.json) must
-// be exactly the keys first boot reads, with the same defaults.
-func TestKeysMatchOVFDescriptor(t *testing.T) {
-	b, err := os.ReadFile(filepath.Join("..", "..", "..", "packer", "tools", "internal", "ovfdesc", "properties.json"))
-	if err != nil {
-		t.Fatalf("read the descriptor's property list: %v", err)
+// Every role gets exactly what the property table says it needs: a plain SDS needs no
+// bootstrap token; a gateway does.
+func TestRequiredPerRole(t *testing.T) {
+	base := map[string]string{KeyHostname: "svm1", KeyClusterName: "c1", KeyMDMMembers: "m1=10.0.0.1", KeyRoles: "sds"}
+	if _, err := Validate(base); err != nil {
+		t.Fatalf("sds SVM without token rejected: %v", err)
 	}
-	var props []struct {
-		Key     string `json:"key"`
-		Default string `json:"default"`
+	base[KeyRoles] = "gateway"
+	if _, err := Validate(base); err == nil || !strings.Contains(err.Error(), KeyJoinToken+": required") {
+		t.Fatalf("gateway SVM without token: %v", err)
 	}
-	if err := json.Unmarshal(b, &props); err != nil {
-		t.Fatal(err)
-	}
-	var keys []string
-	for _, p := range props {
-		keys = append(keys, p.Key)
-		if p.Default != defaults[p.Key] {
-			t.Errorf("%s: descriptor default %q, first boot default %q", p.Key, p.Default, defaults[p.Key])
+	for _, p := range Properties() {
+		if p.Password && p.Key != KeyJoinToken {
+			t.Errorf("%s is a password property: only the one-time token may be", p.Key)
+		}
+		if p.Type != "string" || p.Label == "" || p.Description == "" || p.Category == "" {
+			t.Errorf("%s: incomplete definition %+v", p.Key, p)
 		}
 	}
-	if !slices.Equal(keys, Keys) {
-		t.Errorf("descriptor keys %v\nfirst boot keys %v", keys, Keys)
+}
+
+// Validate interprets every key of the table: an invalid value of any key is
+// reported under that key (a key in the table that first boot ignored would pass).
+func TestEveryKeyInterpreted(t *testing.T) {
+	for _, k := range Keys() {
+		in := goodSettings()
+		in[k] = "!!bad value!!"
+		_, err := Validate(in)
+		if err == nil {
+			t.Errorf("%s: an invalid value was accepted", k)
+			continue
+		}
+		var fe *FieldError
+		if !errors.As(err, &fe) || !strings.Contains(err.Error(), k+":") {
+			t.Errorf("%s: error does not name the key: %v", k, err)
+		}
 	}
 }

@@ -1,0 +1,51 @@
+package plan
+
+import (
+	"fmt"
+	"maps"
+	"slices"
+	"strings"
+	"testing"
+
+	"github.com/cairn-storage/cairn/appliance/contract"
+)
+
+// The properties the engine sets for every role pass the appliance's own validation,
+// with each SVM's target port its own and the same list everywhere.
+func TestVAppPropertiesFollowTheContract(t *testing.T) {
+	p := &Plan{Version: 1, System: "c1", Network: Network{CIDR: "10.20.0.0/24", Gateway: "10.20.0.1"}, ISCSI: ISCSI{CIDR: "10.30.0.0/24"}}
+	roles := [][]string{{"mdm", "sds", "target"}, {"mdm", "sds", "target", "gateway"}, {"tiebreaker"}, {"sds", "target", "gateway"}, {"target"}}
+	for i, r := range roles {
+		p.Hosts = append(p.Hosts, Host{Name: fmt.Sprintf("esx-%02d.lab", i+1), Roles: r, SVMIP: fmt.Sprintf("10.20.0.%d", 11+i)})
+	}
+	p.Hosts[4].TargetPortID = 2 // fixed by the plan: the others go around it
+	want := map[string]string{"esx-01.lab": "1", "esx-02.lab": "3", "esx-04.lab": "4", "esx-05.lab": "2"}
+	for i := range p.Hosts {
+		h := &p.Hosts[i]
+		props := p.VAppProperties(h, Secrets{BootstrapToken: "0123456789abcdef0123", AdminPassword: "never-in-a-property"})
+		if keys := slices.Sorted(maps.Keys(props)); !slices.Equal(keys, slices.Sorted(slices.Values(contract.Keys()))) {
+			t.Fatalf("%s: keys %v, contract %v", h.Name, keys, contract.Keys())
+		}
+		s, err := contract.Validate(props)
+		if err != nil {
+			t.Fatalf("%s (%v): first boot refuses: %v", h.Name, h.Roles, err)
+		}
+		if got := props[contract.KeyTargetPortID]; got != want[h.Name] {
+			t.Errorf("%s: port %q, want %q", h.Name, got, want[h.Name])
+		}
+		if h.Has(RoleTarget) && props[contract.KeyTargetPorts] != "1,3,4,2" {
+			t.Errorf("%s: port list %q", h.Name, props[contract.KeyTargetPorts])
+		}
+		if len(s.MDMMembers) != 3 || s.MDMMembers[2].Name != "cairn-esx-03" || len(s.Gateways) != 2 {
+			t.Errorf("%s: members %v gateways %v", h.Name, s.MDMMembers, s.Gateways)
+		}
+		if (props[contract.KeyJoinToken] != "") != h.Has(RoleGateway) {
+			t.Errorf("%s: bootstrap token %q on roles %v", h.Name, props[contract.KeyJoinToken], h.Roles)
+		}
+		for k, v := range props {
+			if strings.Contains(v, "never-in-a-property") {
+				t.Errorf("%s: %s carries the admin password", h.Name, k)
+			}
+		}
+	}
+}
