@@ -80,6 +80,18 @@ cleanup() {
 		done
 		ip netns del "$ns" 2>/dev/null || true
 	done
+	# Last sweep: anything a simulated SVM started (its environment names its state
+	# directory) and everything in that process's group.
+	for n in 1 2 3; do
+		for f in /proc/[0-9]*/environ; do
+			grep -qzx "SVM_DIR=$STATE/svm/.*" "$f" 2>/dev/null || continue
+			pid=${f#/proc/}
+			pid=${pid%/environ}
+			kill -KILL -- "-$pid" 2>/dev/null
+			kill -KILL "$pid" 2>/dev/null || true
+		done
+		sleep 0.2
+	done
 	if [ "${E2E_KEEP:-0}" = 1 ]; then
 		echo "state kept in $STATE"
 	else
