@@ -33,7 +33,7 @@ declare -A PKGS=(
 )
 # Suites whose scripts read apt's package lists (apt-cache, apt-get download).
 NEEDS_APT_LISTS=" lio appliance bench "
-TEST_SUITES="go integration plugin packer chaos e2e lio"
+TEST_SUITES="go integration plugin ui packer chaos e2e lio"
 
 suites=()
 for s in "${@:-test}"; do

@@ -8,3 +8,26 @@ import { getTestBed } from '@angular/core/testing';
 import { BrowserTestingModule, platformBrowserTesting } from '@angular/platform-browser/testing';
 
 getTestBed().initTestEnvironment(BrowserTestingModule, platformBrowserTesting(), { teardown: { destroyAfterEach: true } });
+
+// jsdom has no layout, hence no ResizeObserver or IntersectionObserver
+// (Clarity's modal and datagrid observe their size and visibility):
+// observers that never fire.
+class NoLayoutObserver {
+  observe(): void {
+    // no layout in jsdom: nothing ever changes
+  }
+  unobserve(): void {
+    // nothing observed
+  }
+  disconnect(): void {
+    // nothing observed
+  }
+  takeRecords(): [] {
+    return [];
+  }
+}
+for (const name of ['ResizeObserver', 'IntersectionObserver']) {
+  if (!(name in globalThis)) {
+    (globalThis as unknown as Record<string, unknown>)[name] = NoLayoutObserver;
+  }
+}

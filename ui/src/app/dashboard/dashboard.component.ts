@@ -93,7 +93,7 @@ import { CapacityChartComponent } from '../shared/capacity-chart.component';
               <div class="card-block">
                 <p class="cairn-muted perf-unavailable">
                   IOPS, bandwidth and latency charts need the gateway's statistics API, which this plugin server does not read yet.
-                  Use <code>cairnctl</code> on an SVM meanwhile.
+                  Meanwhile Prometheus can scrape them per volume and per SDS from the gateway's <code>/metrics</code>.
                 </p>
               </div>
             </div>
@@ -137,6 +137,7 @@ import { CapacityChartComponent } from '../shared/capacity-chart.component';
   `,
   styles: `
     .system { margin-bottom: 1.2rem; }
+    .system .cairn-grid { grid-template-columns: repeat(auto-fit, minmax(15rem, 1fr)); }
     .recent { margin-top: 1rem; }
     .error-text { color: var(--cds-alias-status-danger, #c21d00); font-size: 0.65rem; }
   `,

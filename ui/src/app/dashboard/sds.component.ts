@@ -46,7 +46,7 @@ import { SystemView } from '../core/types';
             <clr-dg-column [clrDgSortBy]="'state'">State</clr-dg-column>
             <clr-dg-column>Capacity</clr-dg-column>
             <clr-dg-row *clrDgItems="let v of s.devices ?? []" [clrDgItem]="v">
-              <clr-dg-cell>{{ v.name }}</clr-dg-cell>
+              <clr-dg-cell>{{ v.name || v.id }}</clr-dg-cell>
               <clr-dg-cell>{{ sdsName(s, v.sds_id) }}</clr-dg-cell>
               <clr-dg-cell>{{ v.path }}</clr-dg-cell>
               <clr-dg-cell>{{ v.state }}</clr-dg-cell>
@@ -54,7 +54,7 @@ import { SystemView } from '../core/types';
             </clr-dg-row>
             <clr-dg-footer>{{ s.devices?.length ?? 0 }} devices</clr-dg-footer>
           </clr-datagrid>
-          <p class="cairn-muted">Adding and removing devices (with drain progress) is done with <code>cairnctl device add|rm</code> on an SVM for now; the plugin server has no route for it yet.</p>
+          <p class="cairn-muted">Adding a device: <code>cairnctl device create</code> for now (the plugin server has no route for it yet). Removing a device with drain progress is not available in this version.</p>
         }
       } @empty {
         <p>No system deployed yet.</p>

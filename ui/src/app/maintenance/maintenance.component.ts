@@ -69,7 +69,7 @@ import { SystemView } from '../core/types';
         }
         <div class="cairn-log" role="log" aria-label="Maintenance log" tabindex="0">
           @for (e of events(s.name); track e.seq) {
-            <div [class]="e.level">{{ e.time | date: 'HH:mm:ss' }} {{ e.host ? '[' + e.host + ']' : '' }} {{ e.step }}: {{ e.message }}</div>
+            <div [class]="e.level">{{ e.time | date: 'HH:mm:ss' }} {{ e.host ? '[' + e.host + ']' : '' }} {{ e.message }}</div>
           } @empty {
             <div class="cairn-muted">No maintenance has run since the plugin server started.</div>
           }

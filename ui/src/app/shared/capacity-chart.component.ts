@@ -19,6 +19,9 @@ import { bytes } from '../core/format';
           }
         </ul>
       </figcaption>
+      @if (!reported()) {
+        <p class="cairn-muted">The gateway reports raw capacity only ({{ rawText() }}); used and free appear when it reports them.</p>
+      }
     </figure>
   `,
   styles: `
@@ -32,8 +35,16 @@ export class CapacityChartComponent {
   readonly usable = input.required<number>();
   readonly used = input.required<number>();
 
+  // reported: the gateway gave usable capacity (an older or partial
+  // gateway gives raw only: then the chart shows raw, not a fake split).
+  readonly reported = computed(() => this.usable() > 0);
+  readonly rawText = computed(() => bytes(this.raw()));
+
   readonly segments = computed(() => {
     const raw = Math.max(this.raw(), 1);
+    if (!this.reported()) {
+      return [{ label: 'Raw', v: this.raw(), color: '#b3b3b3', x: 0, w: 300, text: bytes(this.raw()) }];
+    }
     const used = Math.min(this.used(), this.usable());
     const free = Math.max(this.usable() - used, 0);
     const reserved = Math.max(this.raw() - this.usable(), 0);
@@ -51,7 +62,9 @@ export class CapacityChartComponent {
     });
   });
 
-  readonly summary = computed(
-    () => `Capacity: ${bytes(this.used())} used of ${bytes(this.usable())} usable (${bytes(this.raw())} raw)`,
+  readonly summary = computed(() =>
+    this.reported()
+      ? `Capacity: ${bytes(this.used())} used of ${bytes(this.usable())} usable (${bytes(this.raw())} raw)`
+      : `Capacity: ${bytes(this.raw())} raw; used and free not reported`,
   );
 }

@@ -36,7 +36,7 @@ import { Job, SystemView } from '../core/types';
           <clr-dg-placeholder>No volume yet: create one, the plugin also makes its datastore.</clr-dg-placeholder>
           <clr-dg-footer>{{ s.volumes?.length ?? 0 }} volumes</clr-dg-footer>
         </clr-datagrid>
-        <p class="cairn-muted">Grow, QoS limits, unmap and delete need gateway routes the plugin server does not call yet: use <code>cairnctl volume resize|qos|unmap|rm</code> meanwhile.</p>
+        <p class="cairn-muted">Grow, map and unmap: <code>cairnctl volume resize|map|unmap</code> for now (the plugin server does not call those routes yet). QoS limits and delete are not in this version's gateway API.</p>
       } @empty {
         @if (store.systems() !== null) {
           <p>No deployed system: deploy one first (Deploy page).</p>
@@ -51,7 +51,7 @@ import { Job, SystemView } from '../core/types';
             }
             <div class="cairn-log" role="log" aria-label="Volume job log" tabindex="0">
               @for (e of jobEvents(); track e.seq) {
-                <div [class]="e.level">{{ e.host ? '[' + e.host + ']' : '' }} {{ e.step }}: {{ e.message }}</div>
+                <div [class]="e.level">{{ e.host ? '[' + e.host + ']' : '' }} {{ e.message }}</div>
               }
             </div>
           </div>
