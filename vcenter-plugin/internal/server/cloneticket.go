@@ -3,6 +3,7 @@ package server
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"io"
 	"net/http"
@@ -47,18 +48,28 @@ func CloneTicket(ctx context.Context, c *vim25.Client, vc *url.URL, token string
 	if resp.StatusCode != http.StatusOK && resp.StatusCode != http.StatusCreated {
 		return "", fmt.Errorf("clone ticket from %s: %s", u.Host, resp.Status)
 	}
+	ticket, err := parseTicket(body)
+	if err != nil {
+		return "", fmt.Errorf("clone ticket from %s: %w", u.Host, err)
+	}
+	return ticket, nil
+}
+
+// parseTicket reads the clone-ticket answer: a JSON string, or the older
+// REST envelope {"value": "..."}; an empty ticket is an error.
+func parseTicket(body []byte) (string, error) {
 	var ticket string
 	if err := json.Unmarshal(body, &ticket); err != nil {
 		var env struct {
 			Value string `json:"value"`
 		}
 		if json.Unmarshal(body, &env) != nil {
-			return "", fmt.Errorf("clone ticket from %s: unexpected answer %.80q", u.Host, body)
+			return "", fmt.Errorf("unexpected answer %.80q", body)
 		}
 		ticket = env.Value
 	}
 	if ticket = strings.TrimSpace(ticket); ticket == "" {
-		return "", fmt.Errorf("clone ticket from %s: empty ticket", u.Host)
+		return "", errors.New("empty ticket")
 	}
 	return ticket, nil
 }

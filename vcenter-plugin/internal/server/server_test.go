@@ -254,6 +254,16 @@ func TestServer(t *testing.T) {
 		t.Fatal("no successful Cairn deploy task in vCenter")
 	}
 
+	// The read side: the deployed system with its gateway's view.
+	var systems []server.SystemView
+	if code := c.do("GET", "/api/v1/systems", nil, &systems); code != 200 || len(systems) != 1 {
+		t.Fatalf("systems %d %+v", code, systems)
+	}
+	if sv := systems[0]; sv.Name != "cairn1" || !sv.Deploy.Completed || sv.Health == nil || sv.Health.Health.Status != gateway.HealthOK ||
+		len(sv.SDSs) != 4 || len(sv.Devices) == 0 || sv.Unavailable != "" {
+		t.Fatalf("system view %+v", sv)
+	}
+
 	// Volume to datastore.
 	if code := c.do("POST", "/api/v1/volumes", map[string]any{"system": "cairn1", "volume": "ds1", "size_gib": 8}, &j); code != 202 {
 		t.Fatalf("volumes %d", code)
