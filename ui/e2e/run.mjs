@@ -169,7 +169,7 @@ try {
   await step('deploy with per-host progress and a live log, to a deployed system', async () => {
     await wizard.getByRole('button', { name: 'Deploy', exact: true }).click();
     await wizard.getByText('Deployment of').waitFor();
-    await wizard.getByRole('log', { name: 'Deployment log' }).getByText('esx-02.cairn.test').first().waitFor({ timeout: 60_000 });
+    await wizard.getByRole('log', { name: 'Deployment log (newest first)' }).getByText('esx-02.cairn.test').first().waitFor({ timeout: 60_000 });
     await shot(page, 'wizard-deploy-running');
     await wizard.locator('.job-state .label-success').waitFor({ timeout: 240_000 });
     await wizard.getByText('system cairn1 deployed').first().waitFor();
@@ -218,7 +218,7 @@ try {
     await page.getByLabel('esx-02.cairn.test').check();
     await page.getByRole('button', { name: /Start roll|Resume roll/ }).click();
     await page.locator('.roll-state .label-info').waitFor();
-    await page.getByRole('log', { name: 'Maintenance log' }).locator('div').first().waitFor();
+    await page.getByRole('log', { name: 'Maintenance log (newest first)' }).locator('div').first().waitFor();
     await shot(page, 'maintenance');
     await axe(page, 'maintenance');
     const deadline = Date.now() + 180_000;

@@ -64,6 +64,8 @@ export class DeployComponent implements OnDestroy {
   private stream: AbortController | null = null;
   private poll: ReturnType<typeof setInterval> | null = null;
 
+  readonly newestFirst = computed(() => [...this.log()].reverse());
+
   readonly perHost = computed(() => {
     const m = new Map<string, ProgressEvent>();
     for (const e of this.log()) {

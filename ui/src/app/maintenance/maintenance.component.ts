@@ -67,7 +67,7 @@ import { SystemView } from '../core/types';
             <clr-progress-bar clrLoop aria-label="Rolling maintenance running"></clr-progress-bar>
           }
         }
-        <div class="cairn-log" role="log" aria-label="Maintenance log" tabindex="0">
+        <div class="cairn-log" role="log" aria-label="Maintenance log (newest first)" tabindex="0">
           @for (e of events(s.name); track e.seq) {
             <div [class]="e.level">{{ e.time | date: 'HH:mm:ss' }} {{ e.host ? '[' + e.host + ']' : '' }} {{ e.message }}</div>
           } @empty {
@@ -123,7 +123,11 @@ export class MaintenanceComponent implements OnInit, OnDestroy {
   }
 
   events(system: string) {
-    return this.store.events().filter((e) => e.job === 'maintenance:' + system).slice(-200);
+    return this.store
+      .events()
+      .filter((e) => e.job === 'maintenance:' + system)
+      .slice(-200)
+      .reverse();
   }
 
   async start(s: SystemView): Promise<void> {

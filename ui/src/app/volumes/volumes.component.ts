@@ -34,7 +34,7 @@ import { Job, SystemView } from '../core/types';
             <clr-dg-cell><code>{{ v.wwn }}</code></clr-dg-cell>
           </clr-dg-row>
           <clr-dg-placeholder>No volume yet: create one, the plugin also makes its datastore.</clr-dg-placeholder>
-          <clr-dg-footer>{{ s.volumes?.length ?? 0 }} volumes</clr-dg-footer>
+          <clr-dg-footer>{{ s.volumes?.length ?? 0 }} {{ (s.volumes?.length ?? 0) === 1 ? 'volume' : 'volumes' }}</clr-dg-footer>
         </clr-datagrid>
         <p class="cairn-muted">Grow, map and unmap: <code>cairnctl volume resize|map|unmap</code> for now (the plugin server does not call those routes yet). QoS limits and delete are not in this version's gateway API.</p>
       } @empty {
