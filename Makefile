@@ -5,7 +5,7 @@ DEMO_STATE ?= $(CURDIR)/demo-state
 GO_TEST_FLAGS ?= -race -count=1 -timeout 20m
 
 .PHONY: all build demo demo-stop test test-go test-integration test-chaos test-lio test-lio-full test-e2e \
-	test-appliance test-packer test-plugin test-qos test-installer test-ansible test-ansible-roles print-test-suites demo-vsphere bench bench-smoke test-bench clean
+	test-appliance test-packer test-plugin test-qos test-installer test-ansible test-ansible-roles print-test-suites demo-vsphere bench bench-smoke test-bench clean build-ui test-ui
 
 all: build
 
@@ -24,7 +24,7 @@ demo-stop:
 ## test: the whole default suite (what CI runs); each suite prints its time
 # Installs what the suites need first (scripts/deps.sh: only what is missing,
 # and it says what); each suite target below also does so for itself alone.
-TEST_SUITES ?= test-go test-integration test-plugin test-installer test-ansible test-packer test-chaos test-e2e test-lio test-qos
+TEST_SUITES ?= test-go test-integration test-plugin test-ui test-installer test-ansible test-packer test-qos test-chaos test-e2e test-lio
 test:
 	@scripts/deps.sh test
 	@scripts/run-suites.sh $(TEST_SUITES)
@@ -76,8 +76,22 @@ test-lio-full: build
 	TESTS=ALL tests/lio/conformance.sh
 	cp $${CAIRN_CACHE:-$$HOME/.cache/cairn}/lio/conformance-run/conformance.md docs/conformance.md
 
-demo-vsphere:
-	cd vcenter-plugin && go run ./cmd/cairn-plugin -demo
+# The plugin server serves the UI from disk (-ui DIR): `make build-ui`
+# writes it to ui/dist/cairn-ui/browser/ (docs/ui.md).
+demo-vsphere: build-ui
+	cd vcenter-plugin && go run ./cmd/cairn-plugin -demo -ui $(CURDIR)/ui/dist/cairn-ui/browser
+
+## build-ui: the vSphere Client plugin UI (Angular + Clarity) into ui/dist/cairn-ui/browser/
+build-ui:
+	@scripts/deps.sh ui
+	cd ui && npx --no-install ng build --configuration production
+
+# UI: lint, type check, unit tests (vitest), production build (size, time,
+# initial JS < 1.5 MB), browser tests in Debian's chromium against the
+# demo stack with axe-core and screenshots to docs/screenshots/.
+test-ui:
+	@scripts/deps.sh ui
+	ui/scripts/test.sh
 
 test-plugin:
 	@scripts/deps.sh plugin

@@ -38,6 +38,7 @@ func main() {
 	demo := flag.Bool("demo", false, "start a simulated 4-host vCenter and an in-memory Cairn, and serve the plugin against them")
 	register := flag.Bool("register", false, "register the plugin extension in vCenter (uses -vcenter-user/-vcenter-password), then serve")
 	patchHook := flag.String("patch-hook", "", "command (sh -c) that patches hosts during rolling maintenance, with CAIRN_HOSTS set; empty: wait for the operator's Continue")
+	vcOrigins := flag.String("vcenter-origin", "", "comma-separated extra origins (https://vc.example) of vSphere Clients that proxy the UI; the -vcenter host is always one")
 	vcUser := flag.String("vcenter-user", os.Getenv("CAIRN_VCENTER_USER"), "vCenter user for -register (env CAIRN_VCENTER_USER)")
 	flag.Parse()
 	log := slog.New(slog.NewTextHandler(os.Stderr, nil))
@@ -45,7 +46,13 @@ func main() {
 	if *patchHook != "" {
 		hook = []string{"sh", "-c", *patchHook}
 	}
-	if err := run(log, *listen, *public, *vc, *vcThumb, *stateDir, *uiDir, *demo, *register, *vcUser, os.Getenv("CAIRN_VCENTER_PASSWORD"), hook); err != nil {
+	var origins []string
+	for _, o := range strings.Split(*vcOrigins, ",") {
+		if o = strings.TrimSpace(o); o != "" {
+			origins = append(origins, o)
+		}
+	}
+	if err := run(log, *listen, *public, *vc, *vcThumb, *stateDir, *uiDir, *demo, *register, *vcUser, os.Getenv("CAIRN_VCENTER_PASSWORD"), hook, origins); err != nil {
 		log.Error("cairn-plugin", "err", err)
 		os.Exit(1)
 	}
@@ -58,11 +65,12 @@ func defaultStateDir() string {
 	return "cairn-plugin-state"
 }
 
-func run(log *slog.Logger, listen, public, vc, vcThumb, stateDir, uiDir string, demo, register bool, vcUser, vcPass string, hook []string) error {
+func run(log *slog.Logger, listen, public, vc, vcThumb, stateDir, uiDir string, demo, register bool, vcUser, vcPass string, hook []string, origins []string) error {
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
 	gw := deploy.GatewayFactory(deploy.HTTPGateway)
 	var kit *vcsimkit.Kit
+	var passFile string
 	if demo {
 		dir, err := os.MkdirTemp("", "cairn-demo-")
 		if err != nil {
@@ -79,6 +87,11 @@ func run(log *slog.Logger, listen, public, vc, vcThumb, stateDir, uiDir string, 
 		defer kit.Close()
 		vc, vcThumb = kit.URL.String(), kit.Thumbprint
 		vcUser, vcPass = kit.Username, kit.Password
+		// The generated password goes to a file (mode 0600), not the log.
+		passFile = filepath.Join(dir, "vcenter-password")
+		if err := os.WriteFile(passFile, []byte(kit.Password+"\n"), 0o600); err != nil {
+			return err
+		}
 		register = true
 		gw = func(gateway.Config) (gateway.API, error) { return array, nil }
 	}
@@ -101,7 +114,7 @@ func run(log *slog.Logger, listen, public, vc, vcThumb, stateDir, uiDir string, 
 		return err
 	}
 	srv, err := server.New(server.Config{VCenter: vcURL, VCenterThumbprint: vcThumb, PublicURL: strings.TrimSuffix(public, "/"),
-		StateDir: stateDir, UIDir: uiDir, Gateway: gw, Certificate: cert, Logger: log, PatchHook: hook})
+		StateDir: stateDir, UIDir: uiDir, Gateway: gw, Certificate: cert, Logger: log, PatchHook: hook, VCenterOrigins: origins})
 	if err != nil {
 		return err
 	}
@@ -118,8 +131,13 @@ func run(log *slog.Logger, listen, public, vc, vcThumb, stateDir, uiDir string, 
 	hs := &http.Server{Handler: srv, TLSConfig: &tls.Config{Certificates: []tls.Certificate{cert.TLS}, MinVersion: tls.VersionTLS12},
 		ReadHeaderTimeout: 10 * time.Second}
 	fmt.Printf("Cairn plugin: %s/\n  manifest:    %s/ui/plugin.json\n  certificate: %s (SHA-256 %s)\n", public, public, cert.CertFile, cert.SHA256)
+	if uiDir == "" {
+		fmt.Printf("  UI: not served (give -ui ui/dist/cairn-ui/browser after `make build-ui`)\n")
+	} else {
+		fmt.Printf("  UI:          %s/ui/ (from %s)\n", public, uiDir)
+	}
 	if kit != nil {
-		fmt.Printf("  simulated vCenter: %s (user %s, password %s)\n  log in on the page's API with POST /api/v1/session {\"username\",\"password\"}\n", kit.URL, kit.Username, kit.Password)
+		fmt.Printf("  simulated vCenter: %s\n  sign in to the UI as %s with the password in %s\n", kit.URL, kit.Username, passFile)
 	}
 	errc := make(chan error, 1)
 	go func() { errc <- hs.ServeTLS(ln, "", "") }()

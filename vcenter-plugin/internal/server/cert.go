@@ -27,6 +27,7 @@ type Certificate struct {
 	// Thumbprints of the leaf, colon-separated upper-case hex, as vCenter's
 	// extension registration expects them (SHA-1 for older vCenters).
 	SHA1, SHA256 string
+	PEM          string // the leaf certificate, as vCenter 8.0.2+ registers it
 }
 
 func colonHex(b []byte) string {
@@ -55,6 +56,7 @@ func EnsureCertificate(dir string, names []string) (*Certificate, error) {
 	s1 := sha1.Sum(pair.Certificate[0])
 	s256 := sha256.Sum256(pair.Certificate[0])
 	c.SHA1, c.SHA256 = colonHex(s1[:]), colonHex(s256[:])
+	c.PEM = string(pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: pair.Certificate[0]}))
 	return c, nil
 }
 

@@ -18,9 +18,26 @@ const ExtensionKey = "com.cairn.vcenter"
 // Version of the plugin (manifest and extension).
 var Version = "0.1.0"
 
+// Views are the routes of the UI the manifest points at, relative to the
+// manifest (index.html is the UI's entry; the UI uses hash routing so a
+// view's URI names an asset that exists whatever path vCenter's reverse
+// proxy serves it under). The UI declares the same routes in
+// ui/src/app/plugin-views.json; a test checks both agree.
+var Views = struct {
+	Global, ClusterMonitor, ClusterConfigure, HostSummary, HostConfigure string
+}{
+	Global:           "index.html#/global",
+	ClusterMonitor:   "index.html#/cluster/monitor",
+	ClusterConfigure: "index.html#/cluster/configure",
+	HostSummary:      "index.html#/host/summary",
+	HostConfigure:    "index.html#/host/configure",
+}
+
 // Manifest is plugin.json, the vSphere Client remote plugin manifest
 // (manifestVersion 1.1.0): a global view and views on clusters and hosts.
-// URIs are relative to the manifest's location (<public>/ui/).
+// URIs are relative to the manifest's location (<public>/ui/). The 1.1.0
+// schema allows no properties beyond its own: localized strings live in
+// definitions.i18n.definitions, keyed by the labelKey/nameKey that use them.
 func Manifest() map[string]any {
 	view := func(id, label, uri string) map[string]any {
 		return map[string]any{"navigationId": id, "labelKey": label, "uri": uri}
@@ -30,23 +47,23 @@ func Manifest() map[string]any {
 		"requirements":    map[string]any{"plugin.api.version": "1.1.0"},
 		"configuration":   map[string]any{"nameKey": "plugin.name", "icon": map[string]any{"name": "main"}},
 		"global": map[string]any{
-			"view": map[string]any{"navigationId": "cairn.global", "uri": "index.html#/global", "navigationVisible": true},
+			"view": map[string]any{"navigationId": "cairn.global", "uri": Views.Global, "navigationVisible": true},
 		},
 		"objects": map[string]any{
 			"ClusterComputeResource": map[string]any{
-				"configure": map[string]any{"views": []any{view("cairn.cluster.configure", "cluster.configure.label", "index.html#/cluster/configure")}},
-				"monitor":   map[string]any{"views": []any{view("cairn.cluster.monitor", "cluster.monitor.label", "index.html#/cluster/monitor")}},
+				"configure": map[string]any{"views": []any{view("cairn.cluster.configure", "cluster.configure.label", Views.ClusterConfigure)}},
+				"monitor":   map[string]any{"views": []any{view("cairn.cluster.monitor", "cluster.monitor.label", Views.ClusterMonitor)}},
 			},
 			"HostSystem": map[string]any{
-				"summary":   map[string]any{"view": map[string]any{"uri": "index.html#/host/summary", "size": map[string]any{"widthSpan": 1, "heightSpan": 1}}},
-				"configure": map[string]any{"views": []any{view("cairn.host.configure", "host.configure.label", "index.html#/host/configure")}},
+				"summary":   map[string]any{"view": map[string]any{"uri": Views.HostSummary, "size": map[string]any{"widthSpan": 1, "heightSpan": 1}}},
+				"configure": map[string]any{"views": []any{view("cairn.host.configure", "host.configure.label", Views.HostConfigure)}},
 			},
 		},
 		"definitions": map[string]any{
 			"iconSpriteSheet": map[string]any{"uri": "assets/sprites.png", "definitions": map[string]any{"main": map[string]any{"x": 0, "y": 0}}},
 			"i18n": map[string]any{
 				"locales": []string{"en-US"},
-				"definedResources": map[string]any{
+				"definitions": map[string]any{
 					"plugin.name":             map[string]string{"en-US": "Cairn"},
 					"cluster.configure.label": map[string]string{"en-US": "Cairn storage"},
 					"cluster.monitor.label":   map[string]string{"en-US": "Cairn"},
@@ -57,12 +74,19 @@ func Manifest() map[string]any {
 	}
 }
 
+// ServerTypeManifest is the extension server type vCenter (7.0 U2+) reads
+// a remote plugin's manifest from; the server's URL is plugin.json itself.
+const ServerTypeManifest = "MANIFEST_SERVER"
+
 // Extension is the registration descriptor the installer (or
-// RegisterExtension) gives vCenter: where the manifest is (client) and
-// which server, with which certificate thumbprint, serves it.
+// RegisterExtension) gives vCenter: the client entry names the plugin and
+// its manifest; the server entry is the manifest server, with the full URL
+// of plugin.json, the certificate's SHA-256 thumbprint and the certificate
+// itself (PEM; vCenter 8.0.2+ pins it, older ones use the thumbprint).
 func Extension(publicURL string, cert *Certificate) types.Extension {
 	desc := &types.Description{Label: "Cairn", Summary: "Cairn software-defined storage: deploy, datastores, rolling maintenance"}
 	tasks := []types.ExtensionTaskTypeInfo{{TaskID: progress.TaskDeploy}, {TaskID: progress.TaskMaintenance}, {TaskID: progress.TaskDatastore}}
+	manifest := publicURL + "/ui/plugin.json"
 	return types.Extension{
 		Description:            desc,
 		Key:                    ExtensionKey,
@@ -72,38 +96,45 @@ func Extension(publicURL string, cert *Certificate) types.Extension {
 		ShownInSolutionManager: types.NewBool(true),
 		LastHeartbeatTime:      time.Now().UTC(),
 		Client: []types.ExtensionClientInfo{{Version: Version, Description: desc, Company: "Cairn",
-			Type: "vsphere-client-remote", Url: publicURL + "/ui/plugin.json"}},
-		Server: []types.ExtensionServerInfo{{Url: publicURL + "/ui/", Description: desc, Company: "Cairn", Type: "HTTPS",
-			AdminEmail: []string{"noreply@cairn.invalid"}, ServerThumbprint: cert.SHA1}},
+			Type: "vsphere-client-remote", Url: manifest}},
+		Server: []types.ExtensionServerInfo{{Url: manifest, Description: desc, Company: "Cairn", Type: ServerTypeManifest,
+			AdminEmail: []string{"noreply@cairn.invalid"}, ServerThumbprint: cert.SHA256, ServerCertificate: cert.PEM}},
 		TaskList: tasks,
 	}
 }
 
 // Descriptor is the extension registration descriptor as the plugin
 // serves it (GET /api/v1/extension), for the installer (cairn-install
-// registers it with pyVmomi). Format version 1.
+// registers it with pyVmomi). Format version 2: version 1 had server_url
+// .../ui/ of type HTTPS and no certificate; version 2 adds server_type and
+// server_certificate and server_url is the manifest's full URL.
 type Descriptor struct {
-	Version          int      `json:"descriptor_version"`
-	Key              string   `json:"key"`
-	PluginVersion    string   `json:"plugin_version"`
-	Company          string   `json:"company"`
-	Label            string   `json:"label"`
-	Summary          string   `json:"summary"`
-	ClientType       string   `json:"client_type"` // vsphere-client-remote
-	ClientURL        string   `json:"client_url"`  // the plugin.json manifest
-	ServerURL        string   `json:"server_url"`
-	ServerThumbprint string   `json:"server_thumbprint"` // SHA-1, colon hex
-	ServerSHA256     string   `json:"server_thumbprint_sha256"`
-	TaskTypes        []string `json:"task_types"`
+	Version       int    `json:"descriptor_version"`
+	Key           string `json:"key"`
+	PluginVersion string `json:"plugin_version"`
+	Company       string `json:"company"`
+	Label         string `json:"label"`
+	Summary       string `json:"summary"`
+	ClientType    string `json:"client_type"` // vsphere-client-remote
+	ClientURL     string `json:"client_url"`  // the plugin.json manifest
+	ServerType    string `json:"server_type"` // MANIFEST_SERVER
+	ServerURL     string `json:"server_url"`  // the plugin.json manifest, too
+	// ServerThumbprint is the SHA-1 thumbprint, only for vCenters older
+	// than 8.0 that do not take SHA-256; register ServerSHA256 and
+	// ServerCertificate on any current vCenter.
+	ServerThumbprint  string   `json:"server_thumbprint"`
+	ServerSHA256      string   `json:"server_thumbprint_sha256"`
+	ServerCertificate string   `json:"server_certificate"` // PEM
+	TaskTypes         []string `json:"task_types"`
 }
 
 // NewDescriptor describes the plugin served at publicURL.
 func NewDescriptor(publicURL string, cert *Certificate) Descriptor {
 	ext := Extension(publicURL, cert)
-	d := Descriptor{Version: 1, Key: ext.Key, PluginVersion: ext.Version, Company: ext.Company,
+	d := Descriptor{Version: 2, Key: ext.Key, PluginVersion: ext.Version, Company: ext.Company,
 		Label: ext.Description.GetDescription().Label, Summary: ext.Description.GetDescription().Summary,
-		ClientType: ext.Client[0].Type, ClientURL: ext.Client[0].Url, ServerURL: ext.Server[0].Url,
-		ServerThumbprint: cert.SHA1, ServerSHA256: cert.SHA256}
+		ClientType: ext.Client[0].Type, ClientURL: ext.Client[0].Url, ServerType: ext.Server[0].Type, ServerURL: ext.Server[0].Url,
+		ServerThumbprint: cert.SHA1, ServerSHA256: cert.SHA256, ServerCertificate: cert.PEM}
 	for _, t := range ext.TaskList {
 		d.TaskTypes = append(d.TaskTypes, t.TaskID)
 	}

@@ -1,6 +1,7 @@
 // Package server is the Cairn vSphere Client remote plugin server: it
 // serves plugin.json and the UI, the extension descriptor, sessions cloned
-// from the vSphere Client's (clone ticket -> CloneSession), and the REST +
+// from the vSphere Client's (session token -> clone ticket -> CloneSession),
+// and the REST +
 // server-sent-events API the UI uses: inventory, plan suggestion and
 // validation, deploy, volumes to datastores, rolling maintenance, jobs and
 // their progress.
@@ -9,6 +10,7 @@ package server
 import (
 	"context"
 	"crypto/rand"
+	"crypto/sha256"
 	"encoding/hex"
 	"encoding/json"
 	"errors"
@@ -21,6 +23,7 @@ import (
 	"path/filepath"
 	"sort"
 	"strconv"
+	"strings"
 	"sync"
 	"time"
 
@@ -44,12 +47,17 @@ type Config struct {
 	// empty means the system's CAs must trust it.
 	VCenterThumbprint string
 	PublicURL         string // https://host:port the vSphere Client reaches us at
-	StateDir          string // deploy and maintenance state, plans, certificate
-	UIDir             string // built ui/ (index.html); empty: the API page
-	Gateway           deploy.GatewayFactory
-	Log               *progress.Log
-	Logger            *slog.Logger
-	Certificate       *Certificate
+	// VCenterOrigins are the origins (https://vc.example) of the vSphere
+	// Clients whose reverse proxy serves our UI; the origin of VCenter is
+	// always one. State-changing calls from them must carry the
+	// X-Cairn-Request header (see authed).
+	VCenterOrigins []string
+	StateDir       string // deploy and maintenance state, plans, certificate
+	UIDir          string // built ui/ (index.html); empty: the API page
+	Gateway        deploy.GatewayFactory
+	Log            *progress.Log
+	Logger         *slog.Logger
+	Certificate    *Certificate
 	// PatchHook, when set, patches hosts during rolling maintenance (run
 	// with CAIRN_HOSTS); without it a roll waits for the operator.
 	PatchHook []string
@@ -140,6 +148,7 @@ func (s *Server) routes() {
 	m.HandleFunc("POST /api/v1/plan/suggest", s.authed(s.suggest))
 	m.HandleFunc("POST /api/v1/plan/validate", s.authed(s.validate))
 	m.HandleFunc("POST /api/v1/deploy", s.authed(s.deploy))
+	m.HandleFunc("GET /api/v1/systems", s.authed(s.systems))
 	m.HandleFunc("GET /api/v1/jobs", s.authed(s.listJobs))
 	m.HandleFunc("GET /api/v1/events", s.authed(s.events))
 	m.HandleFunc("POST /api/v1/volumes", s.authed(s.volume))
@@ -151,13 +160,14 @@ func (s *Server) routes() {
 var API = []struct{ Method, Path, What string }{
 	{"GET", "/ui/plugin.json", "vSphere Client remote plugin manifest"},
 	{"GET", "/api/v1/extension", "extension registration descriptor (client URL, server thumbprint)"},
-	{"POST", "/api/v1/session", `{"clone_ticket"} from the vSphere Client, or {"username","password"} standalone; sets the session cookie`},
+	{"POST", "/api/v1/session", `{"username","password"} standalone; sets the session cookie. In the vSphere Client, send the client's session token in the X-Cairn-Session-Token header on every call instead`},
 	{"DELETE", "/api/v1/session", "log out"},
 	{"GET", "/api/v1/inventory", "datacenters, clusters, hosts, candidate disks, PCI devices, networks, templates"},
 	{"GET", "/api/v1/plan/schema", "JSON Schema of the deployment plan"},
 	{"POST", "/api/v1/plan/suggest", `{"datacenter","system","template","svm_cidr","iscsi_cidr"} -> a draft plan`},
 	{"POST", "/api/v1/plan/validate", "plan -> {valid, problems[]}"},
 	{"POST", "/api/v1/deploy", "plan -> 202 {job}; deploy or resume"},
+	{"GET", "/api/v1/systems", "systems deployed by this plugin: deploy state, health, capacity, SDSs, devices, volumes"},
 	{"GET", "/api/v1/jobs", "jobs and their state"},
 	{"GET", "/api/v1/events?after=SEQ&job=NAME", "progress as server-sent events (replays buffered events after SEQ)"},
 	{"POST", "/api/v1/volumes", `{"system","volume","size_gib","pool","hosts",...} -> 202 {job}: volume to VMFS datastore`},
@@ -252,9 +262,8 @@ func (s *Server) vcClient(ctx context.Context) (*vim25.Client, error) {
 
 func (s *Server) login(w http.ResponseWriter, r *http.Request) {
 	var req struct {
-		CloneTicket string `json:"clone_ticket,omitempty"`
-		Username    string `json:"username,omitempty"`
-		Password    string `json:"password,omitempty"`
+		Username string `json:"username,omitempty"`
+		Password string `json:"password,omitempty"`
 	}
 	if !decode(w, r, &req) {
 		return
@@ -266,34 +275,22 @@ func (s *Server) login(w http.ResponseWriter, r *http.Request) {
 		writeError(w, http.StatusBadGateway, "cannot reach vCenter %s: %v", s.cfg.VCenter.Host, err)
 		return
 	}
-	sm := session.NewManager(c)
-	switch {
-	case req.CloneTicket != "":
-		err = sm.CloneSession(ctx, req.CloneTicket)
-	case req.Username != "":
-		err = sm.Login(ctx, url.UserPassword(req.Username, req.Password))
-	default:
-		writeError(w, http.StatusBadRequest, "give clone_ticket (from the vSphere Client) or username and password")
+	if req.Username == "" {
+		writeError(w, http.StatusBadRequest, "give username and password (inside the vSphere Client the UI signs in with the client's session token instead)")
 		return
 	}
-	if err != nil {
-		writeError(w, http.StatusUnauthorized, "vCenter refused the session: %v — log in to the vSphere Client again", err)
+	sm := session.NewManager(c)
+	if err := sm.Login(ctx, url.UserPassword(req.Username, req.Password)); err != nil {
+		writeError(w, http.StatusUnauthorized, "vCenter refused the user name or password: check them and try again")
 		return
 	}
 	us, err := sm.UserSession(ctx)
 	if err != nil || us == nil {
-		writeError(w, http.StatusUnauthorized, "vCenter session is not valid")
+		writeError(w, http.StatusUnauthorized, "vCenter session is not valid: sign in again")
 		return
 	}
 	id := newID()
-	s.mu.Lock()
-	for k, old := range s.sessions { // forget expired sessions
-		if time.Since(old.seen) > s.cfg.SessionTTL {
-			delete(s.sessions, k)
-		}
-	}
-	s.sessions[id] = &userSession{client: c, user: us.UserName, seen: time.Now()}
-	s.mu.Unlock()
+	s.keep(id, &userSession{client: c, user: us.UserName, seen: time.Now()})
 	// SameSite=None: the vSphere Client shows the UI in an iframe, a
 	// third-party context for our origin; Secure and HttpOnly always, and
 	// state-changing calls are checked against Origin (authed).
@@ -314,32 +311,118 @@ func (s *Server) logout(w http.ResponseWriter, r *http.Request) {
 	w.WriteHeader(http.StatusNoContent)
 }
 
+// keep stores a session under id, forgetting expired ones.
+func (s *Server) keep(id string, us *userSession) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	for k, old := range s.sessions {
+		if time.Since(old.seen) > s.cfg.SessionTTL {
+			delete(s.sessions, k)
+		}
+	}
+	s.sessions[id] = us
+}
+
+// lookup returns the live session under id and marks it used.
+func (s *Server) lookup(id string) *userSession {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	us := s.sessions[id]
+	if us != nil && time.Since(us.seen) > s.cfg.SessionTTL {
+		delete(s.sessions, id)
+		us = nil
+	}
+	if us != nil {
+		us.seen = time.Now()
+	}
+	return us
+}
+
+// TokenHeader carries the vSphere Client's session token
+// (htmlClientSdk.app.getSessionInfo().sessionToken) on every UI call made
+// inside the client. A custom header, so no other site can make a browser
+// send it (no CORS is served).
+const TokenHeader = "X-Cairn-Session-Token"
+
+// RequestHeader must be set on state-changing calls that come through a
+// vCenter's reverse proxy (Origin is the vCenter's, shared with the
+// client's other plugins): a cross-site form cannot set it.
+const RequestHeader = "X-Cairn-Request"
+
+// tokenSession returns the vCenter session cloned from the vSphere
+// Client's session token, exchanging the token on first use. Sessions are
+// keyed by the token's SHA-256 so the token itself is never stored.
+func (s *Server) tokenSession(ctx context.Context, token string) (*userSession, error) {
+	sum := sha256.Sum256([]byte(token))
+	id := "token:" + hex.EncodeToString(sum[:])
+	if us := s.lookup(id); us != nil {
+		return us, nil
+	}
+	ctx, cancel := context.WithTimeout(ctx, 30*time.Second)
+	defer cancel()
+	c, err := s.vcClient(ctx)
+	if err != nil {
+		return nil, fmt.Errorf("cannot reach vCenter %s: %w", s.cfg.VCenter.Host, err)
+	}
+	ticket, err := CloneTicket(ctx, c, s.cfg.VCenter, token)
+	if err != nil {
+		return nil, err
+	}
+	sm := session.NewManager(c)
+	if err := sm.CloneSession(ctx, ticket); err != nil {
+		return nil, fmt.Errorf("vCenter refused the clone ticket: %w", err)
+	}
+	u, err := sm.UserSession(ctx)
+	if err != nil || u == nil {
+		return nil, fmt.Errorf("cloned vCenter session is not valid (%v)", err)
+	}
+	us := &userSession{client: c, user: u.UserName, seen: time.Now()}
+	s.keep(id, us)
+	return us, nil
+}
+
+// originAllowed says whether a state-changing call from origin may go on:
+// our own origin; a vCenter's (the proxied UI) with RequestHeader set; or
+// none (not a browser: the CLI, installer and tests).
+func (s *Server) originAllowed(r *http.Request) bool {
+	o := r.Header.Get("Origin")
+	if o == "" || o == s.cfg.PublicURL {
+		return true
+	}
+	if r.Header.Get(RequestHeader) == "" {
+		return false
+	}
+	vc := s.cfg.VCenter.Scheme + "://" + s.cfg.VCenter.Host
+	for _, a := range append([]string{vc}, s.cfg.VCenterOrigins...) {
+		if strings.EqualFold(o, strings.TrimSuffix(a, "/")) {
+			return true
+		}
+	}
+	return false
+}
+
 func (s *Server) authed(h func(http.ResponseWriter, *http.Request, *userSession)) http.HandlerFunc {
 	return func(w http.ResponseWriter, r *http.Request) {
-		ck, err := r.Cookie(cookieName)
-		if err != nil {
-			writeError(w, http.StatusUnauthorized, "no session: POST /api/v1/session first")
+		if r.Method != http.MethodGet && !s.originAllowed(r) {
+			writeError(w, http.StatusForbidden, "cross-origin request from %s refused: open Cairn from the vSphere Client or from %s", r.Header.Get("Origin"), s.cfg.PublicURL)
 			return
 		}
-		s.mu.Lock()
-		us := s.sessions[ck.Value]
-		if us != nil && time.Since(us.seen) > s.cfg.SessionTTL {
-			delete(s.sessions, ck.Value)
-			us = nil
-		}
-		if us != nil {
-			us.seen = time.Now()
-		}
-		s.mu.Unlock()
-		if us == nil {
-			writeError(w, http.StatusUnauthorized, "session expired: log in again")
-			return
-		}
-		// Same-origin check for state-changing calls: the UI runs in our
-		// own origin (the vSphere Client iframe loads it from us).
-		if r.Method != http.MethodGet {
-			if o := r.Header.Get("Origin"); o != "" && o != s.cfg.PublicURL {
-				writeError(w, http.StatusForbidden, "cross-origin request from %s refused", o)
+		var us *userSession
+		if token := r.Header.Get(TokenHeader); token != "" {
+			var err error
+			if us, err = s.tokenSession(r.Context(), token); err != nil {
+				s.cfg.Logger.Warn("vSphere Client session token refused", "err", err)
+				writeError(w, http.StatusUnauthorized, "vCenter did not accept the vSphere Client's session (%v): reload the vSphere Client, sign in again and reopen Cairn", err)
+				return
+			}
+		} else {
+			ck, err := r.Cookie(cookieName)
+			if err != nil {
+				writeError(w, http.StatusUnauthorized, "no session: sign in (POST /api/v1/session) first")
+				return
+			}
+			if us = s.lookup(ck.Value); us == nil {
+				writeError(w, http.StatusUnauthorized, "session expired: sign in again")
 				return
 			}
 		}

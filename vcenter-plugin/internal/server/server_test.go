@@ -4,8 +4,11 @@ import (
 	"bufio"
 	"bytes"
 	"context"
+	"crypto/sha256"
 	"crypto/tls"
+	"encoding/hex"
 	"encoding/json"
+	"encoding/pem"
 	"io"
 	"net/http"
 	"net/http/cookiejar"
@@ -125,6 +128,21 @@ func TestServer(t *testing.T) {
 	if ext.Key != server.ExtensionKey || ext.ServerThumbprint != cert.SHA1 || ext.ClientURL != ts.URL+"/ui/plugin.json" || ext.ClientType != "vsphere-client-remote" || len(ext.TaskTypes) != 3 {
 		t.Fatalf("extension %+v", ext)
 	}
+	// The server entry is the manifest server: plugin.json's full URL, the
+	// SHA-256 thumbprint and the PEM that matches it.
+	if ext.ServerType != "MANIFEST_SERVER" || ext.ServerURL != ts.URL+"/ui/plugin.json" || ext.ServerSHA256 != cert.SHA256 {
+		t.Fatalf("extension server %+v", ext)
+	}
+	blk, _ := pem.Decode([]byte(ext.ServerCertificate))
+	if blk == nil || blk.Type != "CERTIFICATE" {
+		t.Fatalf("server certificate is not PEM: %q", ext.ServerCertificate)
+	}
+	if sum := sha256.Sum256(blk.Bytes); !strings.EqualFold(strings.ReplaceAll(ext.ServerSHA256, ":", ""), hex.EncodeToString(sum[:])) {
+		t.Fatal("server_thumbprint_sha256 is not the SHA-256 of server_certificate")
+	}
+	if x := server.Extension(ts.URL, cert).Server[0]; x.ServerThumbprint != cert.SHA256 || x.ServerCertificate != ext.ServerCertificate {
+		t.Fatalf("registered server entry %+v", x)
+	}
 	if err := server.RegisterExtension(ctx, vc.Client, server.Extension(ts.URL, cert)); err != nil {
 		t.Fatal(err)
 	}
@@ -132,23 +150,20 @@ func TestServer(t *testing.T) {
 		t.Fatalf("re-register: %v", err)
 	}
 
-	// Sessions: nothing without one; a bad ticket is refused; a clone
-	// ticket from the vSphere Client's session works.
+	// Sessions: nothing without one; a wrong password is refused; the
+	// standalone login works.
 	var e map[string]string
 	if code := c.do("GET", "/api/v1/inventory", nil, &e); code != 401 || !strings.Contains(e["error"], "POST /api/v1/session") {
 		t.Fatalf("no session: %d %v", code, e)
 	}
-	if code := c.do("POST", "/api/v1/session", map[string]string{"clone_ticket": "forged"}, &e); code != 401 {
-		t.Fatalf("forged ticket: %d %v", code, e)
-	}
-	ticket, err := session.NewManager(vc.Client).AcquireCloneTicket(ctx)
-	if err != nil {
-		t.Fatal(err)
+	if code := c.do("POST", "/api/v1/session", map[string]string{"username": kit.Username, "password": "wrong"}, &e); code != 401 {
+		t.Fatalf("wrong password: %d %v", code, e)
 	}
 	var who map[string]string
-	if code := c.do("POST", "/api/v1/session", map[string]string{"clone_ticket": ticket}, &who); code != 200 || who["user"] != kit.Username {
-		t.Fatalf("clone session: %d %v", code, who)
+	if code := c.do("POST", "/api/v1/session", map[string]string{"username": kit.Username, "password": kit.Password}, &who); code != 200 || who["user"] != kit.Username {
+		t.Fatalf("login: %d %v", code, who)
 	}
+	_ = session.NewManager(vc.Client)
 
 	var inv inventory.Inventory
 	if code := c.do("GET", "/api/v1/inventory", nil, &inv); code != 200 || len(inv.Datacenters[0].Hosts) != 4 {
@@ -237,6 +252,16 @@ func TestServer(t *testing.T) {
 	}
 	if !found {
 		t.Fatal("no successful Cairn deploy task in vCenter")
+	}
+
+	// The read side: the deployed system with its gateway's view.
+	var systems []server.SystemView
+	if code := c.do("GET", "/api/v1/systems", nil, &systems); code != 200 || len(systems) != 1 {
+		t.Fatalf("systems %d %+v", code, systems)
+	}
+	if sv := systems[0]; sv.Name != "cairn1" || !sv.Deploy.Completed || sv.Health == nil || sv.Health.Health.Status != gateway.HealthOK ||
+		len(sv.SDSs) != 4 || len(sv.Devices) == 0 || sv.Unavailable != "" {
+		t.Fatalf("system view %+v", sv)
 	}
 
 	// Volume to datastore.

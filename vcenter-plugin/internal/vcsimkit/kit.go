@@ -144,6 +144,7 @@ func Start(opts Options) (*Kit, error) {
 	}
 	model.Service.Listen = &url.URL{Host: opts.Listen, User: url.UserPassword(opts.Username, opts.Password)}
 	model.Service.TLS = new(tls.Config)
+	model.Service.HandleFunc(CloneTicketPath, k.cloneTicket)
 	k.server = model.Service.NewServer()
 	u := *k.server.URL
 	u.User = nil

@@ -1,0 +1,321 @@
+// Browser end-to-end tests of the Cairn UI: Debian's chromium, driven by
+// playwright-core, against the demo stack (cairn-plugin -demo: simulated
+// vCenter + in-memory Cairn). Saves a screenshot of every main screen to
+// docs/screenshots/ and runs axe-core on each (no serious or critical
+// violation allowed).
+//
+//   node e2e/run.mjs <cairn-plugin binary> <built UI dir>
+import { mkdirSync } from 'node:fs';
+import { createRequire } from 'node:module';
+import { dirname, join } from 'node:path';
+import { fileURLToPath } from 'node:url';
+import { chromium } from 'playwright-core';
+import { PROXY_PREFIX, freePort, sessionToken, startClient, startStack } from './stack.mjs';
+
+const here = dirname(fileURLToPath(import.meta.url));
+const shots = join(here, '..', '..', 'docs', 'screenshots');
+const axePath = createRequire(import.meta.url).resolve('axe-core/axe.min.js');
+const [pluginBin, uiDir] = process.argv.slice(2);
+if (!pluginBin || !uiDir) {
+  console.error('usage: node e2e/run.mjs <cairn-plugin binary> <built UI dir>');
+  process.exit(2);
+}
+const CHROMIUM = process.env.CHROMIUM ?? '/usr/bin/chromium';
+
+const t0 = Date.now();
+const results = [];
+async function step(name, fn) {
+  const s = Date.now();
+  try {
+    await fn();
+    results.push({ name, ok: true, ms: Date.now() - s });
+    console.log(`ok   ${name} (${((Date.now() - s) / 1000).toFixed(1)} s)`);
+  } catch (e) {
+    results.push({ name, ok: false, ms: Date.now() - s });
+    console.log(`FAIL ${name}: ${e instanceof Error ? e.stack : e}`);
+    throw e;
+  }
+}
+
+function assert(cond, msg) {
+  if (!cond) {
+    throw new Error(msg);
+  }
+}
+
+// axe runs axe-core in frame (page or iframe) and fails on serious or
+// critical violations, naming them.
+async function axe(frame, screen) {
+  await frame.addScriptTag({ path: axePath });
+  const res = await frame.evaluate(async () => {
+    const r = await window.axe.run(document, { runOnly: { type: 'tag', values: ['wcag2a', 'wcag2aa', 'wcag21a', 'wcag21aa'] } });
+    return r.violations.map((v) => ({ id: v.id, impact: v.impact, help: v.help, nodes: v.nodes.slice(0, 3).map((n) => n.target.join(' ')) }));
+  });
+  const bad = res.filter((v) => v.impact === 'serious' || v.impact === 'critical');
+  const minor = res.filter((v) => !bad.includes(v));
+  if (minor.length) {
+    console.log(`     axe ${screen}: ${minor.length} minor/moderate: ${minor.map((v) => v.id).join(', ')}`);
+  }
+  assert(bad.length === 0, `axe on ${screen}: ${JSON.stringify(bad, null, 1)}`);
+}
+
+async function shot(page, name) {
+  await page.screenshot({ path: join(shots, `${name}.png`), fullPage: false });
+}
+
+const logLines = [];
+// playwright gives the browser a fresh profile (--user-data-dir in a new
+// temporary directory) and removes it on close.
+const browser = await chromium.launch({
+  executablePath: CHROMIUM,
+  headless: true,
+  args: [
+    '--no-sandbox',
+    '--disable-gpu',
+    '--disable-quic',
+    '--no-first-run',
+    '--disable-background-networking',
+    '--disable-component-update',
+    '--disable-sync',
+  ],
+});
+let failed = false;
+let stack = null;
+let client = null;
+try {
+  // The stand-in vSphere Client's origin is registered with the plugin
+  // server as a vCenter origin (-vcenter-origin), as an installer does.
+  const clientPort = await freePort();
+  stack = await startStack(pluginBin, uiDir, (l) => logLines.push(l), ['-vcenter-origin', `https://127.0.0.1:${clientPort}`]);
+  client = await startClient(clientPort, stack.base, stack.certFile, stack.keyFile);
+  mkdirSync(shots, { recursive: true });
+  const ctx = await browser.newContext({ ignoreHTTPSErrors: true, viewport: { width: 1360, height: 860 } });
+  ctx.setDefaultTimeout(30_000);
+  const page = await ctx.newPage();
+  const consoleErrors = [];
+  page.on('pageerror', (e) => consoleErrors.push(String(e)));
+  const ui = `${stack.base}/ui/index.html`;
+
+  await step('standalone login: a wrong password is refused with what to do, the right one signs in', async () => {
+    await page.goto(`${ui}#/global`);
+    await page.getByLabel('vCenter user name').waitFor();
+    await shot(page, 'login');
+    await axe(page, 'login');
+    await page.getByLabel('vCenter user name').fill(stack.user);
+    await page.getByLabel('Password', { exact: true }).fill('wrong-password');
+    await page.getByRole('button', { name: 'Sign in' }).click();
+    await page.locator('#login-error').getByText('check them and try again').waitFor();
+    await page.getByLabel('Password', { exact: true }).fill(stack.password);
+    await page.getByRole('button', { name: 'Sign in' }).click();
+    await page.getByRole('heading', { name: 'Cairn dashboard' }).waitFor();
+    await page.getByText('No Cairn system yet').waitFor();
+  });
+
+  const wizard = page.locator('clr-wizard');
+  const next = () => wizard.getByRole('button', { name: 'Next' }).click();
+
+  await step('deployment wizard: system and hosts pages', async () => {
+    await page.getByRole('link', { name: 'Deploy', exact: true }).click();
+    await page.getByRole('button', { name: 'Deploy a new system…' }).click();
+    await wizard.getByLabel('System name').waitFor();
+    await wizard.getByLabel('System name').fill('cairn1');
+    await shot(page, 'wizard-system');
+    await axe(page, 'wizard: system');
+    await next();
+    await wizard.getByRole('checkbox', { name: 'Use host esx-01.cairn.test' }).waitFor();
+    assert(await wizard.getByRole('checkbox', { name: 'Use host esx-04.cairn.test' }).isChecked(), 'suggested plan lacks esx-04');
+    await next();
+  });
+
+  await step('a refused plan shows its reason on the step that owns it (roles)', async () => {
+    const mdm1 = wizard.getByRole('checkbox', { name: 'MDM voter on esx-01.cairn.test' });
+    await mdm1.waitFor();
+    assert(await mdm1.isChecked(), 'esx-01 is not an MDM voter in the suggested plan');
+    await mdm1.uncheck();
+    await next();
+    const reason = wizard.locator('[data-step="roles"] .problem').filter({ hasText: 'even number' });
+    await reason.waitFor();
+    assert(await mdm1.isVisible(), 'the wizard left the roles page although the plan was refused');
+    await shot(page, 'wizard-roles-refused');
+    await axe(page, 'wizard: roles (refused)');
+    await mdm1.check();
+    await next();
+    await wizard.getByRole('button', { name: 'One fault set per host' }).waitFor();
+  });
+
+  await step('deployment wizard: fault sets, pool, devices, network, review', async () => {
+    await shot(page, 'wizard-faultsets');
+    await next();
+    await wizard.getByLabel('Spare capacity (%)').waitFor();
+    await next();
+    await wizard.getByRole('checkbox', { name: /^Use disk .* on esx-01.cairn.test$/ }).first().waitFor();
+    await shot(page, 'wizard-devices');
+    await axe(page, 'wizard: devices');
+    await next();
+    await wizard.getByRole('button', { name: 'Fill from range' }).waitFor();
+    await shot(page, 'wizard-network');
+    await axe(page, 'wizard: network');
+    await next();
+    await wizard.getByRole('button', { name: 'Download plan JSON' }).waitFor();
+    const json = await wizard.getByLabel('Plan JSON').textContent();
+    const plan = JSON.parse(json ?? '');
+    assert(plan.system === 'cairn1' && plan.hosts.length === 4 && plan.version === 1, 'review shows a wrong plan');
+    const download = page.waitForEvent('download');
+    await wizard.getByRole('button', { name: 'Download plan JSON' }).click();
+    assert((await download).suggestedFilename() === 'cairn-plan-cairn1.json', 'plan download name');
+    await shot(page, 'wizard-review');
+  });
+
+  await step('deploy with per-host progress and a live log, to a deployed system', async () => {
+    await wizard.getByRole('button', { name: 'Deploy', exact: true }).click();
+    await wizard.getByText('Deployment of').waitFor();
+    await wizard.getByRole('log', { name: 'Deployment log (newest first)' }).getByText('esx-02.cairn.test').first().waitFor({ timeout: 60_000 });
+    await shot(page, 'wizard-deploy-running');
+    await wizard.locator('.job-state .label-success').waitFor({ timeout: 240_000 });
+    await wizard.getByText('system cairn1 deployed').first().waitFor();
+    await shot(page, 'wizard-deploy-done');
+    await wizard.getByRole('button', { name: 'Done', exact: true }).click();
+  });
+
+  await step('dashboard: health, capacity, jobs and events of the deployed system', async () => {
+    await page.getByRole('link', { name: 'Dashboard' }).click();
+    await page.getByRole('heading', { name: /System cairn1/ }).waitFor();
+    await page.locator('.health .label-success').getByText('Healthy').waitFor({ timeout: 30_000 });
+    await page.getByRole('img', { name: /^Capacity: / }).waitFor();
+    await page.getByText('deploy:cairn1').first().waitFor();
+    await shot(page, 'dashboard');
+    await axe(page, 'dashboard');
+  });
+
+  await step('SDSs and devices datagrids', async () => {
+    await page.getByRole('link', { name: 'SDSs and devices' }).click();
+    await page.getByText('4 SDSs').waitFor();
+    await shot(page, 'sds');
+    await axe(page, 'SDSs and devices');
+  });
+
+  await step('create a volume and its datastore (a job with live progress)', async () => {
+    await page.getByRole('link', { name: 'Volumes' }).click();
+    await page.getByRole('button', { name: 'Create volume and datastore…' }).click();
+    const dialog = page.getByRole('dialog');
+    await dialog.getByLabel('Name').fill('bad name!');
+    await dialog.getByRole('button', { name: 'Create' }).click();
+    await dialog.getByText('Give the volume a name').waitFor();
+    await dialog.getByLabel('Name').fill('vol1');
+    await dialog.getByLabel('Size (GiB)').fill('16');
+    await shot(page, 'volume-create');
+    await axe(page, 'volume create dialog');
+    await dialog.getByRole('button', { name: 'Create' }).click();
+    await page.locator('.job-card .label-success').waitFor({ timeout: 120_000 });
+    await page.locator('clr-dg-cell').getByText('vol1', { exact: true }).waitFor();
+    await shot(page, 'volumes');
+    await axe(page, 'volumes');
+  });
+
+  await step('start a rolling maintenance, follow it live and confirm each patch step', async () => {
+    await page.getByRole('link', { name: 'Maintenance' }).click();
+    await page.getByLabel('esx-01.cairn.test').check();
+    await page.getByLabel('esx-02.cairn.test').check();
+    await page.getByRole('button', { name: /Start roll|Resume roll/ }).click();
+    await page.locator('.roll-state .label-info').waitFor();
+    await page.getByRole('log', { name: 'Maintenance log (newest first)' }).locator('div').first().waitFor();
+    await shot(page, 'maintenance');
+    await axe(page, 'maintenance');
+    const deadline = Date.now() + 180_000;
+    while (!(await page.locator('.roll-state .label-success').isVisible())) {
+      assert(Date.now() < deadline, 'the roll did not finish in 180 s');
+      assert(!(await page.locator('.roll-state .label-danger').isVisible()), 'the roll failed: ' + (await page.locator('.roll-state').textContent()));
+      const cont = page.getByRole('button', { name: 'Host patched: continue' });
+      if (await cont.isEnabled()) {
+        // The roll may finish (and disable the button) between the check
+        // and the click: a click that times out is retried by the loop,
+        // which fails on the roll's own state.
+        await cont.click({ timeout: 3000 }).catch((e) => {
+          if (e?.name !== 'TimeoutError') {
+            throw e;
+          }
+        });
+      }
+      await page.waitForTimeout(500);
+    }
+    await shot(page, 'maintenance-done');
+  });
+
+  const token = await sessionToken(stack.vcenter, stack.user, stack.password);
+  const inv = await (await ctx.request.get(`${stack.base}/api/v1/inventory`)).json();
+  const cluster = inv.datacenters[0].clusters[0];
+  const host = inv.datacenters[0].hosts.find((h) => h.name === 'esx-01.cairn.test');
+
+  // inClient opens view the way the vSphere Client does: in an iframe of
+  // the client's page, through its reverse proxy (another origin), with
+  // the client's SDK (a stub: session token, context object, theme).
+  async function inClient(view, objectType, moref, tokenValue) {
+    client.sdk.token = tokenValue;
+    client.sdk.objectId = `urn:vmomi:${objectType}:${moref}:00000000-0000-0000-0000-000000000000`;
+    const c = await browser.newContext({ ignoreHTTPSErrors: true, viewport: { width: 1360, height: 860 } });
+    c.setDefaultTimeout(30_000);
+    const p = await c.newPage();
+    p.on('console', (m) => m.type() === 'error' && logLines.push(`[in-client console] ${m.text()}\n`));
+    p.on('pageerror', (e) => logLines.push(`[in-client page error] ${e}\n`));
+    await p.goto(`${client.base}/ui/?view=${encodeURIComponent(view)}`);
+    const frame = p.frameLocator('iframe[title="Cairn"]');
+    return { c, p, frame };
+  }
+
+  await step('remote-plugin path: cluster Monitor view in an iframe, signed in with the client session token, dark theme', async () => {
+    const { c, p, frame } = await inClient('cluster/monitor', 'ClusterComputeResource', cluster.moref, token);
+    try {
+      await frame.getByRole('heading', { name: /System cairn1/ }).waitFor();
+    } catch (e) {
+      const f = p.frames().find((x) => x.url().includes(PROXY_PREFIX));
+      logLines.push(`[in-client] frame ${f?.url()}: ${(await f?.locator('body').innerText().catch(() => ''))?.slice(0, 600)}\n`);
+      throw e;
+    }
+    assert((await frame.locator('body').getAttribute('cds-theme')) === 'dark', 'the UI did not follow the client theme');
+    assert((await frame.getByLabel('vCenter user name').count()) === 0, 'the login page showed inside the client');
+    await shot(p, 'vsphere-cluster-monitor');
+    const f = p.frames().find((x) => x.url().includes(PROXY_PREFIX));
+    await axe(f, 'cluster monitor (in client)');
+    await c.close();
+  });
+
+  await step('remote-plugin path: host Summary view with the host as context object', async () => {
+    const { c, p, frame } = await inClient('host/summary', 'HostSystem', host.moref, token);
+    await frame.getByText('is part of Cairn system').waitFor();
+    await frame.getByText('esx-01.cairn.test').first().waitFor();
+    await shot(p, 'vsphere-host-summary');
+    await c.close();
+  });
+
+  await step('remote-plugin path: cluster Configure view posts through the proxy (Origin of the client) and validates a plan', async () => {
+    const { c, p, frame } = await inClient('cluster/configure', 'ClusterComputeResource', cluster.moref, token);
+    await frame.getByRole('button', { name: 'Deploy a new system…' }).click();
+    const w = frame.locator('clr-wizard');
+    await w.getByLabel('System name').fill('cairn2');
+    await w.getByRole('button', { name: 'Next' }).click();
+    await w.getByRole('checkbox', { name: 'Use host esx-01.cairn.test' }).waitFor();
+    await shot(p, 'vsphere-cluster-configure');
+    await c.close();
+  });
+
+  await step('remote-plugin path: a forged session token is refused with what to do', async () => {
+    const { c, frame } = await inClient('cluster/monitor', 'ClusterComputeResource', cluster.moref, 'forged-token');
+    await frame.getByText('did not accept the vSphere Client').first().waitFor();
+    await c.close();
+  });
+
+  assert(consoleErrors.length === 0, `uncaught errors in the page: ${consoleErrors.join('\n')}`);
+} catch (e) {
+  failed = true;
+  console.log(`e2e stopped: ${e instanceof Error ? e.message : e}`);
+  if (logLines.length) {
+    console.log('--- cairn-plugin log (last 40 lines)\n' + logLines.join('').split('\n').slice(-40).join('\n'));
+  }
+} finally {
+  await browser.close();
+  await client?.stop();
+  await stack?.stop();
+}
+const passed = results.filter((r) => r.ok).length;
+console.log(`e2e: ${passed}/${results.length} passed in ${((Date.now() - t0) / 1000).toFixed(1)} s; screenshots in docs/screenshots/`);
+process.exit(failed ? 1 : 0);

@@ -1,0 +1,209 @@
+import { Injectable, signal } from '@angular/core';
+import {
+  Inventory,
+  Job,
+  MaintenanceRequest,
+  Plan,
+  ProgressEvent,
+  SystemView,
+  Validation,
+  VolumeRequest,
+} from './types';
+
+// ApiError is a failed call, with the server's own message (which says
+// what to do next) and the HTTP status.
+export class ApiError extends Error {
+  constructor(
+    readonly status: number,
+    message: string,
+  ) {
+    super(message);
+  }
+}
+
+// The headers the plugin server reads (internal/server: TokenHeader,
+// RequestHeader).
+export const TOKEN_HEADER = 'X-Cairn-Session-Token';
+export const REQUEST_HEADER = 'X-Cairn-Request';
+
+// apiBase is where the plugin server's /api/v1 is, seen from a page at
+// location: the UI is served at <server>/ui/, standalone or through the
+// vSphere Client's reverse proxy (<vcenter>/<proxied base>/ui/), so the
+// API is the same path without /ui/.
+export function apiBase(location: { origin: string; pathname: string }): string {
+  const i = location.pathname.lastIndexOf('/ui/');
+  const prefix = i >= 0 ? location.pathname.slice(0, i) : '';
+  return location.origin + prefix + '/api/v1';
+}
+
+// Fetch is the subset of window.fetch the service uses (tests give a fake).
+export type Fetch = (input: string, init?: RequestInit) => Promise<Response>;
+
+// ApiService is the one typed client of the plugin server's API.
+@Injectable({ providedIn: 'root' })
+export class ApiService {
+  base = apiBase(window.location);
+  // The vSphere Client's session token when running inside the client;
+  // null standalone (the session cookie is used).
+  token: string | null = null;
+  readonly user = signal<string | null>(null);
+  fetchFn: Fetch = (input, init) => window.fetch(input, init);
+
+  private headers(json: boolean): Record<string, string> {
+    const h: Record<string, string> = { Accept: 'application/json', [REQUEST_HEADER]: '1' };
+    if (json) {
+      h['Content-Type'] = 'application/json';
+    }
+    if (this.token) {
+      h[TOKEN_HEADER] = this.token;
+    }
+    return h;
+  }
+
+  async call<T>(method: string, path: string, body?: unknown): Promise<T> {
+    let resp: Response;
+    try {
+      resp = await this.fetchFn(this.base + path, {
+        method,
+        headers: this.headers(body !== undefined),
+        body: body === undefined ? undefined : JSON.stringify(body),
+        credentials: 'include',
+      });
+    } catch {
+      throw new ApiError(
+        0,
+        `The Cairn plugin server (${this.base}) did not answer: check that cairn-plugin is running and reachable, then retry.`,
+      );
+    }
+    const text = await resp.text();
+    let data: unknown = undefined;
+    if (text) {
+      try {
+        data = JSON.parse(text);
+      } catch {
+        data = undefined;
+      }
+    }
+    if (!resp.ok) {
+      const msg =
+        data && typeof data === 'object' && 'error' in data
+          ? String((data as { error: unknown }).error)
+          : `${method} ${path} failed: HTTP ${resp.status}`;
+      throw new ApiError(resp.status, msg);
+    }
+    return data as T;
+  }
+
+  async login(username: string, password: string): Promise<string> {
+    const r = await this.call<{ user: string }>('POST', '/session', { username, password });
+    this.user.set(r.user);
+    return r.user;
+  }
+
+  async logout(): Promise<void> {
+    await this.call<unknown>('DELETE', '/session');
+    this.user.set(null);
+  }
+
+  inventory(): Promise<Inventory> {
+    return this.call('GET', '/inventory');
+  }
+
+  suggest(req: { datacenter: string; system: string; template: string; svm_cidr: string; iscsi_cidr: string }): Promise<Plan> {
+    return this.call('POST', '/plan/suggest', req);
+  }
+
+  validate(p: Plan): Promise<Validation> {
+    return this.call('POST', '/plan/validate', p);
+  }
+
+  deploy(p: Plan): Promise<Job> {
+    return this.call('POST', '/deploy', p);
+  }
+
+  jobs(): Promise<Job[]> {
+    return this.call('GET', '/jobs');
+  }
+
+  systems(): Promise<SystemView[]> {
+    return this.call('GET', '/systems');
+  }
+
+  createVolume(req: VolumeRequest): Promise<Job> {
+    return this.call('POST', '/volumes', req);
+  }
+
+  startMaintenance(system: string, req: MaintenanceRequest): Promise<Job> {
+    return this.call('POST', `/maintenance/${encodeURIComponent(system)}`, req);
+  }
+
+  async continueMaintenance(system: string): Promise<void> {
+    await this.call<unknown>('POST', `/maintenance/${encodeURIComponent(system)}/continue`);
+  }
+
+  // events streams job progress (server-sent events over fetch, so the
+  // session token header goes along; EventSource cannot send headers).
+  // It resolves when signal aborts or the server ends the stream.
+  async events(job: string, after: number, onEvent: (e: ProgressEvent) => void, abort: AbortSignal): Promise<void> {
+    const q = new URLSearchParams({ after: String(after) });
+    if (job) {
+      q.set('job', job);
+    }
+    let resp: Response;
+    try {
+      resp = await this.fetchFn(`${this.base}/events?${q}`, {
+        headers: { ...this.headers(false), Accept: 'text/event-stream' },
+        credentials: 'include',
+        signal: abort,
+      });
+    } catch (e) {
+      if (abort.aborted) {
+        return;
+      }
+      throw new ApiError(0, `The progress stream did not open (${String(e)}): check the plugin server, then reload.`);
+    }
+    if (!resp.ok || !resp.body) {
+      throw new ApiError(resp.status, `The progress stream was refused: HTTP ${resp.status}`);
+    }
+    const reader = resp.body.getReader();
+    const dec = new TextDecoder();
+    let buf = '';
+    try {
+      for (;;) {
+        const { value, done } = await reader.read();
+        if (done) {
+          return;
+        }
+        buf += dec.decode(value, { stream: true });
+        buf = parseSSE(buf, onEvent);
+      }
+    } catch (e) {
+      if (!abort.aborted) {
+        throw e;
+      }
+    }
+  }
+}
+
+// parseSSE hands every complete event in buf to onEvent and returns the
+// incomplete rest. Only "data:" lines matter (the id repeats seq).
+export function parseSSE(buf: string, onEvent: (e: ProgressEvent) => void): string {
+  let i: number;
+  while ((i = buf.indexOf('\n\n')) >= 0) {
+    const block = buf.slice(0, i);
+    buf = buf.slice(i + 2);
+    const data = block
+      .split('\n')
+      .filter((l) => l.startsWith('data: '))
+      .map((l) => l.slice(6))
+      .join('\n');
+    if (data) {
+      try {
+        onEvent(JSON.parse(data) as ProgressEvent);
+      } catch {
+        // a malformed event is skipped, the stream goes on
+      }
+    }
+  }
+  return buf;
+}

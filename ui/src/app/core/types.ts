@@ -1,0 +1,178 @@
+// Types of the plugin server's API (vcenter-plugin/internal/server) and of
+// the deployment plan (vcenter-plugin/internal/plan, format version 1).
+// Keep them in step with the Go structs' JSON tags.
+
+export interface Disk {
+  canonical_name: string;
+  display_name: string;
+  device_path: string;
+  size: number;
+  ssd: boolean;
+  local: boolean;
+  used_by?: string;
+  candidate: boolean;
+}
+
+export interface PCIDevice {
+  id: string;
+  vendor: string;
+  device: string;
+  passthrough_capable: boolean;
+  passthrough_enabled: boolean;
+  used_by?: string;
+}
+
+export interface InventoryHost {
+  name: string;
+  moref: string;
+  cluster?: string;
+  version: string;
+  build: string;
+  connection_state: string;
+  in_maintenance: boolean;
+  datastores: { name: string; moref: string; type: string; local: boolean; capacity: number; free: number }[] | null;
+  networks: string[] | null;
+  disks: Disk[] | null;
+  pci_devices: PCIDevice[] | null;
+  vms: string[] | null;
+}
+
+export interface Datacenter {
+  name: string;
+  clusters: { name: string; moref: string; hosts: string[] }[] | null;
+  hosts: InventoryHost[] | null;
+  networks: { name: string; moref: string; type: string }[] | null;
+  templates: { name: string; moref: string; host: string; properties: string[] }[] | null;
+}
+
+export interface Inventory {
+  datacenters: Datacenter[];
+}
+
+export type Role = 'mdm' | 'tiebreaker' | 'sds' | 'target' | 'gateway';
+export const ROLES: Role[] = ['mdm', 'tiebreaker', 'sds', 'target', 'gateway'];
+
+export interface PlanDevice {
+  disk?: string;
+  pci?: string;
+  mode: 'rdm' | 'passthrough';
+}
+
+export interface PlanHost {
+  name: string;
+  roles: Role[];
+  fault_set?: string;
+  svm_ip?: string;
+  data_ip?: string;
+  vmkernel_ip?: string;
+  devices?: PlanDevice[];
+}
+
+export interface Plan {
+  version: number;
+  system: string;
+  datacenter: string;
+  template: string;
+  protection_domain: string;
+  storage_pool: { name: string; spare_percent: number };
+  network: { portgroup: string; cidr: string; gateway?: string; dns?: string[]; ntp?: string[] };
+  iscsi: { portgroup: string; vswitch?: string; cidr: string; create_vmkernel?: boolean };
+  maintenance_mode?: 'instant' | 'protected';
+  ssh_authorized_key?: string;
+  hosts: PlanHost[];
+}
+
+export interface Problem {
+  severity: 'error' | 'warning';
+  field: string;
+  message: string;
+}
+
+export interface Validation {
+  valid: boolean;
+  problems: Problem[];
+}
+
+export interface Job {
+  name: string;
+  state: 'running' | 'succeeded' | 'failed';
+  error?: string;
+  started: string;
+  ended?: string;
+}
+
+export interface ProgressEvent {
+  seq: number;
+  time: string;
+  job: string;
+  level: 'info' | 'warn' | 'error';
+  step: string;
+  host?: string;
+  message: string;
+}
+
+export interface SDS {
+  id: string;
+  name: string;
+  pd_id: string;
+  fault_set_id?: string;
+  address: string;
+  state: string;
+  up: boolean;
+  maintenance?: { mode: string; state: string };
+}
+
+export interface Device {
+  id: string;
+  name: string;
+  sds_id: string;
+  pool_id: string;
+  path: string;
+  capacity: number;
+  state: string;
+}
+
+export interface Volume {
+  id: string;
+  name: string;
+  pool_id: string;
+  size: number;
+  thin: boolean;
+  wwn: string;
+  mappings?: { host_id: string }[];
+}
+
+export interface SystemHealth {
+  bootstrapped: boolean;
+  system: { id: string; name: string } | null;
+  health: { status: string; sdss: number; sdss_up: number; sdss_down: string[] | null; messages: string[] | null };
+  capacity: { raw: number; usable: number; used: number };
+}
+
+export interface SystemView {
+  name: string;
+  datacenter: string;
+  pool: string;
+  hosts: string[] | null;
+  deploy: { completed: boolean; steps_done: number; last_error?: string };
+  health?: SystemHealth;
+  sdss?: SDS[];
+  devices?: Device[];
+  volumes?: Volume[];
+  unavailable?: string;
+}
+
+export interface VolumeRequest {
+  system: string;
+  volume: string;
+  datastore?: string;
+  size_gib: number;
+  thin: boolean;
+  hosts?: string[];
+}
+
+export interface MaintenanceRequest {
+  by: 'host' | 'faultset';
+  mode?: 'instant' | 'protected';
+  hosts?: string[];
+}

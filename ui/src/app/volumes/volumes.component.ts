@@ -1,0 +1,194 @@
+import { Component, OnDestroy, OnInit, computed, inject, signal } from '@angular/core';
+import { FormsModule } from '@angular/forms';
+import { ClarityModule } from '@clr/angular';
+import { ApiError, ApiService } from '../core/api.service';
+import { bytes } from '../core/format';
+import { StoreService } from '../core/store.service';
+import { Job, SystemView } from '../core/types';
+
+// VolumesComponent: the volumes of each system, and "create a volume and
+// its VMFS datastore on the hosts" as a job with live progress.
+@Component({
+  selector: 'cairn-volumes',
+  imports: [ClarityModule, FormsModule],
+  template: `
+    <div class="cairn-page">
+      <h1 cds-text="title">Volumes</h1>
+      @if (store.error(); as err) {
+        <clr-alert clrAlertType="danger" [clrAlertClosable]="false"><clr-alert-item><span class="alert-text">{{ err }}</span></clr-alert-item></clr-alert>
+      }
+      @for (s of deployed(); track s.name) {
+        <h2>System {{ s.name }}</h2>
+        <button type="button" class="btn btn-primary btn-sm" (click)="openCreate(s)">Create volume and datastore…</button>
+        <clr-datagrid aria-label="Volumes">
+          <clr-dg-column [clrDgSortBy]="'name'">Volume</clr-dg-column>
+          <clr-dg-column>Size</clr-dg-column>
+          <clr-dg-column>Provisioning</clr-dg-column>
+          <clr-dg-column>Mapped to</clr-dg-column>
+          <clr-dg-column>LUN (naa.)</clr-dg-column>
+          <clr-dg-row *clrDgItems="let v of s.volumes ?? []" [clrDgItem]="v">
+            <clr-dg-cell>{{ v.name }}</clr-dg-cell>
+            <clr-dg-cell>{{ size(v.size) }}</clr-dg-cell>
+            <clr-dg-cell>{{ v.thin ? 'thin' : 'thick' }}</clr-dg-cell>
+            <clr-dg-cell>{{ v.mappings?.length ?? 0 }} hosts</clr-dg-cell>
+            <clr-dg-cell><code>{{ v.wwn }}</code></clr-dg-cell>
+          </clr-dg-row>
+          <clr-dg-placeholder>No volume yet: create one, the plugin also makes its datastore.</clr-dg-placeholder>
+          <clr-dg-footer>{{ s.volumes?.length ?? 0 }} {{ (s.volumes?.length ?? 0) === 1 ? 'volume' : 'volumes' }}</clr-dg-footer>
+        </clr-datagrid>
+        <p class="cairn-muted">Grow, map and unmap: <code>cairnctl volume resize|map|unmap</code> for now (the plugin server does not call those routes yet). QoS limits and delete are not in this version's gateway API.</p>
+      } @empty {
+        @if (store.systems() !== null) {
+          <p>No deployed system: deploy one first (Deploy page).</p>
+        }
+      }
+      @if (job(); as j) {
+        <div class="card job-card">
+          <div class="card-header">Job {{ j.name }}: <span class="label" [class.label-info]="j.state === 'running'" [class.label-success]="j.state === 'succeeded'" [class.label-danger]="j.state === 'failed'">{{ j.state }}</span></div>
+          <div class="card-block">
+            @if (j.error) {
+              <p class="error-text">{{ j.error }}</p>
+            }
+            <div class="cairn-log" role="log" aria-label="Volume job log" tabindex="0">
+              @for (e of jobEvents(); track e.seq) {
+                <div [class]="e.level">{{ e.host ? '[' + e.host + ']' : '' }} {{ e.message }}</div>
+              }
+            </div>
+          </div>
+        </div>
+      }
+    </div>
+
+    <clr-modal [(clrModalOpen)]="creating" [clrModalSize]="'md'">
+      <h3 class="modal-title">Create volume on {{ target?.name }}</h3>
+      <div class="modal-body">
+        <form clrForm clrLayout="horizontal" aria-label="New volume" (ngSubmit)="create()">
+          <clr-input-container>
+            <label for="vol-name">Name</label>
+            <input clrInput id="vol-name" name="name" [(ngModel)]="name" required />
+            <clr-control-helper>Also the datastore's name.</clr-control-helper>
+          </clr-input-container>
+          <clr-input-container>
+            <label for="vol-size">Size (GiB)</label>
+            <input clrInput type="number" id="vol-size" name="size" min="1" [(ngModel)]="sizeGiB" required />
+            <clr-control-helper>Multiples of 8 GiB use the capacity best.</clr-control-helper>
+          </clr-input-container>
+          <clr-checkbox-container>
+            <label>Provisioning</label>
+            <clr-checkbox-wrapper>
+              <input type="checkbox" clrCheckbox id="vol-thin" name="thin" [(ngModel)]="thin" />
+              <label for="vol-thin">Thin (space allocated on write)</label>
+            </clr-checkbox-wrapper>
+          </clr-checkbox-container>
+          <fieldset class="hosts">
+            <legend>Hosts that mount the datastore</legend>
+            @for (h of target?.hosts ?? []; track h) {
+              <clr-checkbox-wrapper>
+                <input type="checkbox" clrCheckbox [id]="'vh-' + h" [name]="'vh-' + h" [checked]="hosts.has(h)" (change)="toggle(h, $any($event.target).checked)" />
+                <label [for]="'vh-' + h">{{ h }}</label>
+              </clr-checkbox-wrapper>
+            }
+          </fieldset>
+        </form>
+        @if (formError()) {
+          <div class="alert alert-danger alert-sm" role="alert"><div class="alert-items"><div class="alert-item static"><div class="alert-text">{{ formError() }}</div></div></div></div>
+        }
+      </div>
+      <div class="modal-footer">
+        <button type="button" class="btn btn-outline" (click)="creating = false">Cancel</button>
+        <button type="button" class="btn btn-primary" (click)="create()" [disabled]="busy()">Create</button>
+      </div>
+    </clr-modal>
+  `,
+  styles: `
+    .job-card { margin-top: 1rem; }
+    .hosts { border: 0; padding: 0; margin-top: 0.6rem; }
+    .error-text { color: var(--cds-alias-status-danger, #c21d00); }
+  `,
+})
+export class VolumesComponent implements OnInit, OnDestroy {
+  readonly store = inject(StoreService);
+  private api = inject(ApiService);
+  private stop: (() => void) | null = null;
+  readonly deployed = computed(() => (this.store.systems() ?? []).filter((s) => s.deploy.completed));
+  readonly jobName = signal<string | null>(null);
+  readonly job = computed<Job | undefined>(() => {
+    const n = this.jobName();
+    return n ? this.store.jobs().find((j) => j.name === n) : undefined;
+  });
+  readonly jobEvents = computed(() => this.store.events().filter((e) => e.job === this.jobName()));
+  readonly formError = signal<string | null>(null);
+  readonly busy = signal(false);
+  creating = false;
+  target: SystemView | null = null;
+  name = '';
+  sizeGiB = 64;
+  thin = true;
+  hosts = new Set<string>();
+
+  ngOnInit(): void {
+    this.stop = this.store.watch(2000);
+  }
+
+  ngOnDestroy(): void {
+    this.stop?.();
+  }
+
+  size(n: number): string {
+    return bytes(n);
+  }
+
+  openCreate(s: SystemView): void {
+    this.target = s;
+    this.name = '';
+    this.sizeGiB = 64;
+    this.thin = true;
+    this.hosts = new Set(s.hosts ?? []);
+    this.formError.set(null);
+    this.creating = true;
+  }
+
+  toggle(h: string, on: boolean): void {
+    if (on) {
+      this.hosts.add(h);
+    } else {
+      this.hosts.delete(h);
+    }
+  }
+
+  async create(): Promise<void> {
+    if (!this.target) {
+      return;
+    }
+    if (!/^[A-Za-z0-9][A-Za-z0-9._-]{0,63}$/.test(this.name)) {
+      this.formError.set('Give the volume a name: letters, digits, dot, dash or underscore, up to 64.');
+      return;
+    }
+    if (!(this.sizeGiB >= 1)) {
+      this.formError.set('Give a size of at least 1 GiB.');
+      return;
+    }
+    if (this.hosts.size === 0) {
+      this.formError.set('Choose at least one host to mount the datastore.');
+      return;
+    }
+    this.busy.set(true);
+    this.formError.set(null);
+    try {
+      const j = await this.api.createVolume({
+        system: this.target.name,
+        volume: this.name,
+        size_gib: this.sizeGiB,
+        thin: this.thin,
+        hosts: [...this.hosts],
+      });
+      this.jobName.set(j.name);
+      this.creating = false;
+      await this.store.refresh();
+    } catch (e) {
+      this.formError.set(e instanceof ApiError ? e.message : String(e));
+    } finally {
+      this.busy.set(false);
+    }
+  }
+}

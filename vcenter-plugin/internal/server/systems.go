@@ -1,0 +1,92 @@
+package server
+
+import (
+	"context"
+	"net/http"
+	"path/filepath"
+	"sort"
+	"strings"
+	"time"
+
+	"github.com/cairn-storage/cairn/vcenter-plugin/internal/deploy"
+	"github.com/cairn-storage/cairn/vcenter-plugin/internal/gateway"
+)
+
+// SystemView is one system in GET /api/v1/systems: what the plugin knows
+// of its deployment, and, once deployed, what its gateway reports. A part
+// the gateway could not give is absent and Unavailable says why; the UI
+// shows that instead of inventing figures.
+type SystemView struct {
+	Name       string   `json:"name"`
+	Datacenter string   `json:"datacenter"`
+	Pool       string   `json:"pool"`
+	Hosts      []string `json:"hosts"`
+	Deploy     struct {
+		Completed bool   `json:"completed"`
+		StepsDone int    `json:"steps_done"`
+		LastError string `json:"last_error,omitempty"`
+	} `json:"deploy"`
+	Health      *gateway.System  `json:"health,omitempty"`
+	SDSs        []gateway.SDS    `json:"sdss,omitempty"`
+	Devices     []gateway.Device `json:"devices,omitempty"`
+	Volumes     []gateway.Volume `json:"volumes,omitempty"`
+	Unavailable string           `json:"unavailable,omitempty"`
+}
+
+// systems lists the systems this plugin deployed (or is deploying).
+// The gateway is read with the deployment's admin credential: Cairn's
+// gateway has no per-vCenter-user accounts yet (docs/ui.md).
+func (s *Server) systems(w http.ResponseWriter, r *http.Request, us *userSession) {
+	names, _ := filepath.Glob(filepath.Join(s.cfg.StateDir, "plan-*.json"))
+	sort.Strings(names)
+	out := []SystemView{}
+	for _, n := range names {
+		system := strings.TrimSuffix(strings.TrimPrefix(filepath.Base(n), "plan-"), ".json")
+		p, err := s.savedPlan(system)
+		if err != nil {
+			continue
+		}
+		v := SystemView{Name: p.System, Datacenter: p.Datacenter, Pool: p.StoragePool.Name}
+		for _, h := range p.Hosts {
+			v.Hosts = append(v.Hosts, h.Name)
+		}
+		if st, err := deploy.LoadState(s.cfg.StateDir, p); err == nil {
+			v.Deploy.Completed, v.Deploy.LastError = st.Completed, st.LastError
+			for _, step := range st.Steps {
+				if step.Done {
+					v.Deploy.StepsDone++
+				}
+			}
+		}
+		if !v.Deploy.Completed {
+			v.Unavailable = "the deployment has not finished: finish or resume it in the deployment wizard"
+			out = append(out, v)
+			continue
+		}
+		s.readGateway(r.Context(), &v)
+		out = append(out, v)
+	}
+	writeJSON(w, http.StatusOK, out)
+}
+
+// readGateway fills v from the system's gateway, bounded in time.
+func (s *Server) readGateway(ctx context.Context, v *SystemView) {
+	ctx, cancel := context.WithTimeout(ctx, 10*time.Second)
+	defer cancel()
+	api, _, err := s.gatewayFor(v.Name)
+	if err == nil {
+		v.Health, err = api.System(ctx)
+	}
+	if err == nil {
+		v.SDSs, err = api.ListSDS(ctx)
+	}
+	if err == nil {
+		v.Devices, err = api.ListDevices(ctx)
+	}
+	if err == nil {
+		v.Volumes, err = api.ListVolumes(ctx)
+	}
+	if err != nil {
+		v.Unavailable = "the system's gateway did not answer (" + err.Error() + "): check that the gateway SVM is powered on and reachable from the plugin server"
+	}
+}
