@@ -205,7 +205,7 @@ func (s *Server) sampleStatistics(ctx context.Context, now time.Time) error {
 // volumes, their pools, its host and the system).
 func decodeSource(key string, val []byte, w *world) (run string, started, at time.Time, objs map[string]model.IOCounters, ok bool) {
 	objs = map[string]model.IOCounters{}
-	add := func(k string, c model.IOCounters) { objs[k] = addCounters(objs[k], c) }
+	add := func(k string, c model.IOCounters) { objs[k] = iostats.AddCounters(objs[k], c) }
 	switch {
 	case strings.HasPrefix(key, model.SDSStatsPrefix):
 		var st model.SDSStats
@@ -235,29 +235,6 @@ func decodeSource(key string, val []byte, w *world) (run string, started, at tim
 		return st.Instance, st.Started, st.Time, objs, true
 	}
 	return "", started, at, nil, false
-}
-
-// addCounters sums two cumulative counter sets of one source.
-func addCounters(a, b model.IOCounters) model.IOCounters {
-	a.ReadOps += b.ReadOps
-	a.WriteOps += b.WriteOps
-	a.ReadBytes += b.ReadBytes
-	a.WriteBytes += b.WriteBytes
-	a.ReadLatencyNs += b.ReadLatencyNs
-	a.WriteLatencyNs += b.WriteLatencyNs
-	a.ThrottledNs += b.ThrottledNs
-	a.ReadHist = sumHist(a.ReadHist, b.ReadHist)
-	a.WriteHist = sumHist(a.WriteHist, b.WriteHist)
-	return a
-}
-
-func sumHist(a, b []uint64) []uint64 {
-	out := make([]uint64, max(len(a), len(b)))
-	copy(out, a)
-	for i, n := range b {
-		out[i] += n
-	}
-	return out
 }
 
 // statisticsKinds maps the API's collection names to model kinds.

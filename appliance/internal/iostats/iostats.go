@@ -188,8 +188,8 @@ func (s *Sum) Add(d model.IOCounters, elapsed time.Duration) {
 	s.writeOps += d.WriteOps
 	s.readNs += d.ReadLatencyNs
 	s.writeNs += d.WriteLatencyNs
-	s.readHist = addHist(s.readHist, d.ReadHist)
-	s.writeHist = addHist(s.writeHist, d.WriteHist)
+	s.readHist = SumHist(s.readHist, d.ReadHist)
+	s.writeHist = SumHist(s.writeHist, d.WriteHist)
 }
 
 // Merge adds another sum (an object made of others: a pool of volumes).
@@ -203,18 +203,34 @@ func (s *Sum) Merge(o Sum) {
 	s.writeOps += o.writeOps
 	s.readNs += o.readNs
 	s.writeNs += o.writeNs
-	s.readHist = addHist(s.readHist, o.readHist)
-	s.writeHist = addHist(s.writeHist, o.writeHist)
+	s.readHist = SumHist(s.readHist, o.readHist)
+	s.writeHist = SumHist(s.writeHist, o.writeHist)
 }
 
-func addHist(dst, h []uint64) []uint64 {
-	for len(dst) < len(h) {
-		dst = append(dst, 0)
+// SumHist adds two histograms bucket by bucket into a new slice: neither
+// argument is changed, so sums built from shared samples never alias them.
+func SumHist(a, b []uint64) []uint64 {
+	out := make([]uint64, max(len(a), len(b)))
+	copy(out, a)
+	for i, n := range b {
+		out[i] += n
 	}
-	for i, n := range h {
-		dst[i] += n
-	}
-	return dst
+	return out
+}
+
+// AddCounters sums two cumulative counter sets of one source (histograms
+// bucket by bucket); neither argument is changed.
+func AddCounters(a, b model.IOCounters) model.IOCounters {
+	a.ReadOps += b.ReadOps
+	a.WriteOps += b.WriteOps
+	a.ReadBytes += b.ReadBytes
+	a.WriteBytes += b.WriteBytes
+	a.ReadLatencyNs += b.ReadLatencyNs
+	a.WriteLatencyNs += b.WriteLatencyNs
+	a.ThrottledNs += b.ThrottledNs
+	a.ReadHist = SumHist(a.ReadHist, b.ReadHist)
+	a.WriteHist = SumHist(a.WriteHist, b.WriteHist)
+	return a
 }
 
 // Rate is one direction's figures over an interval (API shape).
