@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/cairn-storage/cairn/appliance/internal/model"
+	"github.com/cairn-storage/cairn/appliance/internal/placement"
 	"github.com/cairn-storage/cairn/appliance/internal/testcluster"
 )
 
@@ -73,14 +74,39 @@ func TestRebuildBandwidthCap(t *testing.T) {
 	}
 	time.Sleep(200 * time.Millisecond)
 
-	survivors := []int{0, 2, 3}
+	// Stop the SDS holding the most chunk copies, and expect the survivors
+	// to rebuild exactly those (placement is random: with 32 groups one SDS
+	// may hold far fewer than a quarter of the copies).
+	held := map[string]int64{}
+	m, ok := c.Cat.Map(c.PoolID)
+	if !ok {
+		t.Fatal("no placement map")
+	}
+	for chunk := uint64(0); chunk < uint64(len(data)/MiB); chunk++ {
+		for _, cp := range m.PGs[placement.PG(vol.ID(), chunk, m.PGCount)] {
+			held[cp.SDSID] += MiB
+		}
+	}
+	stop := 0
+	for i, s := range c.SDSs {
+		if held[s.ID] > held[c.SDSs[stop].ID] {
+			stop = i
+		}
+	}
+	want := held[c.SDSs[stop].ID]
+	var survivors []int
+	for i := range c.SDSs {
+		if i != stop {
+			survivors = append(survivors, i)
+		}
+	}
 	done0 := map[int]int64{}
 	for _, i := range survivors {
 		done0[i] = doneBytes(t, c, c.SDSs[i].ID)
 	}
 	start := time.Now()
-	c.StopSDS(1) // a graceful stop revokes the lease: the rebuild starts at once
-	for !healthy(c, c.SDSs[1].ID) {
+	c.StopSDS(stop) // a graceful stop revokes the lease: the rebuild starts at once
+	for !healthy(c, c.SDSs[stop].ID) {
 		if time.Since(start) > 60*time.Second {
 			t.Fatal("pool not healthy 60 s after the SDS stopped")
 		}
@@ -98,9 +124,10 @@ func TestRebuildBandwidthCap(t *testing.T) {
 			t.Errorf("%s sent at %.1f MB/s, more than 1.5 × its %d MB/s cap", c.SDSs[i].Name, rate, capMBs)
 		}
 	}
-	// The stopped SDS held about half of the 2 × 96 MiB of copies.
-	if total < 30*MiB {
-		t.Fatalf("only %d MiB rebuilt: the test measured nothing", total/MiB)
+	// Every copy the stopped SDS held was sent again (at least half the
+	// 96 MiB: it holds the most of the 2 × 96 MiB on four SDSs).
+	if total < want {
+		t.Fatalf("%d MiB rebuilt, but %s held %d MiB of copies", total/MiB, c.SDSs[stop].Name, want/MiB)
 	}
 	got := make([]byte, len(data))
 	if err := vol.ReadAt(ctx, got, 0); err != nil {
