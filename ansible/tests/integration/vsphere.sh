@@ -30,8 +30,11 @@ PID=$!
 for _ in $(seq 1 300); do grep -q 'simulated vCenter' "$DIR/plugin.log" && break; kill -0 "$PID" || die "the plugin server exited: $(tail -5 "$DIR/plugin.log")"; sleep 0.2; done
 grep -q 'simulated vCenter' "$DIR/plugin.log" || die "the plugin server did not start in 60 s"
 CERT=$(sed -n 's/^ *certificate: \(.*\) (SHA-256.*/\1/p' "$DIR/plugin.log")
-VC_USER=$(sed -n 's/.*(user \([^,]*\), password .*/\1/p' "$DIR/plugin.log")
-VC_PASS=$(sed -n 's/.*, password \([^)]*\)).*/\1/p' "$DIR/plugin.log")
+# The demo prints the user and the file that holds its generated password (0600).
+VC_USER=$(sed -n 's/.*sign in to the UI as \(\S*\) with the password in .*/\1/p' "$DIR/plugin.log")
+VC_PASS_FILE=$(sed -n 's/.*sign in to the UI as \S* with the password in \(\S*\).*/\1/p' "$DIR/plugin.log")
+[ -n "$VC_USER" ] && [ -r "$VC_PASS_FILE" ] || die "the plugin server's demo did not say who to sign in as: $(tail -5 "$DIR/plugin.log")"
+VC_PASS=$(cat "$VC_PASS_FILE")
 URL=https://127.0.0.1:$PORT
 
 say "the plan the wizard downloads (POST /api/v1/plan/suggest)"
