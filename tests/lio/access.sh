@@ -42,7 +42,9 @@ g "echo '$VOL $HOST_A host-a $SECRET' > /tmp/mappings"
 start_target
 URL=127.0.0.1:$PORT/$IQN/0
 inq() { # inq INITIATOR [user%secret@]: succeeds when the LUN answers INQUIRY
-  iscsi-inq -i "$1" "iscsi://${2:-}$URL" > "$WORK/inq.out" 2>&1
+  # iscsi-inq has no time limit of its own; a login racing the removal of its
+  # ACL has been seen to hang once under TCG: bound it (wait_for tries again).
+  timeout 20 iscsi-inq -i "$1" "iscsi://${2:-}$URL" > "$WORK/inq.out" 2>&1
 }
 wait_for() { # wait_for SECONDS DESCRIPTION COMMAND...: poll until COMMAND succeeds
   local s=$1 what=$2 i; shift 2
