@@ -609,6 +609,30 @@ func inlineOp(req *wire.Request) bool {
 	return req.Op == wire.OpRead && req.Length <= 128<<10
 }
 
+// awaitRoute waits up to one second for the catalog to learn a chunk's
+// route, then reloads it from etcd once; only the rare unknown-volume answer
+// pays for it.
+func (s *Server) awaitRoute(ctx context.Context, vol, chunk uint64) (catalog.Route, bool) {
+	deadline := time.NewTimer(time.Second)
+	defer deadline.Stop()
+	for {
+		ch := s.cat.Changed()
+		if r, ok := s.cat.ChunkRoute(vol, chunk, placement.PG); ok && len(r.Copies) > 0 {
+			return r, true
+		}
+		select {
+		case <-ctx.Done():
+			return catalog.Route{}, false
+		case <-ch:
+		case <-deadline.C:
+			if err := s.cat.Refresh(ctx); err != nil {
+				return catalog.Route{}, false
+			}
+			return s.cat.ChunkRoute(vol, chunk, placement.PG)
+		}
+	}
+}
+
 // chunkOp validates routing and runs one chunk-level operation.
 func (s *Server) chunkOp(ctx context.Context, req *wire.Request) (wire.Response, func()) {
 	cur := s.cat.Epoch()
@@ -630,6 +654,12 @@ func (s *Server) chunkOp(ctx context.Context, req *wire.Request) (wire.Response,
 	}
 	key := chunkKey{req.Volume, req.Offset / model.ChunkSize}
 	route, found := s.cat.ChunkRoute(req.Volume, key.chunk, placement.PG)
+	if !found || len(route.Copies) == 0 {
+		// A volume created a moment ago can reach the client's catalog before
+		// this SDS's (volumes do not move the epoch): wait for it briefly
+		// before answering that it does not exist.
+		route, found = s.awaitRoute(ctx, req.Volume, key.chunk)
+	}
 	if !found || len(route.Copies) == 0 {
 		return errResp(wire.StatusNotFound, fmt.Errorf("volume %016x has no placement here", req.Volume))
 	}
