@@ -252,32 +252,9 @@ func (s *Server) getObjectStatistics(c *call) (int, any, error) {
 	if !ok {
 		return 0, nil, errorf(http.StatusNotFound, "no statistics for %q: use one of pools, volumes, sds, devices, hosts (or /statistics for the system)", c.r.PathValue("kind"))
 	}
-	var id string
-	var err error
-	switch ref := c.ref(); kind {
-	case model.KindPool:
-		var p model.StoragePool
-		p, err = s.store.GetPool(c.ctx, ref)
-		id = p.ID
-	case model.KindVolume:
-		var v model.Volume
-		v, err = s.store.GetVolume(c.ctx, ref)
-		id = v.ID
-	case model.KindSDS:
-		var x model.SDS
-		x, err = s.store.GetSDS(c.ctx, ref)
-		id = x.ID
-	case model.KindDevice:
-		var d model.Device
-		d, err = s.store.GetDevice(c.ctx, ref)
-		id = d.ID
-	case model.KindHost:
-		var h model.Host
-		h, err = s.store.GetHost(c.ctx, ref)
-		id = h.ID
-	}
+	id, err := s.store.Resolve(c.ctx, kind, c.ref())
 	if err != nil {
-		return 0, nil, err
+		return 0, nil, model.WithField(err, "ref")
 	}
 	return http.StatusOK, s.stats.response(kind + "/" + id), nil
 }

@@ -438,41 +438,32 @@ func userViewOf(u model.User) userView { return userView{Name: u.Name, Role: u.R
 
 // names returns the id -> name of every object of a kind.
 func (w *world) names(kind string) map[string]string {
-	out := map[string]string{}
-	add := func(id, name string) { out[id] = name }
 	switch kind {
 	case model.KindPD:
-		for id, v := range w.pds {
-			add(id, v.Name)
-		}
+		return namesOf(w.pds, func(v model.ProtectionDomain) string { return v.Name })
 	case model.KindFaultSet:
-		for id, v := range w.faultSets {
-			add(id, v.Name)
-		}
+		return namesOf(w.faultSets, func(v model.FaultSet) string { return v.Name })
 	case model.KindSDS:
-		for id, v := range w.sdss {
-			add(id, v.Name)
-		}
+		return namesOf(w.sdss, func(v model.SDS) string { return v.Name })
 	case model.KindDevice:
-		for id, v := range w.devices {
-			add(id, v.Name)
-		}
+		return namesOf(w.devices, func(v model.Device) string { return v.Name })
 	case model.KindPool:
-		for id, v := range w.pools {
-			add(id, v.Name)
-		}
+		return namesOf(w.pools, func(v model.StoragePool) string { return v.Name })
 	case model.KindVolume:
-		for id, v := range w.volumes {
-			add(id, v.Name)
-		}
+		return namesOf(w.volumes, func(v model.Volume) string { return v.Name })
 	case model.KindHost:
-		for id, v := range w.hosts {
-			add(id, v.Name)
-		}
+		return namesOf(w.hosts, func(v model.Host) string { return v.Name })
 	case model.KindUser:
-		for id := range w.users {
-			add(id, id)
-		}
+		return namesOf(w.users, func(v model.User) string { return v.Name })
+	}
+	return map[string]string{}
+}
+
+// namesOf maps the ids of a kind's objects to their names.
+func namesOf[T any](m map[string]T, name func(T) string) map[string]string {
+	out := make(map[string]string, len(m))
+	for id, v := range m {
+		out[id] = name(v)
 	}
 	return out
 }
