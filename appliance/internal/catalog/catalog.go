@@ -18,10 +18,6 @@ import (
 	"github.com/cairn-storage/cairn/appliance/internal/model"
 )
 
-// EpochKey holds the cluster-wide placement epoch (decimal). It is bumped in
-// the same transaction as every placement map change.
-const EpochKey = model.Prefix + "epoch"
-
 // Catalog is a watched snapshot of the model.
 type Catalog struct {
 	cli *clientv3.Client
@@ -189,7 +185,13 @@ func (c *Catalog) watch(ctx context.Context) {
 			interesting := false
 			for _, ev := range resp.Events {
 				k := string(ev.Kv.Key)
-				if strings.HasPrefix(k, model.Prefix+"stats/") || strings.HasPrefix(k, model.Prefix+"token/") {
+				// Statistics and one-time tokens are no part of the
+				// snapshot (apply ignores them); skipping them keeps
+				// their writes (statistics every few seconds per SDS, a
+				// bootstrap token's grant and redemption, since
+				// TokenPrefix is written: model/keys.go) from waking
+				// the catalog's waiters.
+				if strings.HasPrefix(k, model.StatsPrefix) || strings.HasPrefix(k, model.TokenPrefix) {
 					continue
 				}
 				interesting = true

@@ -210,8 +210,8 @@ func (e *env) state() map[string]int64 {
 	out := map[string]int64{}
 	for _, kv := range r.Kvs {
 		k := string(kv.Key)
-		if strings.HasPrefix(k, eventPrefix) || k == eventSeqKey || strings.HasPrefix(k, model.Prefix+"stats/") || strings.HasPrefix(k, model.Prefix+"live/") ||
-			strings.HasPrefix(k, model.Prefix+"filled/") {
+		if strings.HasPrefix(k, model.EventPrefix) || k == model.EventSeqKey || strings.HasPrefix(k, model.StatsPrefix) || strings.HasPrefix(k, model.LivePrefix) ||
+			strings.HasPrefix(k, model.FilledPrefix) {
 			continue
 		}
 		out[k] = kv.ModRevision

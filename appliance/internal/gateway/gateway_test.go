@@ -65,7 +65,7 @@ func TestLoginAndTokens(t *testing.T) {
 	e2.ok(204, "DELETE", "/api/v1/users/mon", e2.admin, "")
 	e2.fails(401, "no longer exists", "GET", "/api/v1/protection-domains", mon, "")
 	// The token is stored only as a hash.
-	r := must(e2.etcd.Get(context.Background(), model.Prefix+"session/", clientv3.WithPrefix()))
+	r := must(e2.etcd.Get(context.Background(), model.SessionPrefix, clientv3.WithPrefix()))
 	for _, kv := range r.Kvs {
 		if strings.Contains(string(kv.Key)+string(kv.Value), e2.admin) {
 			t.Errorf("token stored in clear: %s", kv.Key)

@@ -5,8 +5,9 @@ package gateway
 // carries it on: its progress is derived from the model each time the
 // observer loop runs or a client reads it, never from memory.
 //
-// Layout v1: LogPrefix+"job/<id>" -> jobRecord (JSON). Updates compare the
-// record's mod revision, so two gateways refreshing one job write once.
+// Layout v1: model.JobPrefix+"<id>" -> jobRecord (JSON; model/keys.go).
+// Updates compare the record's mod revision, so two gateways refreshing one
+// job write once.
 
 import (
 	"context"
@@ -74,9 +75,7 @@ type jobRecord struct {
 	SDSIDs []string `json:"sds_ids,omitempty"`
 }
 
-func jobKey(id string) string { return jobPrefix + id }
-
-const jobPrefix = LogPrefix + "job/"
+func jobKey(id string) string { return model.JobPrefix + id }
 
 // drainCopies counts the placement-group copies a drain still has to move.
 func (w *world) drainCopies(j *Job) int {
@@ -212,7 +211,7 @@ func (s *Server) createJob(c *call, kind string, obj objectRef, sdsIDs []string)
 
 // loadJobs reads every job with its mod revision.
 func (s *Server) loadJobs(ctx context.Context) (map[int64]jobRecord, error) {
-	r, err := s.cfg.Etcd.Get(ctx, jobPrefix, clientv3.WithPrefix())
+	r, err := s.cfg.Etcd.Get(ctx, model.JobPrefix, clientv3.WithPrefix())
 	if err != nil {
 		return nil, fmt.Errorf("read jobs: %v: %w", err, model.ErrUnavailable)
 	}

@@ -362,7 +362,7 @@ func TestFaultSetMaintenanceAPI(t *testing.T) {
 		defer sess.Close()
 		name := fmt.Sprintf("mdm-%d", i)
 		names = append(names, name)
-		el := concurrency.NewElection(sess, "/cairn/v1/election/")
+		el := concurrency.NewElection(sess, model.ElectionPrefix)
 		if i == 0 {
 			if err := el.Campaign(context.Background(), name); err != nil {
 				t.Fatal(err)

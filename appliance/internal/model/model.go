@@ -4,7 +4,8 @@
 //
 // Every object is stored as JSON under Prefix+"<kind>/<id>". Names are unique
 // per kind through an index key Prefix+"name/<kind>/<name>" -> id, written in
-// the same transaction as the object. Layout version: v1 (the prefix).
+// the same transaction as the object. Layout version: v1 (the prefix); every
+// key is listed in keys.go.
 package model
 
 import (
@@ -12,9 +13,6 @@ import (
 	"encoding/hex"
 	"time"
 )
-
-// Prefix is the root of every key Cairn writes to etcd.
-const Prefix = "/cairn/v1/"
 
 // Sizes fixed by the on-disk and placement formats.
 const (
@@ -208,30 +206,12 @@ type PlacementMap struct {
 	PGs     [][]CopyRef `json:"pgs"`
 }
 
-// SDSLive is written by a running SDS under a lease (Prefix+"live/sds/<id>").
+// SDSLive is written by a running SDS under a lease (LiveKey).
 type SDSLive struct {
 	Address string    `json:"address"`
 	PID     int       `json:"pid"`
 	Since   time.Time `json:"since"`
 }
-
-// Key returns the key of an object.
-func Key(kind, id string) string { return Prefix + kind + "/" + id }
-
-// KindPrefix returns the prefix under which all objects of a kind live.
-func KindPrefix(kind string) string { return Prefix + kind + "/" }
-
-// NameKey returns the uniqueness index key of a name.
-func NameKey(kind, name string) string { return Prefix + "name/" + kind + "/" + name }
-
-// MapKey returns the placement map key of a pool.
-func MapKey(poolID string) string { return Prefix + "map/" + poolID }
-
-// LiveKey returns the liveness key of an SDS.
-func LiveKey(sdsID string) string { return Prefix + "live/sds/" + sdsID }
-
-// SystemKey holds the System object.
-const SystemKey = Prefix + "system"
 
 // NewID returns a fresh random 16-hex-digit id.
 func NewID() string {
@@ -292,6 +272,3 @@ type RebuildStats struct {
 	DoneBytes    int64 `json:"done_bytes"`    // copied since start
 	ResyncBytes  int64 `json:"resync_bytes"`  // of which delta resync after maintenance
 }
-
-// StatsKey returns the key of an SDS's published statistics.
-func StatsKey(sdsID string) string { return Prefix + "stats/sds/" + sdsID }

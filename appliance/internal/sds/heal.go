@@ -27,7 +27,7 @@ const (
 )
 
 // FilledPrefix mirrors mdm.FilledPrefix (the MDM imports nothing of the SDS).
-const FilledPrefix = model.Prefix + "filled/"
+const FilledPrefix = model.FilledPrefix
 
 // pgRef names a placement group of a pool.
 type pgRef struct {
