@@ -36,9 +36,10 @@ import (
 // Tokens are stored only as the SHA-256 of the token (tokenKey): reading
 // etcd does not reveal a usable token.
 //
-// Copy states in a PlacementMap: CopyReady is written as "ready"; maps
-// written before it had a name store it as "" (or leave "state" out), which
-// still decodes as CopyReady (CopyRef.UnmarshalJSON).
+// Copy states in a PlacementMap ("state" of each copy): CopyReady is written
+// as "ready"; maps written before it had a name leave "state" out (or ""),
+// which still decodes as CopyReady (CopyRef.UnmarshalJSON). Copy states
+// appear in no REST response: only Go code reads the maps.
 const (
 	// Prefix is the root of the model and the cluster's runtime state.
 	Prefix = "/cairn/v1/"

@@ -11,6 +11,7 @@ package model
 import (
 	"crypto/rand"
 	"encoding/hex"
+	"encoding/json"
 	"time"
 )
 
@@ -169,10 +170,12 @@ type User struct {
 	PasswordHash string `json:"password_hash"`
 }
 
-// Copy states in a placement map.
+// Copy states in a placement map. Maps written before CopyReady had a name
+// store it as "" (the "state" field left out); CopyRef.UnmarshalJSON reads
+// that as CopyReady, and every map is written with the name.
 const (
 	// CopyReady holds every acknowledged write; may be primary.
-	CopyReady = ""
+	CopyReady = "ready"
 	// CopyRebuild receives every new write and is being filled by the
 	// primary (a full copy of the group's chunks).
 	CopyRebuild = "rebuild"
@@ -191,6 +194,21 @@ type CopyRef struct {
 	State    string `json:"state,omitempty"`
 	// Since is the epoch at which the copy entered its current state.
 	Since uint64 `json:"since,omitempty"`
+}
+
+// UnmarshalJSON decodes a copy, reading a missing or empty state as
+// CopyReady (the layout of maps written before the state had a name).
+func (c *CopyRef) UnmarshalJSON(b []byte) error {
+	type plain CopyRef // without this method
+	var p plain
+	if err := json.Unmarshal(b, &p); err != nil {
+		return err
+	}
+	if p.State == "" {
+		p.State = CopyReady
+	}
+	*c = CopyRef(p)
+	return nil
 }
 
 // Active reports whether a copy receives writes.
