@@ -89,20 +89,27 @@ func newEnv(t *testing.T, mod ...func(*Config)) *env {
 	for _, f := range mod {
 		f(&cfg)
 	}
+	e.serve(cfg)
+	return e
+}
+
+// serve starts the gateway of cfg behind httptest and logs in as the admin
+// with the password its first start wrote.
+func (e *env) serve(cfg Config) {
+	e.t.Helper()
 	srv, err := New(context.Background(), cfg)
 	if err != nil {
-		t.Fatal(err)
+		e.t.Fatal(err)
 	}
 	e.srv = srv
 	hs := httptest.NewServer(srv.Handler())
-	t.Cleanup(hs.Close)
+	e.t.Cleanup(hs.Close)
 	e.url = hs.URL
 	pw, err := os.ReadFile(filepath.Join(e.dir, AdminPasswordFile))
 	if err != nil {
-		t.Fatalf("first start wrote no admin password: %v", err)
+		e.t.Fatalf("first start wrote no admin password: %v", err)
 	}
 	e.admin = e.login("admin", strings.TrimSpace(string(pw)))
-	return e
 }
 
 // do sends a request and decodes the JSON answer (if any) into a map or list.
