@@ -13,27 +13,27 @@ import (
 // gateways, outside Prefix so that reading or watching the model never
 // reads the log. Values are JSON unless said otherwise.
 //
-//	key                                    value                    written by                        read by                                lifetime
-//	Prefix+"<kind>/<id>"                   the object (PD, SDS...)  Store ops (through the gateway)  catalog, gateway, MDM controller       until deleted
-//	Prefix+"name/<kind>/<name>"            id (text)                Store, in the object's txn        Store (name lookups, uniqueness)      with the object
-//	Prefix+"system"                        System                   Store.Bootstrap                   catalog, gateway                       forever
-//	Prefix+"epoch"                         placement epoch (dec.)   MDM controller, in each map's txn catalog, MDM controller                forever
-//	Prefix+"map/<pool>"                    PlacementMap             MDM controller (epoch in txn)     catalog (SDS, clients), gateway, Store until the pool is deleted
-//	Prefix+"live/sds/<sds id>"             SDSLive                  the running SDS                   MDM controller, catalog, Store, gw     lease (the SDS process)
-//	Prefix+"stats/sds/<sds id>"            SDSStats                 the running SDS, every few s      gateway (statistics, metrics), Store   lease (the SDS process)
-//	Prefix+"stats/frontend/<instance>"     FrontendStats            NBD server / iSCSI frontend       gateway (statistics, metrics)          lease (the frontend)
-//	Prefix+"filled/<pool>/<pg>/<device>"   copy's Since (decimal)   SDS primary, when a fill is done  MDM controller (deletes in map txn)    until consumed
-//	Prefix+"session/<sha256 hex>"          gateway session          gateway, at login                 gateway, on every request              lease (session TTL)
-//	Prefix+"token/bootstrap/<sha256 hex>"  bootstrap record         Store.PutBootstrapToken (gateway) Store.RedeemBootstrapToken             lease (token TTL); deleted when redeemed
-//	Prefix+"election/..."                  etcd election keys       MDM members (concurrency pkg)     MDM members                            lease (leader session)
-//	Prefix+"mdmrole/<member>"              {"tie_breaker": bool}    `cairn mdm` at start, gateway     gateway (MDM member list)              until the member is removed
-//	LogPrefix+"eventseq"                   last event number (dec.) gateway, in each event's txn      gateway                                forever
-//	LogPrefix+"event/<16 hex digits>"      gateway Event            gateway                           gateway (GET /events, SSE)             retention (count and age)
-//	LogPrefix+"alert/<id>"                 gateway Alert            gateway                           gateway (GET /alerts)                  retention
-//	LogPrefix+"alertactive/<kind>/<obj>"   id of the active alert   gateway                           gateway (raise once, clear)            while the condition holds
-//	LogPrefix+"job/<id>"                   gateway jobRecord        gateway                           gateway (any gateway runs any job)     retention
+//	key                                    value                     written by                        read by                                  lifetime
+//	Prefix+"<kind>/<id>"                   the object (PD, SDS...)   Store ops (via the gateway)       catalog, gateway, MDM controller         until deleted
+//	Prefix+"name/<kind>/<name>"            id (text)                 Store, in the object's txn        Store (names, uniqueness)                with the object
+//	Prefix+"system"                        System                    Store.Bootstrap                   catalog, gateway                         forever
+//	Prefix+"epoch"                         placement epoch (dec.)    MDM controller, in map txns       catalog, MDM controller                  forever
+//	Prefix+"map/<pool>"                    PlacementMap              MDM controller                    catalog (SDS, client), gateway, Store    until its pool is deleted
+//	Prefix+"live/sds/<sds id>"             SDSLive                   the running SDS                   MDM controller, catalog, Store, gateway  lease (the SDS process)
+//	Prefix+"stats/sds/<sds id>"            SDSStats                  the running SDS, every few s      gateway (statistics, metrics), Store     lease (the SDS process)
+//	Prefix+"stats/frontend/<instance>"     FrontendStats             NBD server, iSCSI frontend        gateway (statistics, metrics)            lease (the frontend)
+//	Prefix+"filled/<pool>/<pg>/<device>"   copy's Since (dec.)       SDS primary, when a fill is done  MDM controller (deletes in map txn)      until consumed
+//	Prefix+"session/<sha256 hex>"          gateway session           gateway, at login                 gateway, on every request                lease (session TTL)
+//	Prefix+"token/bootstrap/<sha256 hex>"  bootstrap record          Store.PutBootstrapToken           Store.RedeemBootstrapToken               lease (token TTL); deleted when redeemed
+//	Prefix+"election/..."                  etcd election keys        MDM members (concurrency)         MDM members                              lease (leader session)
+//	Prefix+"mdmrole/<member>"              {"tie_breaker": bool}     `cairn mdm` at start, gateway     gateway (MDM member list)                until the member is removed
+//	LogPrefix+"eventseq"                   last event number (dec.)  gateway, in each event's txn      gateway                                  forever
+//	LogPrefix+"event/<16 hex digits>"      gateway Event             gateway                           gateway (GET /events, SSE)               10 000 events, 30 days
+//	LogPrefix+"alert/<id>"                 gateway Alert             gateway                           gateway (GET /alerts)                    7 days after cleared
+//	LogPrefix+"alertactive/<kind>/<obj>"   id of the active alert    gateway                           gateway (raise once, clear)              while the condition holds
+//	LogPrefix+"job/<id>"                   gateway jobRecord         gateway                           gateway (any gateway runs any job)       1000 finished, 7 days after finishing
 //
-// Tokens are stored only as the SHA-256 of the token (tokenKey): reading
+// Tokens are stored only as the SHA-256 of the token (tokenHash): reading
 // etcd does not reveal a usable token.
 //
 // Copy states in a PlacementMap ("state" of each copy): CopyReady is written
