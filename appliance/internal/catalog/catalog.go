@@ -81,20 +81,16 @@ func ParseVolumeID(id string) (uint64, error) {
 	return strconv.ParseUint(id, 16, 64)
 }
 
-// apply updates the snapshot with one key; mu must be held.
+// apply updates the snapshot with one key (layout: model/keys.go); mu must
+// be held. Keys the snapshot does not hold are ignored.
 func (c *Catalog) apply(key string, val []byte, deleted bool) {
-	rest, ok := strings.CutPrefix(key, model.Prefix)
-	if !ok {
-		return
-	}
-	kind, id, _ := strings.Cut(rest, "/")
-	if rest == "epoch" {
+	switch key {
+	case model.EpochKey:
 		if !deleted {
 			c.epoch, _ = strconv.ParseUint(string(val), 10, 64)
 		}
 		return
-	}
-	if rest == "system" {
+	case model.SystemKey:
 		if !deleted {
 			_ = json.Unmarshal(val, &c.system)
 		}
@@ -107,13 +103,28 @@ func (c *Catalog) apply(key string, val []byte, deleted bool) {
 		}
 		return true
 	}
-	switch kind {
-	case "map":
+	if id, ok := strings.CutPrefix(key, model.MapPrefix); ok {
 		if deleted {
 			delete(c.maps, id)
 		} else if m := new(model.PlacementMap); decode(m) {
 			c.maps[id] = m
 		}
+		return
+	}
+	if sid, ok := strings.CutPrefix(key, model.LivePrefix); ok {
+		if deleted {
+			delete(c.live, sid)
+		} else if l := new(model.SDSLive); decode(l) {
+			c.live[sid] = l
+		}
+		return
+	}
+	rest, ok := strings.CutPrefix(key, model.Prefix)
+	if !ok {
+		return
+	}
+	kind, id, _ := strings.Cut(rest, "/")
+	switch kind {
 	case model.KindVolume:
 		vid, err := ParseVolumeID(id)
 		if err != nil {
@@ -151,13 +162,6 @@ func (c *Catalog) apply(key string, val []byte, deleted bool) {
 			delete(c.pools, id)
 		} else if p := new(model.StoragePool); decode(p) {
 			c.pools[id] = p
-		}
-	case "live":
-		sid := strings.TrimPrefix(id, "sds/")
-		if deleted {
-			delete(c.live, sid)
-		} else if l := new(model.SDSLive); decode(l) {
-			c.live[sid] = l
 		}
 	}
 }
