@@ -75,8 +75,6 @@ type jobRecord struct {
 	SDSIDs []string `json:"sds_ids,omitempty"`
 }
 
-func jobKey(id string) string { return model.JobPrefix + id }
-
 // drainCopies counts the placement-group copies a drain still has to move.
 func (w *world) drainCopies(j *Job) int {
 	n := 0
@@ -202,7 +200,7 @@ func (s *Server) createJob(c *call, kind string, obj objectRef, sdsIDs []string)
 	rec := jobRecord{Job: Job{ID: model.NewID(), Kind: kind, Object: obj, State: JobRunning, User: c.user.Name, Created: now, Updated: now}, SDSIDs: sdsIDs}
 	rec = w.progress(rec, now)
 	b, _ := json.Marshal(rec)
-	if _, err := s.cfg.Etcd.Put(c.ctx, jobKey(rec.ID), string(b)); err != nil {
+	if _, err := s.cfg.Etcd.Put(c.ctx, model.JobKey(rec.ID), string(b)); err != nil {
 		return jobRecord{}, fmt.Errorf("store job: %v: %w", err, model.ErrUnavailable)
 	}
 	c.w.Header().Set("Location", APIPrefix+"/jobs/"+rec.ID)
@@ -256,7 +254,7 @@ func (s *Server) refreshJobs(ctx context.Context, w *world) ([]Job, error) {
 	sort.Slice(finished, func(i, j int) bool { return finished[i].Updated.After(finished[j].Updated) })
 	for i, rec := range finished {
 		if i >= jobMaxKept || now.Sub(rec.Updated) > jobKeep {
-			s.cfg.Etcd.Delete(ctx, jobKey(rec.ID))
+			s.cfg.Etcd.Delete(ctx, model.JobKey(rec.ID))
 		}
 	}
 	sort.Slice(out, func(i, j int) bool { return out[i].Created.After(out[j].Created) })
@@ -267,8 +265,8 @@ func (s *Server) refreshJobs(ctx context.Context, w *world) ([]Job, error) {
 // gateway did it: false). A job's end is an event, in the same transaction.
 func (s *Server) writeJob(ctx context.Context, rec jobRecord, rev int64) (bool, error) {
 	b, _ := json.Marshal(rec)
-	cmps := []clientv3.Cmp{clientv3.Compare(clientv3.ModRevision(jobKey(rec.ID)), "=", rev)}
-	ops := []clientv3.Op{clientv3.OpPut(jobKey(rec.ID), string(b))}
+	cmps := []clientv3.Cmp{clientv3.Compare(clientv3.ModRevision(model.JobKey(rec.ID)), "=", rev)}
+	ops := []clientv3.Op{clientv3.OpPut(model.JobKey(rec.ID), string(b))}
 	if rec.State == JobSucceeded || rec.State == JobFailed {
 		sev := SeverityInfo
 		if rec.State == JobFailed {

@@ -212,13 +212,13 @@ func (c *Controller) finishRemovals(ctx context.Context, st *model.Store, device
 }
 
 func (c *Controller) heal(ctx context.Context, p model.StoragePool, cur *model.PlacementMap, view placement.View, devices []model.Device, sdss []model.SDS, usable func(model.SDS) bool) error {
-	fr, err := c.Etcd.Get(ctx, model.FilledPrefix+p.ID+"/", clientv3.WithPrefix())
+	fr, err := c.Etcd.Get(ctx, model.FilledPoolPrefix(p.ID), clientv3.WithPrefix())
 	if err != nil {
 		return err
 	}
 	view.Done = map[string]uint64{}
 	for _, kv := range fr.Kvs {
-		k := strings.TrimPrefix(string(kv.Key), model.FilledPrefix+p.ID+"/")
+		k := strings.TrimPrefix(string(kv.Key), model.FilledPoolPrefix(p.ID))
 		e, _ := strconv.ParseUint(string(kv.Value), 10, 64)
 		view.Done[k] = e
 	}

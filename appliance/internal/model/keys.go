@@ -79,6 +79,10 @@ func MapKey(poolID string) string { return MapPrefix + poolID }
 // in the transaction of the map that marks the copy ready.
 const FilledPrefix = Prefix + "filled/"
 
+// FilledPoolPrefix returns the prefix of a pool's fill reports; a report's
+// key is FilledPoolPrefix(pool)+placement.FillKey(pg, device).
+func FilledPoolPrefix(poolID string) string { return FilledPrefix + poolID + "/" }
+
 // Runtime state published under leases.
 
 // LivePrefix is where running SDSs announce themselves (LiveKey).
@@ -141,3 +145,6 @@ const (
 	AlertActivePrefix = LogPrefix + "alertactive/"
 	JobPrefix         = LogPrefix + "job/"
 )
+
+// JobKey returns the key of a job's record.
+func JobKey(id string) string { return JobPrefix + id }

@@ -26,7 +26,7 @@ const (
 	maxFills    = 16
 )
 
-// FilledPrefix mirrors mdm.FilledPrefix (the MDM imports nothing of the SDS).
+// FilledPrefix is where fill reports go (model/keys.go).
 const FilledPrefix = model.FilledPrefix
 
 // pgRef names a placement group of a pool.
