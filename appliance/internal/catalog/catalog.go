@@ -18,10 +18,6 @@ import (
 	"github.com/cairn-storage/cairn/appliance/internal/model"
 )
 
-// EpochKey holds the cluster-wide placement epoch (decimal). It is bumped in
-// the same transaction as every placement map change.
-const EpochKey = model.Prefix + "epoch"
-
 // Catalog is a watched snapshot of the model.
 type Catalog struct {
 	cli *clientv3.Client
@@ -85,20 +81,16 @@ func ParseVolumeID(id string) (uint64, error) {
 	return strconv.ParseUint(id, 16, 64)
 }
 
-// apply updates the snapshot with one key; mu must be held.
+// apply updates the snapshot with one key (layout: model/keys.go); mu must
+// be held. Keys the snapshot does not hold are ignored.
 func (c *Catalog) apply(key string, val []byte, deleted bool) {
-	rest, ok := strings.CutPrefix(key, model.Prefix)
-	if !ok {
-		return
-	}
-	kind, id, _ := strings.Cut(rest, "/")
-	if rest == "epoch" {
+	switch key {
+	case model.EpochKey:
 		if !deleted {
 			c.epoch, _ = strconv.ParseUint(string(val), 10, 64)
 		}
 		return
-	}
-	if rest == "system" {
+	case model.SystemKey:
 		if !deleted {
 			_ = json.Unmarshal(val, &c.system)
 		}
@@ -111,13 +103,28 @@ func (c *Catalog) apply(key string, val []byte, deleted bool) {
 		}
 		return true
 	}
-	switch kind {
-	case "map":
+	if id, ok := strings.CutPrefix(key, model.MapPrefix); ok {
 		if deleted {
 			delete(c.maps, id)
 		} else if m := new(model.PlacementMap); decode(m) {
 			c.maps[id] = m
 		}
+		return
+	}
+	if sid, ok := strings.CutPrefix(key, model.LivePrefix); ok {
+		if deleted {
+			delete(c.live, sid)
+		} else if l := new(model.SDSLive); decode(l) {
+			c.live[sid] = l
+		}
+		return
+	}
+	rest, ok := strings.CutPrefix(key, model.Prefix)
+	if !ok {
+		return
+	}
+	kind, id, _ := strings.Cut(rest, "/")
+	switch kind {
 	case model.KindVolume:
 		vid, err := ParseVolumeID(id)
 		if err != nil {
@@ -156,13 +163,6 @@ func (c *Catalog) apply(key string, val []byte, deleted bool) {
 		} else if p := new(model.StoragePool); decode(p) {
 			c.pools[id] = p
 		}
-	case "live":
-		sid := strings.TrimPrefix(id, "sds/")
-		if deleted {
-			delete(c.live, sid)
-		} else if l := new(model.SDSLive); decode(l) {
-			c.live[sid] = l
-		}
 	}
 }
 
@@ -189,7 +189,13 @@ func (c *Catalog) watch(ctx context.Context) {
 			interesting := false
 			for _, ev := range resp.Events {
 				k := string(ev.Kv.Key)
-				if strings.HasPrefix(k, model.Prefix+"stats/") || strings.HasPrefix(k, model.Prefix+"token/") {
+				// Statistics and one-time tokens are no part of the
+				// snapshot (apply ignores them); skipping them keeps
+				// their writes (statistics every few seconds per SDS, a
+				// bootstrap token's grant and redemption, since
+				// TokenPrefix is written: model/keys.go) from waking
+				// the catalog's waiters.
+				if strings.HasPrefix(k, model.StatsPrefix) || strings.HasPrefix(k, model.TokenPrefix) {
 					continue
 				}
 				interesting = true

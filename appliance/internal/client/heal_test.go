@@ -37,7 +37,7 @@ func waitHealthy(t *testing.T, c *testcluster.Cluster, exclude string, within ti
 	}
 	m, _ := c.Cat.Map(c.PoolID)
 	for i, pg := range m.PGs {
-		if len(pg) != 2 || pg[0].State != "" || pg[1].State != "" {
+		if len(pg) != 2 || pg[0].State != model.CopyReady || pg[1].State != model.CopyReady {
 			t.Logf("pg %d: %+v", i, pg)
 		}
 	}

@@ -3,9 +3,7 @@ package gateway
 import (
 	"context"
 	"crypto/rand"
-	"crypto/sha256"
 	"encoding/base64"
-	"encoding/hex"
 	"encoding/json"
 	"errors"
 	"net/http"
@@ -33,11 +31,6 @@ type session struct {
 	Expires time.Time `json:"expires"`
 }
 
-func sessionKey(token string) string {
-	sum := sha256.Sum256([]byte(token))
-	return model.Prefix + "session/" + hex.EncodeToString(sum[:])
-}
-
 var roleRank = map[string]int{model.RoleMonitor: 1, model.RoleOperator: 2, model.RoleAdmin: 3}
 
 // authenticate resolves the bearer token of r to its user and lease.
@@ -50,7 +43,7 @@ func (s *Server) authenticate(ctx context.Context, r *http.Request) (model.User,
 	if !ok || !strings.EqualFold(scheme, "Bearer") || token == "" {
 		return model.User{}, 0, "", errorf(http.StatusUnauthorized, "the Authorization header must be \"Bearer <token>\"; get a token with POST /api/v1/login (cairnctl login)")
 	}
-	key := sessionKey(strings.TrimSpace(token))
+	key := model.SessionKey(strings.TrimSpace(token))
 	resp, err := s.cfg.Etcd.Get(ctx, key)
 	if err != nil {
 		return model.User{}, 0, "", errorf(http.StatusServiceUnavailable, "cannot check the token: etcd unavailable (%v); retry", err)
@@ -112,7 +105,7 @@ func (s *Server) login(c *call) (int, any, error) {
 		return 0, nil, errorf(http.StatusServiceUnavailable, "cannot create a session: etcd unavailable (%v); retry", err)
 	}
 	val, _ := json.Marshal(sess)
-	if _, err := s.cfg.Etcd.Put(c.ctx, sessionKey(token), string(val), clientv3.WithLease(lease.ID)); err != nil {
+	if _, err := s.cfg.Etcd.Put(c.ctx, model.SessionKey(token), string(val), clientv3.WithLease(lease.ID)); err != nil {
 		return 0, nil, errorf(http.StatusServiceUnavailable, "cannot store the session: etcd unavailable (%v); retry", err)
 	}
 	return http.StatusOK, loginResponse{Token: token, Expires: sess.Expires, User: u.Name, Role: u.Role}, nil

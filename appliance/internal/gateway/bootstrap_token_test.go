@@ -59,7 +59,7 @@ func TestBootstrapTokenOnce(t *testing.T) {
 	if strings.Contains(e.logs.String(), testBootstrapToken) {
 		t.Fatal("the gateway logged the bootstrap token")
 	}
-	r, err := e.etcd.Get(context.Background(), model.Prefix+"token/bootstrap/", clientv3.WithPrefix())
+	r, err := e.etcd.Get(context.Background(), model.TokenPrefix+"bootstrap/", clientv3.WithPrefix())
 	if err != nil || len(r.Kvs) != 1 || strings.Contains(string(r.Kvs[0].Key)+string(r.Kvs[0].Value), testBootstrapToken) {
 		t.Fatalf("want one stored token record, by hash only: %v %v", r, err)
 	}
@@ -83,7 +83,7 @@ func TestBootstrapTokenExpires(t *testing.T) {
 	e := tokenEnv(t, 2*time.Second)
 	deadline := time.Now().Add(20 * time.Second)
 	for {
-		r, err := e.etcd.Get(context.Background(), model.Prefix+"token/bootstrap/", clientv3.WithPrefix(), clientv3.WithCountOnly())
+		r, err := e.etcd.Get(context.Background(), model.TokenPrefix+"bootstrap/", clientv3.WithPrefix(), clientv3.WithCountOnly())
 		if err != nil {
 			t.Fatal(err)
 		}

@@ -3,14 +3,9 @@ package gateway
 // Events (the audit log included) and alerts, stored in etcd with bounded
 // retention (docs/api.md section 5).
 //
-// Layout v1, under LogPrefix (outside the model's prefix, so that reading
-// the model never reads the log):
-//
-//	LogPrefix+"eventseq"                     -> last event number (decimal)
-//	LogPrefix+"event/<16 hex digits>"        -> Event (JSON); the id is the number
-//	LogPrefix+"alert/<id>"                   -> Alert (JSON)
-//	LogPrefix+"alertactive/<kind>/<object>"  -> id of the active alert
-//	LogPrefix+"job/<id>"                     -> jobRecord (JSON), see jobs.go
+// Layout v1, under model.LogPrefix (outside the model's prefix, so that
+// reading the model never reads the log): the keys and their values are in
+// the table of model/keys.go; an event's id is its number (16 hex digits).
 //
 // An event is written in the same transaction as the sequence number it
 // takes (and as the change it reports, where there is one), so ids are
@@ -61,16 +56,6 @@ const (
 	eventPageSize = 100
 )
 
-// LogPrefix is the root of events, alerts and jobs in etcd.
-const LogPrefix = "/cairn/log/v1/"
-
-const (
-	eventSeqKey      = LogPrefix + "eventseq"
-	eventPrefix      = LogPrefix + "event/"
-	alertPrefix      = LogPrefix + "alert/"
-	alertActiveStart = LogPrefix + "alertactive/"
-)
-
 // Event is one thing that happened.
 type Event struct {
 	ID       string     `json:"id"`
@@ -91,7 +76,7 @@ func eventID(n uint64) string { return fmt.Sprintf("%016x", n) }
 // cmps. It returns false, writing nothing, when cmps do not hold.
 func (s *Server) commitEvent(ctx context.Context, ev Event, cmps []clientv3.Cmp, ops []clientv3.Op) (bool, error) {
 	for attempt := 0; attempt < 20; attempt++ {
-		r, err := s.cfg.Etcd.Get(ctx, eventSeqKey)
+		r, err := s.cfg.Etcd.Get(ctx, model.EventSeqKey)
 		if err != nil {
 			return false, fmt.Errorf("read event sequence: %v: %w", err, model.ErrUnavailable)
 		}
@@ -108,8 +93,8 @@ func (s *Server) commitEvent(ctx context.Context, ev Event, cmps []clientv3.Cmp,
 			e.Time = time.Now().UTC()
 		}
 		b, _ := json.Marshal(e)
-		seqCmp := clientv3.Compare(clientv3.ModRevision(eventSeqKey), "=", rev)
-		all := append([]clientv3.Op{clientv3.OpPut(eventSeqKey, strconv.FormatUint(seq, 10)), clientv3.OpPut(eventPrefix+e.ID, string(b))}, ops...)
+		seqCmp := clientv3.Compare(clientv3.ModRevision(model.EventSeqKey), "=", rev)
+		all := append([]clientv3.Op{clientv3.OpPut(model.EventSeqKey, strconv.FormatUint(seq, 10)), clientv3.OpPut(model.EventPrefix+e.ID, string(b))}, ops...)
 		tr, err := s.cfg.Etcd.Txn(ctx).If(append([]clientv3.Cmp{seqCmp}, cmps...)...).Then(all...).
 			Else(clientv3.OpTxn([]clientv3.Cmp{seqCmp}, nil, nil)).Commit()
 		if err != nil {
@@ -119,7 +104,7 @@ func (s *Server) commitEvent(ctx context.Context, ev Event, cmps []clientv3.Cmp,
 			if seq%100 == 0 && seq > eventMaxKept {
 				// Bound the count: drop everything older than the last
 				// eventMaxKept events.
-				s.cfg.Etcd.Delete(ctx, eventPrefix, clientv3.WithRange(eventPrefix+eventID(seq-eventMaxKept)))
+				s.cfg.Etcd.Delete(ctx, model.EventPrefix, clientv3.WithRange(model.EventPrefix+eventID(seq-eventMaxKept)))
 			}
 			return true, nil
 		}
@@ -220,7 +205,7 @@ func (f eventFilter) match(e Event) bool {
 // readEvents returns matching events after f.after (oldest first, at most
 // limit) and the revision of the read.
 func (s *Server) readEvents(ctx context.Context, f eventFilter, limit int) ([]Event, int64, error) {
-	r, err := s.cfg.Etcd.Get(ctx, eventPrefix+eventID(f.after+1), clientv3.WithRange(clientv3.GetPrefixRangeEnd(eventPrefix)))
+	r, err := s.cfg.Etcd.Get(ctx, model.EventPrefix+eventID(f.after+1), clientv3.WithRange(clientv3.GetPrefixRangeEnd(model.EventPrefix)))
 	if err != nil {
 		return nil, 0, fmt.Errorf("read events: %v: %w", err, model.ErrUnavailable)
 	}
@@ -290,7 +275,7 @@ func (s *Server) streamEvents(c *call) (int, any, error) {
 	rc.Flush()
 	ctx, cancel := context.WithCancel(c.ctx)
 	defer cancel()
-	wch := s.cfg.Etcd.Watch(clientv3.WithRequireLeader(ctx), eventPrefix, clientv3.WithPrefix(), clientv3.WithRev(rev+1))
+	wch := s.cfg.Etcd.Watch(clientv3.WithRequireLeader(ctx), model.EventPrefix, clientv3.WithPrefix(), clientv3.WithRev(rev+1))
 	tick := time.NewTicker(sseKeepalive)
 	defer tick.Stop()
 	for {
@@ -405,13 +390,13 @@ func (s *Server) observe(ctx context.Context) error {
 	}
 	s.promoteLearners(ctx)
 	want := w.conditions(s.prog.rebuildView(w))
-	r, err := s.cfg.Etcd.Get(ctx, alertActiveStart, clientv3.WithPrefix())
+	r, err := s.cfg.Etcd.Get(ctx, model.AlertActivePrefix, clientv3.WithPrefix())
 	if err != nil {
 		return err
 	}
 	active := map[string]string{} // condition key -> alert id
 	for _, kv := range r.Kvs {
-		active[strings.TrimPrefix(string(kv.Key), alertActiveStart)] = string(kv.Value)
+		active[strings.TrimPrefix(string(kv.Key), model.AlertActivePrefix)] = string(kv.Value)
 	}
 	now := time.Now().UTC()
 	for k, cnd := range want {
@@ -426,8 +411,8 @@ func (s *Server) observe(ctx context.Context) error {
 			kind = EventRebuild
 		}
 		_, err := s.commitEvent(ctx, Event{Severity: a.Severity, Kind: kind, Object: a.Object, Message: "alert raised: " + a.Message},
-			[]clientv3.Cmp{clientv3.Compare(clientv3.CreateRevision(alertActiveStart+k), "=", 0)},
-			[]clientv3.Op{clientv3.OpPut(alertActiveStart+k, a.ID), clientv3.OpPut(alertPrefix+a.ID, string(b))})
+			[]clientv3.Cmp{clientv3.Compare(clientv3.CreateRevision(model.AlertActivePrefix+k), "=", 0)},
+			[]clientv3.Op{clientv3.OpPut(model.AlertActivePrefix+k, a.ID), clientv3.OpPut(model.AlertPrefix+a.ID, string(b))})
 		if err != nil {
 			return err
 		}
@@ -437,8 +422,8 @@ func (s *Server) observe(ctx context.Context) error {
 			continue
 		}
 		var a Alert
-		if _, err := s.store.Get(ctx, alertPrefix+id, &a); err != nil {
-			s.cfg.Etcd.Delete(ctx, alertActiveStart+k) // a dangling index entry
+		if _, err := s.store.Get(ctx, model.AlertPrefix+id, &a); err != nil {
+			s.cfg.Etcd.Delete(ctx, model.AlertActivePrefix+k) // a dangling index entry
 			continue
 		}
 		a.Cleared = &now
@@ -449,8 +434,8 @@ func (s *Server) observe(ctx context.Context) error {
 			kind, msg = EventRebuild, "alert cleared: every placement group has 2 complete copies again"
 		}
 		_, err := s.commitEvent(ctx, Event{Severity: SeverityInfo, Kind: kind, Object: a.Object, Message: msg},
-			[]clientv3.Cmp{clientv3.Compare(clientv3.Value(alertActiveStart+k), "=", id)},
-			[]clientv3.Op{clientv3.OpDelete(alertActiveStart + k), clientv3.OpPut(alertPrefix+a.ID, string(b))})
+			[]clientv3.Cmp{clientv3.Compare(clientv3.Value(model.AlertActivePrefix+k), "=", id)},
+			[]clientv3.Op{clientv3.OpDelete(model.AlertActivePrefix + k), clientv3.OpPut(model.AlertPrefix+a.ID, string(b))})
 		if err != nil {
 			return err
 		}
@@ -461,16 +446,16 @@ func (s *Server) observe(ctx context.Context) error {
 // pruneAlertsAndEvents drops cleared alerts older than alertKeep and events
 // older than eventKeep (the count bound is kept by commitEvent).
 func (s *Server) pruneAlertsAndEvents(ctx context.Context, now time.Time) error {
-	alerts, err := model.ListPrefix[Alert](ctx, s.store, alertPrefix)
+	alerts, err := model.ListPrefix[Alert](ctx, s.store, model.AlertPrefix)
 	if err != nil {
 		return err
 	}
 	for _, a := range alerts {
 		if a.Cleared != nil && now.Sub(*a.Cleared) > alertKeep {
-			s.cfg.Etcd.Delete(ctx, alertPrefix+a.ID)
+			s.cfg.Etcd.Delete(ctx, model.AlertPrefix+a.ID)
 		}
 	}
-	r, err := s.cfg.Etcd.Get(ctx, eventPrefix, clientv3.WithPrefix(), clientv3.WithLimit(eventPageSize))
+	r, err := s.cfg.Etcd.Get(ctx, model.EventPrefix, clientv3.WithPrefix(), clientv3.WithLimit(eventPageSize))
 	if err != nil {
 		return err
 	}
@@ -505,7 +490,7 @@ func (s *Server) listAlerts(c *call) (int, any, error) {
 			return 0, nil, model.WithField(errorf(http.StatusBadRequest, "unknown filter %q; alerts accept severity, object and active", p), p)
 		}
 	}
-	alerts, err := model.ListPrefix[Alert](c.ctx, s.store, alertPrefix)
+	alerts, err := model.ListPrefix[Alert](c.ctx, s.store, model.AlertPrefix)
 	if err != nil {
 		return 0, nil, fmt.Errorf("read alerts: %v: %w", err, model.ErrUnavailable)
 	}

@@ -5,8 +5,9 @@ package gateway
 // carries it on: its progress is derived from the model each time the
 // observer loop runs or a client reads it, never from memory.
 //
-// Layout v1: LogPrefix+"job/<id>" -> jobRecord (JSON). Updates compare the
-// record's mod revision, so two gateways refreshing one job write once.
+// Layout v1: model.JobPrefix+"<id>" -> jobRecord (JSON; model/keys.go).
+// Updates compare the record's mod revision, so two gateways refreshing one
+// job write once.
 
 import (
 	"context"
@@ -73,10 +74,6 @@ type jobRecord struct {
 	// SDSIDs: the SDSs a maintenance job follows (one, or a fault set's).
 	SDSIDs []string `json:"sds_ids,omitempty"`
 }
-
-func jobKey(id string) string { return jobPrefix + id }
-
-const jobPrefix = LogPrefix + "job/"
 
 // drainCopies counts the placement-group copies a drain still has to move.
 func (w *world) drainCopies(j *Job) int {
@@ -203,7 +200,7 @@ func (s *Server) createJob(c *call, kind string, obj objectRef, sdsIDs []string)
 	rec := jobRecord{Job: Job{ID: model.NewID(), Kind: kind, Object: obj, State: JobRunning, User: c.user.Name, Created: now, Updated: now}, SDSIDs: sdsIDs}
 	rec = w.progress(rec, now)
 	b, _ := json.Marshal(rec)
-	if _, err := s.cfg.Etcd.Put(c.ctx, jobKey(rec.ID), string(b)); err != nil {
+	if _, err := s.cfg.Etcd.Put(c.ctx, model.JobKey(rec.ID), string(b)); err != nil {
 		return jobRecord{}, fmt.Errorf("store job: %v: %w", err, model.ErrUnavailable)
 	}
 	c.w.Header().Set("Location", APIPrefix+"/jobs/"+rec.ID)
@@ -212,7 +209,7 @@ func (s *Server) createJob(c *call, kind string, obj objectRef, sdsIDs []string)
 
 // loadJobs reads every job with its mod revision.
 func (s *Server) loadJobs(ctx context.Context) (map[int64]jobRecord, error) {
-	r, err := s.cfg.Etcd.Get(ctx, jobPrefix, clientv3.WithPrefix())
+	r, err := s.cfg.Etcd.Get(ctx, model.JobPrefix, clientv3.WithPrefix())
 	if err != nil {
 		return nil, fmt.Errorf("read jobs: %v: %w", err, model.ErrUnavailable)
 	}
@@ -257,7 +254,7 @@ func (s *Server) refreshJobs(ctx context.Context, w *world) ([]Job, error) {
 	sort.Slice(finished, func(i, j int) bool { return finished[i].Updated.After(finished[j].Updated) })
 	for i, rec := range finished {
 		if i >= jobMaxKept || now.Sub(rec.Updated) > jobKeep {
-			s.cfg.Etcd.Delete(ctx, jobKey(rec.ID))
+			s.cfg.Etcd.Delete(ctx, model.JobKey(rec.ID))
 		}
 	}
 	sort.Slice(out, func(i, j int) bool { return out[i].Created.After(out[j].Created) })
@@ -268,8 +265,8 @@ func (s *Server) refreshJobs(ctx context.Context, w *world) ([]Job, error) {
 // gateway did it: false). A job's end is an event, in the same transaction.
 func (s *Server) writeJob(ctx context.Context, rec jobRecord, rev int64) (bool, error) {
 	b, _ := json.Marshal(rec)
-	cmps := []clientv3.Cmp{clientv3.Compare(clientv3.ModRevision(jobKey(rec.ID)), "=", rev)}
-	ops := []clientv3.Op{clientv3.OpPut(jobKey(rec.ID), string(b))}
+	cmps := []clientv3.Cmp{clientv3.Compare(clientv3.ModRevision(model.JobKey(rec.ID)), "=", rev)}
+	ops := []clientv3.Op{clientv3.OpPut(model.JobKey(rec.ID), string(b))}
 	if rec.State == JobSucceeded || rec.State == JobFailed {
 		sev := SeverityInfo
 		if rec.State == JobFailed {

@@ -8,9 +8,6 @@ import (
 	"io"
 	"log/slog"
 	"math/rand"
-	"net/http/httptest"
-	"os"
-	"path/filepath"
 	"strings"
 	"testing"
 	"time"
@@ -27,19 +24,7 @@ const MiB = 1 << 20
 func newClusterEnv(t *testing.T, c *testcluster.Cluster) *env {
 	t.Helper()
 	e := &env{t: t, etcd: c.Etcd, dir: t.TempDir(), logs: &syncBuffer{}}
-	srv, err := New(context.Background(), Config{Etcd: c.Etcd, StateDir: e.dir, Logger: slog.New(slog.NewTextHandler(io.Discard, nil))})
-	if err != nil {
-		t.Fatal(err)
-	}
-	e.srv = srv
-	hs := httptest.NewServer(srv.Handler())
-	t.Cleanup(hs.Close)
-	e.url = hs.URL
-	pw, err := os.ReadFile(filepath.Join(e.dir, AdminPasswordFile))
-	if err != nil {
-		t.Fatal(err)
-	}
-	e.admin = e.login("admin", strings.TrimSpace(string(pw)))
+	e.serve(Config{Etcd: c.Etcd, StateDir: e.dir, Logger: slog.New(slog.NewTextHandler(io.Discard, nil))})
 	return e
 }
 
@@ -362,7 +347,7 @@ func TestFaultSetMaintenanceAPI(t *testing.T) {
 		defer sess.Close()
 		name := fmt.Sprintf("mdm-%d", i)
 		names = append(names, name)
-		el := concurrency.NewElection(sess, "/cairn/v1/election/")
+		el := concurrency.NewElection(sess, model.ElectionPrefix)
 		if i == 0 {
 			if err := el.Campaign(context.Background(), name); err != nil {
 				t.Fatal(err)

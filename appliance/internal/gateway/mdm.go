@@ -16,18 +16,13 @@ import (
 	"sort"
 	"strings"
 
-	"github.com/cairn-storage/cairn/appliance/internal/mdm"
 	"github.com/cairn-storage/cairn/appliance/internal/model"
 	pb "go.etcd.io/etcd/api/v3/etcdserverpb"
 	"go.etcd.io/etcd/api/v3/v3rpc/rpctypes"
 	clientv3 "go.etcd.io/etcd/client/v3"
 )
 
-// MDMRolePrefix holds each member's Cairn role, written by `cairn mdm` at
-// start and by POST /mdm/members (mdm.RolePrefix).
-const MDMRolePrefix = mdm.RolePrefix
-
-// MDMRole is the value under MDMRolePrefix.
+// MDMRole is the value under model.MDMRolePrefix.
 type MDMRole struct {
 	TieBreaker bool `json:"tie_breaker"`
 }
@@ -82,14 +77,14 @@ func (s *Server) members(ctx context.Context) ([]mdmMember, *clientv3.MemberList
 		}
 	}
 	roles := map[string]MDMRole{}
-	r, err := s.cfg.Etcd.Get(ctx, MDMRolePrefix, clientv3.WithPrefix())
+	r, err := s.cfg.Etcd.Get(ctx, model.MDMRolePrefix, clientv3.WithPrefix())
 	if err != nil {
 		return nil, nil, etcdErr("read MDM roles", err)
 	}
 	for _, kv := range r.Kvs {
 		var role MDMRole
 		if json.Unmarshal(kv.Value, &role) == nil {
-			roles[strings.TrimPrefix(string(kv.Key), MDMRolePrefix)] = role
+			roles[strings.TrimPrefix(string(kv.Key), model.MDMRolePrefix)] = role
 		}
 	}
 	w, err := s.loadWorld(ctx)
@@ -163,12 +158,12 @@ func (s *Server) addMDMMember(c *call) (int, any, error) {
 		}
 	}
 	role, _ := json.Marshal(MDMRole{TieBreaker: req.TieBreaker})
-	if _, err := s.cfg.Etcd.Put(c.ctx, MDMRolePrefix+req.Name, string(role)); err != nil {
+	if _, err := s.cfg.Etcd.Put(c.ctx, model.MDMRolePrefix+req.Name, string(role)); err != nil {
 		return 0, nil, etcdErr("store MDM role", err)
 	}
 	r, err := s.cfg.Etcd.MemberAddAsLearner(c.ctx, []string{req.PeerURL})
 	if err != nil {
-		s.cfg.Etcd.Delete(context.WithoutCancel(c.ctx), MDMRolePrefix+req.Name)
+		s.cfg.Etcd.Delete(context.WithoutCancel(c.ctx), model.MDMRolePrefix+req.Name)
 		return 0, nil, etcdErr("add MDM member "+req.Name, err)
 	}
 	m := mdmMember{Name: req.Name, ID: fmt.Sprintf("%016x", r.Member.ID), PeerURLs: []string{req.PeerURL}, ClientURLs: []string{}, Learner: true, TieBreaker: req.TieBreaker}
@@ -232,7 +227,7 @@ func (s *Server) removeMDMMember(c *call) (int, any, error) {
 	if _, err := s.cfg.Etcd.MemberRemove(c.ctx, id); err != nil {
 		return 0, nil, etcdErr("remove MDM member "+m.Name, err)
 	}
-	s.cfg.Etcd.Delete(c.ctx, MDMRolePrefix+m.Name)
+	s.cfg.Etcd.Delete(c.ctx, model.MDMRolePrefix+m.Name)
 	c.object = &objectRef{Kind: "mdm", ID: m.ID, Name: m.Name}
 	return http.StatusNoContent, nil, nil
 }

@@ -61,13 +61,13 @@ func TestGroupCounts(t *testing.T) {
 		return model.CopyRef{SDSID: sds, DeviceID: sds + "1", State: state}
 	}
 	w.maps = map[string]model.PlacementMap{"p": {PGs: [][]model.CopyRef{
-		{cp("a", ""), cp("b", "")},                             // healthy
-		{cp("a", ""), cp("d", "")},                             // d is dead: degraded
-		{cp("a", ""), cp("c", model.CopyRebuild)},              // rebuilding, degraded
-		{cp("a", ""), cp("b", ""), cp("c", model.CopyRebuild)}, // rebalancing
-		{cp("a", ""), cp("m", ""), cp("b", model.CopyRebuild)}, // protected maintenance: not a rebalance
-		{cp("b", ""), cp("c", model.CopyResync)},               // resyncing, degraded
-		{cp("c", ""), cp("m", model.CopyAway), cp("a", "")},    // m's copy away
+		{cp("a", model.CopyReady), cp("b", model.CopyReady)},                             // healthy
+		{cp("a", model.CopyReady), cp("d", model.CopyReady)},                             // d is dead: degraded
+		{cp("a", model.CopyReady), cp("c", model.CopyRebuild)},                           // rebuilding, degraded
+		{cp("a", model.CopyReady), cp("b", model.CopyReady), cp("c", model.CopyRebuild)}, // rebalancing
+		{cp("a", model.CopyReady), cp("m", model.CopyReady), cp("b", model.CopyRebuild)}, // protected maintenance: not a rebalance
+		{cp("b", model.CopyReady), cp("c", model.CopyResync)},                            // resyncing, degraded
+		{cp("c", model.CopyReady), cp("m", model.CopyAway), cp("a", model.CopyReady)},    // m's copy away
 	}}}
 	var r rebuildView
 	w.groupCounts(&r)

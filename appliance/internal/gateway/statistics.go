@@ -103,7 +103,7 @@ func (s *Server) runStatistics(ctx context.Context) {
 // sampleStatistics reads every source once and appends a point to every
 // object's series.
 func (s *Server) sampleStatistics(ctx context.Context, now time.Time) error {
-	r, err := s.cfg.Etcd.Get(ctx, model.Prefix+"stats/", clientv3.WithPrefix())
+	r, err := s.cfg.Etcd.Get(ctx, model.StatsPrefix, clientv3.WithPrefix())
 	if err != nil {
 		return fmt.Errorf("read statistics: %w", err)
 	}

@@ -13,7 +13,6 @@ import (
 	clientv3 "go.etcd.io/etcd/client/v3"
 	"go.uber.org/zap"
 
-	"github.com/cairn-storage/cairn/appliance/internal/catalog"
 	"github.com/cairn-storage/cairn/appliance/internal/model"
 	"github.com/cairn-storage/cairn/appliance/internal/placement"
 )
@@ -48,7 +47,12 @@ func (c *Controller) Run(ctx context.Context) {
 				relevant := false
 				for _, ev := range resp.Events {
 					k := string(ev.Kv.Key)
-					if !hasAnyPrefix(k, "stats/", "token/", "session/", "map/", "epoch", "election/") {
+					// Keys no placement decision depends on:
+					// statistics, the bootstrap token and login
+					// sessions (both written: model/keys.go), the
+					// maps and epoch this controller writes itself,
+					// the election.
+					if !hasAnyPrefix(k, model.StatsPrefix, model.TokenPrefix, model.SessionPrefix, model.MapPrefix, model.EpochKey, model.ElectionPrefix) {
 						relevant = true
 					}
 				}
@@ -69,17 +73,12 @@ func (c *Controller) Run(ctx context.Context) {
 
 func hasAnyPrefix(k string, ps ...string) bool {
 	for _, p := range ps {
-		if len(k) >= len(model.Prefix)+len(p) && k[len(model.Prefix):len(model.Prefix)+len(p)] == p {
+		if strings.HasPrefix(k, p) {
 			return true
 		}
 	}
 	return false
 }
-
-// FilledPrefix holds fill reports: Prefix+"filled/<pool>/<pg>/<device>" =
-// the copy's state epoch, written by the primary when it finished filling
-// that copy (rebuild or resync).
-const FilledPrefix = model.Prefix + "filled/"
 
 // maxMoving bounds how many groups of a pool rebalance at once.
 const maxMoving = 8
@@ -107,13 +106,13 @@ func (c *Controller) reconcile(ctx context.Context, st *model.Store) error {
 	if err != nil {
 		return err
 	}
-	lr, err := c.Etcd.Get(rctx, model.Prefix+"live/sds/", clientv3.WithPrefix(), clientv3.WithKeysOnly())
+	lr, err := c.Etcd.Get(rctx, model.LivePrefix, clientv3.WithPrefix(), clientv3.WithKeysOnly())
 	if err != nil {
 		return err
 	}
 	live := map[string]bool{}
 	for _, kv := range lr.Kvs {
-		live[strings.TrimPrefix(string(kv.Key), model.Prefix+"live/sds/")] = true
+		live[strings.TrimPrefix(string(kv.Key), model.LivePrefix)] = true
 	}
 	inUse := map[string]bool{}
 	for _, v := range volumes {
@@ -176,7 +175,7 @@ func (c *Controller) finishRemovals(ctx context.Context, st *model.Store, device
 	for _, s := range sdss {
 		removing[s.ID] = s.State == model.SDSRemoving
 	}
-	maps, err := model.ListPrefix[model.PlacementMap](ctx, st, model.Prefix+"map/")
+	maps, err := model.ListPrefix[model.PlacementMap](ctx, st, model.MapPrefix)
 	if err != nil {
 		return err
 	}
@@ -213,18 +212,18 @@ func (c *Controller) finishRemovals(ctx context.Context, st *model.Store, device
 }
 
 func (c *Controller) heal(ctx context.Context, p model.StoragePool, cur *model.PlacementMap, view placement.View, devices []model.Device, sdss []model.SDS, usable func(model.SDS) bool) error {
-	fr, err := c.Etcd.Get(ctx, FilledPrefix+p.ID+"/", clientv3.WithPrefix())
+	fr, err := c.Etcd.Get(ctx, model.FilledPoolPrefix(p.ID), clientv3.WithPrefix())
 	if err != nil {
 		return err
 	}
 	view.Done = map[string]uint64{}
 	for _, kv := range fr.Kvs {
-		k := strings.TrimPrefix(string(kv.Key), FilledPrefix+p.ID+"/")
+		k := strings.TrimPrefix(string(kv.Key), model.FilledPoolPrefix(p.ID))
 		e, _ := strconv.ParseUint(string(kv.Value), 10, 64)
 		view.Done[k] = e
 	}
 	view.Cands = placement.Candidates(p.ID, devices, sdss, usable)
-	er, err := c.Etcd.Get(ctx, catalog.EpochKey)
+	er, err := c.Etcd.Get(ctx, model.EpochKey)
 	if err != nil {
 		return err
 	}
@@ -300,7 +299,7 @@ func samePGs(a, b [][]model.CopyRef) bool {
 // deletes (consumed fill reports) join the same transaction.
 func (c *Controller) bumpAndPut(ctx context.Context, m *model.PlacementMap, deletes []string) (uint64, error) {
 	for {
-		r, err := c.Etcd.Get(ctx, catalog.EpochKey)
+		r, err := c.Etcd.Get(ctx, model.EpochKey)
 		if err != nil {
 			return 0, err
 		}
@@ -312,11 +311,11 @@ func (c *Controller) bumpAndPut(ctx context.Context, m *model.PlacementMap, dele
 		}
 		m.Epoch = cur + 1
 		b, _ := json.Marshal(m)
-		ops := []clientv3.Op{clientv3.OpPut(catalog.EpochKey, strconv.FormatUint(m.Epoch, 10)), clientv3.OpPut(model.MapKey(m.PoolID), string(b))}
+		ops := []clientv3.Op{clientv3.OpPut(model.EpochKey, strconv.FormatUint(m.Epoch, 10)), clientv3.OpPut(model.MapKey(m.PoolID), string(b))}
 		for _, k := range deletes {
 			ops = append(ops, clientv3.OpDelete(k))
 		}
-		tr, err := c.Etcd.Txn(ctx).If(clientv3.Compare(clientv3.ModRevision(catalog.EpochKey), "=", rev)).Then(ops...).Commit()
+		tr, err := c.Etcd.Txn(ctx).If(clientv3.Compare(clientv3.ModRevision(model.EpochKey), "=", rev)).Then(ops...).Commit()
 		if err != nil {
 			return 0, err
 		}

@@ -21,7 +21,7 @@ func consumedFills(poolID string, pg int, copies, n []model.CopyRef) []string {
 	var out []string
 	for _, cp := range copies {
 		if (cp.State == model.CopyRebuild || cp.State == model.CopyResync) && !slices.ContainsFunc(n, func(x model.CopyRef) bool { return x.DeviceID == cp.DeviceID && x.State == cp.State }) {
-			out = append(out, FilledPrefix+poolID+"/"+placement.FillKey(pg, cp.DeviceID))
+			out = append(out, model.FilledPoolPrefix(poolID)+placement.FillKey(pg, cp.DeviceID))
 		}
 	}
 	return out

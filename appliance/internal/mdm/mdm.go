@@ -13,6 +13,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/cairn-storage/cairn/appliance/internal/model"
 	clientv3 "go.etcd.io/etcd/client/v3"
 	"go.etcd.io/etcd/client/v3/concurrency"
 	"go.etcd.io/etcd/server/v3/embed"
@@ -30,9 +31,6 @@ type Config struct {
 	// ElectionTTL in seconds for the leader's session (default 3).
 	ElectionTTL int
 }
-
-// ElectionPrefix is where members campaign for leadership.
-const ElectionPrefix = "/cairn/v1/election/"
 
 // Run starts the member and serves until ctx ends.
 func Run(ctx context.Context, cfg Config) error {
@@ -84,10 +82,6 @@ func Run(ctx context.Context, cfg Config) error {
 	}
 }
 
-// RolePrefix holds each member's Cairn role (layout v1: RolePrefix+name ->
-// {"tie_breaker": bool}); the gateway's MDM member list reads it.
-const RolePrefix = "/cairn/v1/mdmrole/"
-
 // publishRole records whether this member is a tie-breaker, through its own
 // client URL, once it is ready.
 func publishRole(ctx context.Context, cfg Config) error {
@@ -98,7 +92,7 @@ func publishRole(ctx context.Context, cfg Config) error {
 	defer cli.Close()
 	pctx, cancel := context.WithTimeout(ctx, 10*time.Second)
 	defer cancel()
-	_, err = cli.Put(pctx, RolePrefix+cfg.Name, fmt.Sprintf(`{"tie_breaker":%t}`, cfg.TieBreaker))
+	_, err = cli.Put(pctx, model.MDMRolePrefix+cfg.Name, fmt.Sprintf(`{"tie_breaker":%t}`, cfg.TieBreaker))
 	return err
 }
 
@@ -153,7 +147,7 @@ func campaign(ctx context.Context, cli *clientv3.Client, cfg Config, log *slog.L
 			sleep(ctx, 500*time.Millisecond)
 			continue
 		}
-		el := concurrency.NewElection(sess, ElectionPrefix)
+		el := concurrency.NewElection(sess, model.ElectionPrefix)
 		if err := el.Campaign(ctx, cfg.Name); err != nil {
 			sess.Close()
 			sleep(ctx, 200*time.Millisecond)

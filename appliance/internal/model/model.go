@@ -4,17 +4,16 @@
 //
 // Every object is stored as JSON under Prefix+"<kind>/<id>". Names are unique
 // per kind through an index key Prefix+"name/<kind>/<name>" -> id, written in
-// the same transaction as the object. Layout version: v1 (the prefix).
+// the same transaction as the object. Layout version: v1 (the prefix); every
+// key is listed in keys.go.
 package model
 
 import (
 	"crypto/rand"
 	"encoding/hex"
+	"encoding/json"
 	"time"
 )
-
-// Prefix is the root of every key Cairn writes to etcd.
-const Prefix = "/cairn/v1/"
 
 // Sizes fixed by the on-disk and placement formats.
 const (
@@ -171,10 +170,12 @@ type User struct {
 	PasswordHash string `json:"password_hash"`
 }
 
-// Copy states in a placement map.
+// Copy states in a placement map. Maps written before CopyReady had a name
+// store it as "" (the "state" field left out); CopyRef.UnmarshalJSON reads
+// that as CopyReady, and every map is written with the name.
 const (
 	// CopyReady holds every acknowledged write; may be primary.
-	CopyReady = ""
+	CopyReady = "ready"
 	// CopyRebuild receives every new write and is being filled by the
 	// primary (a full copy of the group's chunks).
 	CopyRebuild = "rebuild"
@@ -195,6 +196,21 @@ type CopyRef struct {
 	Since uint64 `json:"since,omitempty"`
 }
 
+// UnmarshalJSON decodes a copy, reading a missing or empty state as
+// CopyReady (the layout of maps written before the state had a name).
+func (c *CopyRef) UnmarshalJSON(b []byte) error {
+	type plain CopyRef // without this method
+	var p plain
+	if err := json.Unmarshal(b, &p); err != nil {
+		return err
+	}
+	if p.State == "" {
+		p.State = CopyReady
+	}
+	*c = CopyRef(p)
+	return nil
+}
+
 // Active reports whether a copy receives writes.
 func (c CopyRef) Active() bool { return c.State != CopyAway }
 
@@ -208,30 +224,12 @@ type PlacementMap struct {
 	PGs     [][]CopyRef `json:"pgs"`
 }
 
-// SDSLive is written by a running SDS under a lease (Prefix+"live/sds/<id>").
+// SDSLive is written by a running SDS under a lease (LiveKey).
 type SDSLive struct {
 	Address string    `json:"address"`
 	PID     int       `json:"pid"`
 	Since   time.Time `json:"since"`
 }
-
-// Key returns the key of an object.
-func Key(kind, id string) string { return Prefix + kind + "/" + id }
-
-// KindPrefix returns the prefix under which all objects of a kind live.
-func KindPrefix(kind string) string { return Prefix + kind + "/" }
-
-// NameKey returns the uniqueness index key of a name.
-func NameKey(kind, name string) string { return Prefix + "name/" + kind + "/" + name }
-
-// MapKey returns the placement map key of a pool.
-func MapKey(poolID string) string { return Prefix + "map/" + poolID }
-
-// LiveKey returns the liveness key of an SDS.
-func LiveKey(sdsID string) string { return Prefix + "live/sds/" + sdsID }
-
-// SystemKey holds the System object.
-const SystemKey = Prefix + "system"
 
 // NewID returns a fresh random 16-hex-digit id.
 func NewID() string {
@@ -292,6 +290,3 @@ type RebuildStats struct {
 	DoneBytes    int64 `json:"done_bytes"`    // copied since start
 	ResyncBytes  int64 `json:"resync_bytes"`  // of which delta resync after maintenance
 }
-
-// StatsKey returns the key of an SDS's published statistics.
-func StatsKey(sdsID string) string { return Prefix + "stats/sds/" + sdsID }

@@ -2,8 +2,6 @@ package model
 
 import (
 	"context"
-	"crypto/sha256"
-	"encoding/hex"
 	"encoding/json"
 	"fmt"
 	"time"
@@ -26,11 +24,6 @@ import (
 type bootstrapRecord struct {
 	User    string    `json:"user"`
 	Created time.Time `json:"created"`
-}
-
-func bootstrapKey(token string) string {
-	sum := sha256.Sum256([]byte(token))
-	return Prefix + "token/bootstrap/" + hex.EncodeToString(sum[:])
 }
 
 // PutBootstrapToken stores token for user, valid for ttl (whole seconds, at least 1).

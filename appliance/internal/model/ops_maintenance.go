@@ -64,8 +64,8 @@ func (s *Store) maintSnapshot(ctx context.Context) (*maintSnapshot, error) {
 		clientv3.OpGet(KindPrefix(KindSDS), clientv3.WithPrefix()),
 		clientv3.OpGet(KindPrefix(KindFaultSet), clientv3.WithPrefix()),
 		clientv3.OpGet(KindPrefix(KindDevice), clientv3.WithPrefix()),
-		clientv3.OpGet(Prefix+"map/", clientv3.WithPrefix()),
-		clientv3.OpGet(Prefix+"live/sds/", clientv3.WithPrefix(), clientv3.WithKeysOnly()),
+		clientv3.OpGet(MapPrefix, clientv3.WithPrefix()),
+		clientv3.OpGet(LivePrefix, clientv3.WithPrefix(), clientv3.WithKeysOnly()),
 		clientv3.OpGet(KindPrefix(KindPool), clientv3.WithPrefix()),
 	).Commit()
 	if err != nil {
@@ -116,7 +116,7 @@ func (s *Store) maintSnapshot(ctx context.Context) (*maintSnapshot, error) {
 		return nil, err
 	}
 	for _, kv := range r.Responses[4].GetResponseRange().Kvs {
-		snap.live[strings.TrimPrefix(string(kv.Key), Prefix+"live/sds/")] = kv.CreateRevision
+		snap.live[strings.TrimPrefix(string(kv.Key), LivePrefix)] = kv.CreateRevision
 	}
 	return snap, nil
 }
@@ -176,7 +176,7 @@ func (m *maintSnapshot) guards(reliedLive []string) []clientv3.Cmp {
 	cmps := []clientv3.Cmp{
 		unchangedSince(KindSDS, m.rev),
 		unchangedSince(KindDevice, m.rev),
-		clientv3.Compare(clientv3.ModRevision(Prefix+"map/"), "<", m.rev+1).WithPrefix(),
+		clientv3.Compare(clientv3.ModRevision(MapPrefix), "<", m.rev+1).WithPrefix(),
 	}
 	for _, id := range reliedLive {
 		cmps = append(cmps, clientv3.Compare(clientv3.CreateRevision(LiveKey(id)), "=", m.live[id]))

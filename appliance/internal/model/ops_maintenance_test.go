@@ -51,7 +51,9 @@ func (f *maintFixture) setLive(name string, live bool) {
 	}
 }
 
-// setMap writes groups given as "a b" (ready copies) or "a b:rebuild".
+// setMap writes groups given as "a b" (ready copies) or "a b:rebuild". A
+// ready copy is written with an empty state, the layout of maps written
+// before CopyReady had a name: the store must still read it as ready.
 func (f *maintFixture) setMap(groups ...string) {
 	f.t.Helper()
 	m := model.PlacementMap{PoolID: f.pool, Epoch: 1, PGCount: len(groups)}

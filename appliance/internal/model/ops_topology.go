@@ -541,7 +541,7 @@ func (s *Store) checkDrain(ctx context.Context, leaving func(Device) bool, sdsLe
 	if err != nil {
 		return nil, err
 	}
-	stats, err := ListPrefix[SDSStats](ctx, s, Prefix+"stats/sds/")
+	stats, err := ListPrefix[SDSStats](ctx, s, SDSStatsPrefix)
 	if err != nil {
 		return nil, unavailable(err)
 	}

@@ -20,12 +20,3 @@ type FrontendStats struct {
 	Time    time.Time             `json:"time"`
 	Volumes map[string]IOCounters `json:"volumes"`
 }
-
-// FrontendStatsPrefix is where frontends publish their statistics.
-const FrontendStatsPrefix = Prefix + "stats/frontend/"
-
-// FrontendStatsKey returns the key of a frontend instance's statistics.
-func FrontendStatsKey(instance string) string { return FrontendStatsPrefix + instance }
-
-// SDSStatsPrefix is where SDSs publish theirs (StatsKey).
-const SDSStatsPrefix = Prefix + "stats/sds/"

@@ -49,21 +49,21 @@ func TestHealDeadPrimary(t *testing.T) {
 	v := world()
 	v.SDS["s0"] = SDSView{Live: false, FaultDomain: "sds:s0"}
 	dropCand(v, "s0")
-	next := Heal(7, []model.CopyRef{ref(0, ""), ref(1, "")}, v)
-	if len(next) != 2 || next[0].SDSID != "s1" || next[0].State != "" || next[1].State != model.CopyRebuild || next[1].SDSID == "s0" || next[1].Since != 10 {
+	next := Heal(7, []model.CopyRef{ref(0, model.CopyReady), ref(1, model.CopyReady)}, v)
+	if len(next) != 2 || next[0].SDSID != "s1" || next[0].State != model.CopyReady || next[1].State != model.CopyRebuild || next[1].SDSID == "s0" || next[1].Since != 10 {
 		t.Fatalf("after primary death: %s", states(next))
 	}
 	// The fill is reported done: ready.
 	v.Epoch = 11
 	v.Done[FillKey(7, next[1].DeviceID)] = 10
 	next2 := Heal(7, next, v)
-	if len(next2) != 2 || next2[0].State != "" || next2[1].State != "" || next2[0].SDSID == next2[1].SDSID {
+	if len(next2) != 2 || next2[0].State != model.CopyReady || next2[1].State != model.CopyReady || next2[0].SDSID == next2[1].SDSID {
 		t.Fatalf("after fill: %s", states(next2))
 	}
 	// A fill reported for an older state does not count.
 	v2 := world()
 	v2.Done[FillKey(7, "d2")] = 3
-	n3 := Heal(7, []model.CopyRef{ref(1, ""), {SDSID: "s2", DeviceID: "d2", State: model.CopyRebuild, Since: 5}}, v2)
+	n3 := Heal(7, []model.CopyRef{ref(1, model.CopyReady), {SDSID: "s2", DeviceID: "d2", State: model.CopyRebuild, Since: 5}}, v2)
 	if n3[1].State != model.CopyRebuild {
 		t.Fatalf("stale completion accepted: %s", states(n3))
 	}
@@ -73,7 +73,7 @@ func TestHealInstantMaintenanceRoundTrip(t *testing.T) {
 	v := world()
 	v.SDS["s1"] = SDSView{Live: true, Mode: ModeInstant, FaultDomain: "sds:s1"}
 	dropCand(v, "s1")
-	next := Heal(3, []model.CopyRef{ref(1, ""), ref(2, "")}, v)
+	next := Heal(3, []model.CopyRef{ref(1, model.CopyReady), ref(2, model.CopyReady)}, v)
 	if states(next) != "s2:ready s1:away " {
 		t.Fatalf("enter instant maintenance: %s", states(next))
 	}
@@ -100,9 +100,9 @@ func TestHealProtectedMaintenance(t *testing.T) {
 	v := world()
 	v.SDS["s1"] = SDSView{Live: true, Mode: ModeProtected, FaultDomain: "sds:s1"}
 	dropCand(v, "s1")
-	n := Heal(5, []model.CopyRef{ref(1, ""), ref(2, "")}, v)
+	n := Heal(5, []model.CopyRef{ref(1, model.CopyReady), ref(2, model.CopyReady)}, v)
 	// s1 keeps serving until an extra copy is ready.
-	if len(n) != 3 || n[0].SDSID != "s1" || n[0].State != "" || n[2].State != model.CopyRebuild {
+	if len(n) != 3 || n[0].SDSID != "s1" || n[0].State != model.CopyReady || n[2].State != model.CopyRebuild {
 		t.Fatalf("protected, phase 1: %s", states(n))
 	}
 	v.Done[FillKey(5, n[2].DeviceID)] = v.Epoch
@@ -132,12 +132,12 @@ func TestHealRefusesToInventData(t *testing.T) {
 		v.SDS[s] = SDSView{Live: false, FaultDomain: "sds:" + s}
 		dropCand(v, s)
 	}
-	n := Heal(1, []model.CopyRef{ref(0, ""), ref(1, "")}, v)
+	n := Heal(1, []model.CopyRef{ref(0, model.CopyReady), ref(1, model.CopyReady)}, v)
 	if states(n) != "s0:ready s1:ready " {
 		t.Fatalf("both copies unreachable: the group must wait for them, got %s", states(n))
 	}
 	// Only a copy being filled survives: nothing to fill it from.
-	n = Heal(1, []model.CopyRef{ref(0, ""), {SDSID: "s2", DeviceID: "d2", State: model.CopyRebuild, Since: 1}}, v)
+	n = Heal(1, []model.CopyRef{ref(0, model.CopyReady), {SDSID: "s2", DeviceID: "d2", State: model.CopyRebuild, Since: 1}}, v)
 	if len(n) != 2 || n[0].SDSID != "s0" || n[1].State != model.CopyRebuild {
 		t.Fatalf("partial copy promoted: %s", states(n))
 	}
@@ -156,7 +156,7 @@ func TestHealRebalanceMovesTowardIdeal(t *testing.T) {
 		// A group placed elsewhere gets one extra copy toward the ideal.
 		other := []model.CopyRef{}
 		for i := 0; i < 4 && len(other) < 2; i++ {
-			r := ref(i, "")
+			r := ref(i, model.CopyReady)
 			if r.DeviceID != ideal[0].DeviceID && r.DeviceID != ideal[1].DeviceID {
 				other = append(other, r)
 			}
@@ -185,7 +185,7 @@ func TestHealNeverTwoCopiesOnOneSDS(t *testing.T) {
 	}
 	for pg := 0; pg < 256; pg++ {
 		// start from a placement on device 0 of s0 and s1
-		cur := []model.CopyRef{{SDSID: "s0", DeviceID: "d0-0"}, {SDSID: "s1", DeviceID: "d1-0"}}
+		cur := []model.CopyRef{{SDSID: "s0", DeviceID: "d0-0", State: model.CopyReady}, {SDSID: "s1", DeviceID: "d1-0", State: model.CopyReady}}
 		for step := 0; step < 6; step++ {
 			cur = Heal(pg, cur, v)
 			seen := map[string]bool{}

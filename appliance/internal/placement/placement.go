@@ -125,7 +125,7 @@ func Choose(pg int, cs []Candidate) []model.CopyRef {
 			continue
 		}
 		usedSDS[x.c.SDSID], usedFD[x.c.FaultDomain] = true, true
-		out = append(out, model.CopyRef{SDSID: x.c.SDSID, DeviceID: x.c.DeviceID})
+		out = append(out, model.CopyRef{SDSID: x.c.SDSID, DeviceID: x.c.DeviceID, State: model.CopyReady})
 		if len(out) == Copies {
 			break
 		}

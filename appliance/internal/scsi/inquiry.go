@@ -153,11 +153,11 @@ func thirdPartyCopyVPD() []byte {
 	// Supported Commands: 83h/00h EXTENDED COPY(LID1); 84h/00h and 84h/03h.
 	add(0x0001, []byte{7, opExtendedCopy, 1, saExtendedCopyLID1, opReceiveCopyResult, 2, saCopyStatus, saOperatingParams})
 	// Parameter Data.
-	pd := make([]byte, 28)
-	put16(pd[4:], maxCSCDDescriptors)
-	put16(pd[6:], maxSegmentDescriptors)
-	put32(pd[8:], maxDescriptorListLength)
-	add(0x0004, pd)
+	params := make([]byte, 28)
+	put16(params[4:], maxCSCDDescriptors)
+	put16(params[6:], maxSegmentDescriptors)
+	put32(params[8:], maxDescriptorListLength)
+	add(0x0004, params)
 	// Supported Descriptors: block->block segment, identification CSCD.
 	add(0x0008, []byte{2, segBlockToBlock, cscdIdentification})
 	// Supported CSCD Descriptor IDs: none.

@@ -26,8 +26,8 @@ const (
 	maxFills    = 16
 )
 
-// FilledPrefix mirrors mdm.FilledPrefix (the MDM imports nothing of the SDS).
-const FilledPrefix = model.Prefix + "filled/"
+// FilledPrefix is where fill reports go (model/keys.go).
+const FilledPrefix = model.FilledPrefix
 
 // pgRef names a placement group of a pool.
 type pgRef struct {

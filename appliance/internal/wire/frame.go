@@ -7,13 +7,13 @@
 //	Request header, 64 bytes:
 //	  0  u32 magic   "CRQ1"
 //	  4  u8  opcode
-//	  5  u8  flags   (FlagFUA, FlagReplica, FlagUnmap)
+//	  5  u8  flags   (see Flags below)
 //	  6  u16 reserved, zero
 //	  8  u64 request id (chosen by the sender, echoed in the response)
 //	 16  u64 epoch   (placement epoch the sender routed the request with)
 //	 24  u64 volume id
 //	 32  u64 offset  (bytes in the volume)
-//	 40  u64 aux     (opcode specific: CopyFrom source offset, sequence)
+//	 40  u64 aux     (opcode specific, see the table below)
 //	 48  u32 length  (bytes the operation covers)
 //	 52  u32 payload length (bytes that follow the header)
 //	 56  u32 reserved, zero
@@ -28,6 +28,44 @@
 //	 24  u64 aux     (opcode specific: miscompare offset)
 //	 32  u32 payload length
 //	 36  u32 CRC-32C of header bytes 0..35 and the payload
+//
+// Flags (request byte 5; bits not listed are zero):
+//
+//	FlagFUA      bit 0  writes: durable before the answer (SCSI FUA)
+//	FlagReplica  bit 1  primary -> secondary copy: apply, do not forward
+//	FlagUnmap    bit 2  OpUnmap, OpWriteZeroes: deallocate whole chunks
+//	FlagZero     bit 3  OpChunkPut: the chunk is all zeros (no payload); deallocate it
+//	FlagRetry    bit 4  OpCompareWrite: a retry after an attempt of unknown outcome
+//
+// Per opcode, the request fields beyond op and id (a field not named is
+// zero; epoch is the sender's placement epoch wherever it is named):
+//
+//	op               volume     offset            aux                 length        payload
+//	OpPing           -          -                 -                   -             -
+//	OpRead           volume     byte offset       -                   bytes         -          (response payload: the data)
+//	OpWrite          volume     byte offset       -                   bytes         the data
+//	OpFlush          -          -                 -                   -             -          (epoch)
+//	OpCompareWrite   volume     byte offset       -                   bytes         compare bytes, then write bytes
+//	OpWriteZeroes    volume     byte offset       -                   bytes         -
+//	OpWriteSame      volume     byte offset       -                   bytes         one block pattern
+//	OpUnmap          volume     byte offset       -                   bytes         -
+//	OpCopyFrom       volume     byte offset       source byte offset  bytes         u64 source volume id
+//	OpExtents        volume     byte offset       -                   bytes         -          (response payload: 1 byte, 1 if allocated)
+//	OpPrepareDevice  -          -                 -                   -             JSON PrepareDeviceRequest (response: JSON)
+//	OpChunkList      -          placement group   -                   -             pool id    (epoch; response: u64 volume, u64 chunk pairs)
+//	OpChunkPut       volume     chunk byte offset primary's SDS id    ChunkSize     the chunk  (epoch; FlagZero: none)
+//	OpChunkRead      reserved: no sender or handler today (answered StatusUnsupported)
+//
+// OpChunkList and OpChunkPut reuse the header fields: OpChunkList's offset
+// is the placement group number, not a byte offset; OpChunkPut's aux is the
+// sending primary's SDS id (16 hex digits read as a u64), so that a copy
+// refuses a chunk from a primary the map no longer names. Data-path
+// operations (OpRead to OpExtents, OpChunkPut) carry the epoch they were
+// routed with; a responder with a newer map answers StatusStaleEpoch.
+//
+// The response's aux is opcode specific too: for StatusMiscompare, the byte
+// offset of the first difference; zero otherwise. Its epoch is the
+// responder's current epoch.
 //
 // An error response's payload is a UTF-8 message. A receiver drops the
 // connection on a bad magic, a payload over MaxPayload or a checksum

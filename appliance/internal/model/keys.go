@@ -1,0 +1,150 @@
+// The etcd key layout: every key and prefix Cairn reads or writes is built
+// here and nowhere else.
+
+package model
+
+import (
+	"crypto/sha256"
+	"encoding/hex"
+)
+
+// Key layout v1. Two roots: Prefix holds the model and the cluster's
+// runtime state; LogPrefix holds the events, alerts and jobs of the
+// gateways, outside Prefix so that reading or watching the model never
+// reads the log. Values are JSON unless said otherwise.
+//
+//	key                                    value                     written by                        read by                                  lifetime
+//	Prefix+"<kind>/<id>"                   the object (PD, SDS...)   Store ops (via the gateway)       catalog, gateway, MDM controller         until deleted
+//	Prefix+"name/<kind>/<name>"            id (text)                 Store, in the object's txn        Store (names, uniqueness)                with the object
+//	Prefix+"system"                        System                    Store.Bootstrap                   catalog, gateway                         forever
+//	Prefix+"epoch"                         placement epoch (dec.)    MDM controller, in map txns       catalog, MDM controller                  forever
+//	Prefix+"map/<pool>"                    PlacementMap              MDM controller                    catalog (SDS, client), gateway, Store    until its pool is deleted
+//	Prefix+"live/sds/<sds id>"             SDSLive                   the running SDS                   MDM controller, catalog, Store, gateway  lease (the SDS process)
+//	Prefix+"stats/sds/<sds id>"            SDSStats                  the running SDS, every few s      gateway (statistics, metrics), Store     lease (the SDS process)
+//	Prefix+"stats/frontend/<instance>"     FrontendStats             NBD server, iSCSI frontend        gateway (statistics, metrics)            lease (the frontend)
+//	Prefix+"filled/<pool>/<pg>/<device>"   copy's Since (dec.)       SDS primary, when a fill is done  MDM controller (deletes in map txn)      until consumed
+//	Prefix+"session/<sha256 hex>"          gateway session           gateway, at login                 gateway, on every request                lease (session TTL)
+//	Prefix+"token/bootstrap/<sha256 hex>"  bootstrap record          Store.PutBootstrapToken           Store.RedeemBootstrapToken               lease (token TTL); deleted when redeemed
+//	Prefix+"election/..."                  etcd election keys        MDM members (concurrency)         MDM members                              lease (leader session)
+//	Prefix+"mdmrole/<member>"              {"tie_breaker": bool}     `cairn mdm` at start, gateway     gateway (MDM member list)                until the member is removed
+//	LogPrefix+"eventseq"                   last event number (dec.)  gateway, in each event's txn      gateway                                  forever
+//	LogPrefix+"event/<16 hex digits>"      gateway Event             gateway                           gateway (GET /events, SSE)               10 000 events, 30 days
+//	LogPrefix+"alert/<id>"                 gateway Alert             gateway                           gateway (GET /alerts)                    7 days after cleared
+//	LogPrefix+"alertactive/<kind>/<obj>"   id of the active alert    gateway                           gateway (raise once, clear)              while the condition holds
+//	LogPrefix+"job/<id>"                   gateway jobRecord         gateway                           gateway (any gateway runs any job)       1000 finished, 7 days after finishing
+//
+// Tokens are stored only as the SHA-256 of the token (tokenHash): reading
+// etcd does not reveal a usable token.
+//
+// Copy states in a PlacementMap ("state" of each copy): CopyReady is written
+// as "ready"; maps written before it had a name leave "state" out (or ""),
+// which still decodes as CopyReady (CopyRef.UnmarshalJSON). Copy states
+// appear in no REST response: only Go code reads the maps.
+const (
+	// Prefix is the root of the model and the cluster's runtime state.
+	Prefix = "/cairn/v1/"
+	// LogPrefix is the root of the gateways' events, alerts and jobs.
+	LogPrefix = "/cairn/log/v1/"
+)
+
+// Model objects.
+
+// Key returns the key of an object.
+func Key(kind, id string) string { return Prefix + kind + "/" + id }
+
+// KindPrefix returns the prefix under which all objects of a kind live.
+func KindPrefix(kind string) string { return Prefix + kind + "/" }
+
+// NameKey returns the uniqueness index key of a name.
+func NameKey(kind, name string) string { return Prefix + "name/" + kind + "/" + name }
+
+// SystemKey holds the System object.
+const SystemKey = Prefix + "system"
+
+// Placement.
+
+// EpochKey holds the cluster-wide placement epoch (decimal). It is bumped in
+// the same transaction as every placement map change.
+const EpochKey = Prefix + "epoch"
+
+// MapPrefix is where the placement maps live, one per pool (MapKey).
+const MapPrefix = Prefix + "map/"
+
+// MapKey returns the placement map key of a pool.
+func MapKey(poolID string) string { return MapPrefix + poolID }
+
+// FilledPrefix holds fill reports: FilledPrefix+"<pool>/<pg>/<device>" =
+// the copy's state epoch, written by the primary when it finished filling
+// that copy (rebuild or resync); the MDM controller consumes (deletes) them
+// in the transaction of the map that marks the copy ready.
+const FilledPrefix = Prefix + "filled/"
+
+// FilledPoolPrefix returns the prefix of a pool's fill reports; a report's
+// key is FilledPoolPrefix(pool)+placement.FillKey(pg, device).
+func FilledPoolPrefix(poolID string) string { return FilledPrefix + poolID + "/" }
+
+// Runtime state published under leases.
+
+// LivePrefix is where running SDSs announce themselves (LiveKey).
+const LivePrefix = Prefix + "live/sds/"
+
+// LiveKey returns the liveness key of an SDS.
+func LiveKey(sdsID string) string { return LivePrefix + sdsID }
+
+// StatsPrefix is the root of all published statistics.
+const StatsPrefix = Prefix + "stats/"
+
+// SDSStatsPrefix is where SDSs publish theirs (StatsKey).
+const SDSStatsPrefix = StatsPrefix + "sds/"
+
+// StatsKey returns the key of an SDS's published statistics.
+func StatsKey(sdsID string) string { return SDSStatsPrefix + sdsID }
+
+// FrontendStatsPrefix is where frontends publish their statistics.
+const FrontendStatsPrefix = StatsPrefix + "frontend/"
+
+// FrontendStatsKey returns the key of a frontend instance's statistics.
+func FrontendStatsKey(instance string) string { return FrontendStatsPrefix + instance }
+
+// Credentials (hashed).
+
+// SessionPrefix is where the gateways keep login sessions (SessionKey).
+const SessionPrefix = Prefix + "session/"
+
+// SessionKey returns the key of the session a bearer token names.
+func SessionKey(token string) string { return SessionPrefix + tokenHash(token) }
+
+// TokenPrefix is the root of one-time tokens; today only the bootstrap
+// token (bootstrapKey) lives under it.
+const TokenPrefix = Prefix + "token/"
+
+// bootstrapKey returns the key of a one-time bootstrap token.
+func bootstrapKey(token string) string { return TokenPrefix + "bootstrap/" + tokenHash(token) }
+
+// tokenHash is the hex SHA-256 a token is stored under.
+func tokenHash(token string) string {
+	sum := sha256.Sum256([]byte(token))
+	return hex.EncodeToString(sum[:])
+}
+
+// MDM members.
+
+// ElectionPrefix is where MDM members campaign for leadership.
+const ElectionPrefix = Prefix + "election/"
+
+// MDMRolePrefix holds each member's Cairn role (MDMRolePrefix+name ->
+// {"tie_breaker": bool}), written by `cairn mdm` at start and by the
+// gateway's POST /mdm/members; the gateway's MDM member list reads it.
+const MDMRolePrefix = Prefix + "mdmrole/"
+
+// The gateways' log (see the table above).
+const (
+	EventSeqKey       = LogPrefix + "eventseq"
+	EventPrefix       = LogPrefix + "event/"
+	AlertPrefix       = LogPrefix + "alert/"
+	AlertActivePrefix = LogPrefix + "alertactive/"
+	JobPrefix         = LogPrefix + "job/"
+)
+
+// JobKey returns the key of a job's record.
+func JobKey(id string) string { return JobPrefix + id }
