@@ -28,7 +28,9 @@ import (
 	"github.com/cairn-storage/cairn/vcenter-plugin/internal/gateway"
 	"github.com/cairn-storage/cairn/vcenter-plugin/internal/inventory"
 	"github.com/cairn-storage/cairn/vcenter-plugin/internal/plan"
+	"github.com/cairn-storage/cairn/vcenter-plugin/internal/poll"
 	"github.com/cairn-storage/cairn/vcenter-plugin/internal/progress"
+	"github.com/cairn-storage/cairn/vcenter-plugin/internal/statefile"
 )
 
 // Grouping of hosts into maintenance units.
@@ -115,15 +117,10 @@ type State struct {
 func statePath(dir, system string) string { return filepath.Join(dir, "maintenance-"+system+".json") }
 
 func (s *State) save(dir string) error {
-	if err := os.MkdirAll(dir, 0o700); err != nil {
-		return err
-	}
-	b, _ := json.MarshalIndent(s, "", "  ")
-	tmp := statePath(dir, s.System) + ".tmp"
-	if err := os.WriteFile(tmp, b, 0o600); err != nil {
+	if err := statefile.WriteJSON(statePath(dir, s.System), s); err != nil {
 		return fmt.Errorf("write maintenance state: %w", err)
 	}
-	return os.Rename(tmp, statePath(dir, s.System))
+	return nil
 }
 
 // LoadState returns the roll state of system (nil if none).
@@ -424,7 +421,7 @@ func (r *roll) enterSDS(ctx context.Context, unit []string) error {
 	}
 	// Protected maintenance copies data away first: wait for the gateway
 	// to report the SDSs in maintenance.
-	return r.poll(ctx, r.ResyncTimeout, func() (bool, string, error) {
+	return poll.Until(ctx, r.ResyncTimeout, r.PollInterval, "check the gateway's events for why the SDS cannot leave", func() (bool, string, error) {
 		for _, name := range r.sdsOf(unit) {
 			s, err := r.api.GetSDS(ctx, name)
 			if err != nil {
@@ -441,7 +438,7 @@ func (r *roll) enterSDS(ctx context.Context, unit []string) error {
 			}
 		}
 		return true, "", nil
-	}, "check the gateway's events for why the SDS cannot leave")
+	})
 }
 
 func (r *roll) shutdownSVM(ctx context.Context, unit []string) error {
@@ -462,10 +459,10 @@ func (r *roll) shutdownSVM(ctx context.Context, unit []string) error {
 		}
 	}
 	for _, vm := range vms {
-		if err := r.poll(ctx, r.ShutdownTimeout, func() (bool, string, error) {
+		if err := poll.Until(ctx, r.ShutdownTimeout, r.PollInterval, "power it off from vCenter once its guest is idle, then resume", func() (bool, string, error) {
 			g, err := deploy.ReadGuest(ctx, vm)
 			return g.PowerState == types.VirtualMachinePowerStatePoweredOff, vm.Name() + " is still " + string(g.PowerState), err
-		}, "power it off from vCenter once its guest is idle, then resume"); err != nil {
+		}); err != nil {
 			return err
 		}
 	}
@@ -608,7 +605,7 @@ func (r *roll) exitSDS(ctx context.Context, unit []string) error {
 // SDS up and normal. (The gateway does not report resync progress yet;
 // health ok is its "all copies protected".)
 func (r *roll) resync(ctx context.Context, unit []string) error {
-	return r.poll(ctx, r.ResyncTimeout, func() (bool, string, error) {
+	return poll.Until(ctx, r.ResyncTimeout, r.PollInterval, "check the SDSs of these hosts in the Cairn dashboard; resume once health is ok", func() (bool, string, error) {
 		sys, err := r.api.System(ctx)
 		if err != nil {
 			return false, "", err
@@ -626,27 +623,5 @@ func (r *roll) resync(ctx context.Context, unit []string) error {
 			}
 		}
 		return true, "", nil
-	}, "check the SDSs of these hosts in the Cairn dashboard; resume once health is ok")
-}
-
-// poll calls f until it reports done, an error, or timeout.
-func (r *roll) poll(ctx context.Context, timeout time.Duration, f func() (bool, string, error), hint string) error {
-	deadline := time.Now().Add(timeout)
-	for {
-		ok, why, err := f()
-		if err != nil {
-			return err
-		}
-		if ok {
-			return nil
-		}
-		if time.Now().After(deadline) {
-			return fmt.Errorf("%s after %s: %s", why, timeout, hint)
-		}
-		select {
-		case <-ctx.Done():
-			return ctx.Err()
-		case <-time.After(r.PollInterval):
-		}
-	}
+	})
 }
