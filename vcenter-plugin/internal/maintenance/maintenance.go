@@ -309,8 +309,10 @@ func (r *roll) planHost(name string) *plan.Host {
 	return nil
 }
 
-// unit runs the steps for one host or fault set; each step is skipped when
-// the state says it is done, and is itself safe to repeat.
+// unit runs the steps for one host or fault set (one method each, in
+// steps.go); each step is skipped when the state says it is done, and is
+// itself safe to repeat. Step names are stored (done_steps): they never
+// change.
 func (r *roll) unit(ctx context.Context, unit []string) error {
 	steps := []struct {
 		name string
