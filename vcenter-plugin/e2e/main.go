@@ -15,28 +15,18 @@ package main
 import (
 	"context"
 	"encoding/json"
-	"encoding/pem"
-	"errors"
 	"flag"
 	"fmt"
 	"log/slog"
 	"net"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"slices"
-	"strconv"
 	"strings"
-	"sync"
 	"sync/atomic"
-	"syscall"
 	"time"
 
-	"github.com/vmware/govmomi/find"
 	"github.com/vmware/govmomi/vim25"
-	"github.com/vmware/govmomi/vim25/mo"
-
-	"github.com/cairn-storage/cairn/appliance/contract"
 
 	"github.com/cairn-storage/cairn/vcenter-plugin/internal/datastore"
 	"github.com/cairn-storage/cairn/vcenter-plugin/internal/deploy"
@@ -44,6 +34,7 @@ import (
 	"github.com/cairn-storage/cairn/vcenter-plugin/internal/inventory"
 	"github.com/cairn-storage/cairn/vcenter-plugin/internal/maintenance"
 	"github.com/cairn-storage/cairn/vcenter-plugin/internal/plan"
+	"github.com/cairn-storage/cairn/vcenter-plugin/internal/poll"
 	"github.com/cairn-storage/cairn/vcenter-plugin/internal/progress"
 	"github.com/cairn-storage/cairn/vcenter-plugin/internal/vcsimkit"
 )
@@ -515,155 +506,20 @@ func hostsInMaintenance(ctx context.Context, vc *vim25.Client) ([]string, error)
 	return out, nil
 }
 
+// waitHealthy waits until the cluster's health is ok and returns it.
 func waitHealthy(ctx context.Context, api gateway.API, timeout time.Duration) (*gateway.System, error) {
-	deadline := time.Now().Add(timeout)
-	for {
-		sys, err := api.System(ctx)
-		if err == nil && sys.Health.Status == gateway.HealthOK {
-			return sys, nil
+	var sys *gateway.System
+	err := poll.Until(ctx, timeout, 500*time.Millisecond, "the daemons' logs are under svm/*/logs in the state directory", func() (bool, string, error) {
+		var err error
+		if sys, err = api.System(ctx); err != nil {
+			return false, fmt.Sprintf("cluster not healthy (%v)", err), nil
 		}
-		if time.Now().After(deadline) {
-			if err != nil {
-				return nil, fmt.Errorf("cluster not healthy after %s: %w", timeout, err)
-			}
-			return nil, fmt.Errorf("cluster health %q after %s: %s", sys.Health.Status, timeout, strings.Join(sys.Health.Messages, "; "))
-		}
-		select {
-		case <-ctx.Done():
-			return nil, ctx.Err()
-		case <-time.After(500 * time.Millisecond):
-		}
-	}
-}
-
-// fioLoop runs fio passes (write, then verify what was written) against
-// the volume through `cairn nbd`, each in the next region of the volume,
-// until stopped. A pass that fails is kept with its output.
-type fioLoop struct {
-	nbd      *exec.Cmd
-	cancel   context.CancelFunc
-	done     chan struct{}
-	passes   atomic.Int64
-	failures atomic.Int64
-	mu       sync.Mutex
-	lastFail string
-}
-
-func (h *harness) startFIO(ctx context.Context, p *plan.Plan) (*fioLoop, error) {
-	var mdm []string
-	for _, m := range p.MDMMembers() {
-		mdm = append(mdm, "http://"+m+":2379")
-	}
-	nlog, err := os.Create(filepath.Join(h.state, "nbd.log"))
+		return sys.Health.Status == gateway.HealthOK, fmt.Sprintf("cluster health %q (%s)", sys.Health.Status, strings.Join(sys.Health.Messages, "; ")), nil
+	})
 	if err != nil {
 		return nil, err
 	}
-	nbd := exec.Command(filepath.Join(h.bin, "cairn"), "nbd", "--mdm", strings.Join(mdm, ","), "--host", fioHost, "--listen", nbdAddr)
-	nbd.Stdout, nbd.Stderr = nlog, nlog
-	nbd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}
-	if err := nbd.Start(); err != nil {
-		return nil, fmt.Errorf("start cairn nbd: %w", err)
-	}
-	f := &fioLoop{nbd: nbd, done: make(chan struct{})}
-	if err := os.WriteFile(filepath.Join(h.state, "pids-nbd"), []byte(fmt.Sprint(nbd.Process.Pid)), 0o644); err != nil {
-		f.kill()
-		return nil, err
-	}
-	// Wait for the export: a first short pass doubles as the check.
-	lctx, cancel := context.WithCancel(ctx)
-	f.cancel = cancel
-	uri := "nbd://" + nbdAddr + "/" + volume
-	deadline := time.Now().Add(30 * time.Second)
-	for {
-		out, err := exec.CommandContext(ctx, "fio", "--name=probe", "--ioengine=nbd", "--uri="+uri, "--rw=read", "--bs=4k",
-			"--size=4k", "--output-format=terse").CombinedOutput()
-		if err == nil {
-			break
-		}
-		if time.Now().After(deadline) {
-			f.kill()
-			return nil, fmt.Errorf("the NBD export %s does not answer: %v: %s", uri, err, out)
-		}
-		time.Sleep(300 * time.Millisecond)
-	}
-	h.ok("cairn nbd serves %s to host %s", uri, fioHost)
-	go func() {
-		defer close(f.done)
-		region := int64(0)
-		for pass := 1; lctx.Err() == nil; pass++ {
-			offset := fmt.Sprintf("%dm", (region%16)*64)
-			region++
-			start := time.Now()
-			pctx, pcancel := context.WithTimeout(ctx, 3*time.Minute) // not lctx: a pass always completes its verify
-			cmd := exec.CommandContext(pctx, "fio", "--name=e2e", "--ioengine=nbd", "--uri="+uri, "--rw=randwrite", "--bs=4k,64k",
-				"--iodepth=8", "--size="+h.fioSize, "--offset="+offset, "--verify=crc32c", "--verify_fatal=1", "--do_verify=1",
-				fmt.Sprintf("--randseed=%d", pass), "--output-format=terse")
-			var stderr strings.Builder
-			cmd.Stderr = &stderr
-			out, err := cmd.Output()
-			pcancel()
-			if err != nil {
-				out = []byte(stderr.String() + "\n(terse) " + string(out))
-			}
-			if err != nil {
-				f.failures.Add(1)
-				f.mu.Lock()
-				f.lastFail = fmt.Sprintf("pass %d at %s: %v: %s", pass, offset, err, head(string(out), 1500))
-				f.mu.Unlock()
-				fmt.Printf("FAIL fio pass %d at offset %s (%s-%s): %v\n%s\n", pass, offset, start.Format("15:04:05.000"),
-					time.Now().Format("15:04:05.000"), err, head(string(out), 1500))
-				// What the roll did last.
-				ev := h.log.Since(0, maintenance.Job(system))
-				for _, e := range ev[max(0, len(ev)-4):] {
-					fmt.Printf("     roll event %s %s %s\n", e.Time.Local().Format("15:04:05.000"), e.Host, e.Message)
-				}
-				continue
-			}
-			f.passes.Add(1)
-			h.slog.Info("fio pass verified", "pass", pass, "offset", offset)
-		}
-	}()
-	return f, nil
-}
-
-func head(s string, n int) string {
-	if len(s) > n {
-		return s[:n] + "..."
-	}
-	return s
-}
-
-// stop lets the running pass finish, then stops the NBD server.
-func (f *fioLoop) stop() (int64, int64, string) {
-	f.cancel()
-	<-f.done
-	f.kill()
-	f.mu.Lock()
-	defer f.mu.Unlock()
-	last := ""
-	if f.lastFail != "" {
-		last = " (last: " + f.lastFail + ")"
-	}
-	return f.passes.Load(), f.failures.Load(), last
-}
-
-func (f *fioLoop) kill() {
-	if f == nil || f.nbd == nil || f.nbd.Process == nil {
-		return
-	}
-	if f.cancel != nil {
-		f.cancel()
-	}
-	_ = f.nbd.Process.Signal(syscall.SIGTERM)
-	done := make(chan struct{})
-	go func() { _ = f.nbd.Wait(); close(done) }()
-	select {
-	case <-done:
-	case <-time.After(5 * time.Second):
-		_ = f.nbd.Process.Kill()
-		<-done
-	}
-	f.nbd = nil
+	return sys, nil
 }
 
 // dump prints what the gateway says about the cluster (after a failure).
@@ -694,101 +550,4 @@ func hostOf(p *plan.Plan, name string) *plan.Host {
 		}
 	}
 	return nil
-}
-
-// checkContract checks what the deployment left in each SVM and in vCenter: the real
-// first boot ran from the OVF environment, the units got the contract's values (the
-// target's relative port among all ports), the gateway thumbprint vCenter shows is the
-// certificate's, and no vApp property holds a usable secret.
-func (h *harness) checkContract(ctx context.Context, vc *vim25.Client, p *plan.Plan) error {
-	st, err := deploy.LoadState(filepath.Join(h.state, "plugin"), p)
-	if err != nil {
-		return err
-	}
-	ports := p.TargetPorts()
-	var all []string
-	for _, x := range p.Hosts {
-		all = append(all, strconv.Itoa(ports[x.Name]))
-	}
-	finder := find.NewFinder(vc)
-	dc, err := finder.Datacenter(ctx, vcsimkit.Datacenter)
-	if err != nil {
-		return err
-	}
-	finder.SetDatacenter(dc)
-	for _, x := range p.Hosts {
-		name := p.SVMName(x.Name)
-		dir := filepath.Join(h.state, "svm", name)
-		env, err := os.ReadFile(filepath.Join(dir, "root", "etc", "cairn", "cairn.env"))
-		_, derr := os.Stat(filepath.Join(dir, "root", "var-lib", "cairn", "firstboot.done"))
-		h.check(err == nil && derr == nil && strings.Contains(string(env), "CAIRN_CONTRACT=2\n"),
-			"%s: cairn firstboot configured the SVM from its OVF environment (cairn.env, firstboot.done)", name)
-		cmd := unitCmdline(dir, "cairn-target.service")
-		want := fmt.Sprintf("--port-number %d --group-ports %s", ports[x.Name], strings.Join(all, ","))
-		h.check(strings.Contains(cmd, want), "%s: cairn target runs with %q: %s", name, want, cmd)
-		if x.Has(plan.RoleMDM) {
-			mcmd := unitCmdline(dir, "cairn-mdm.service")
-			h.check(strings.Count(mcmd, "=http://") == 3 && strings.Contains(mcmd, "--name "+plan.SVMHostname(x.Name)),
-				"%s: cairn mdm runs as %s with the 3-member initial cluster: %s", name, plan.SVMHostname(x.Name), mcmd)
-		}
-
-		vm, err := finder.VirtualMachine(ctx, name)
-		if err != nil {
-			return err
-		}
-		var m mo.VirtualMachine
-		if err := vm.Properties(ctx, vm.Reference(), []string{"config.vAppConfig", "config.extraConfig"}, &m); err != nil {
-			return err
-		}
-		leaked := ""
-		token := ""
-		for _, prop := range m.Config.VAppConfig.GetVmConfigInfo().Property {
-			if strings.Contains(prop.Value, st.Secrets.AdminPassword) {
-				leaked = prop.Id
-			}
-			if prop.Id == contract.KeyJoinToken {
-				token = prop.Value
-			}
-		}
-		h.check(len(st.Secrets.AdminPassword) >= 20 && leaked == "", "%s: no vApp property holds the admin password (leaked in %q)", name, leaked)
-		h.check((token != "") == x.Has(plan.RoleGateway), "%s: the one-time bootstrap token is a property of gateway SVMs only (set: %v)", name, token != "")
-		if x.Has(plan.RoleGateway) {
-			published := ""
-			for _, o := range m.Config.ExtraConfig {
-				if ov := o.GetOptionValue(); ov != nil && ov.Key == contract.GuestThumbprint {
-					published, _ = ov.Value.(string)
-				}
-			}
-			pemBytes, err := os.ReadFile(filepath.Join(dir, "root", "var-lib", "cairn", "gateway", "cert.pem"))
-			blk, _ := pem.Decode(pemBytes)
-			h.check(err == nil && blk != nil && published == gateway.Thumbprint(blk.Bytes) && st.GatewayThumbprints[x.Name] == published,
-				"%s: vCenter shows the gateway certificate's SHA-256 (%s) in guestinfo, and the engine pinned it", name, published)
-			// Whoever reads the VM's settings in vCenter gets a spent token.
-			cfg, err := deploy.GatewayConfig(p, st, 0)
-			if err != nil {
-				return err
-			}
-			c, err := gateway.NewHTTPClient(cfg)
-			if err != nil {
-				return err
-			}
-			rerr := c.RedeemBootstrapToken(ctx, token, "an-attacker-password")
-			var se *gateway.StatusError
-			h.check(errors.As(rerr, &se) && se.Status == 401, "%s: the bootstrap token from its vApp properties is refused now: %v", name, rerr)
-		}
-	}
-	return nil
-}
-
-// unitCmdline is the command line of a unit's main process in a simulated SVM.
-func unitCmdline(svmDir, unit string) string {
-	pid, err := os.ReadFile(filepath.Join(svmDir, "sim", "units", unit+".main"))
-	if err != nil {
-		return "(not running: " + err.Error() + ")"
-	}
-	b, err := os.ReadFile("/proc/" + strings.TrimSpace(string(pid)) + "/cmdline")
-	if err != nil {
-		return "(gone: " + err.Error() + ")"
-	}
-	return strings.TrimSpace(strings.ReplaceAll(string(b), "\x00", " "))
 }

@@ -17,6 +17,7 @@ import (
 	"github.com/cairn-storage/cairn/vcenter-plugin/internal/gateway"
 	"github.com/cairn-storage/cairn/vcenter-plugin/internal/hoststorage"
 	"github.com/cairn-storage/cairn/vcenter-plugin/internal/inventory"
+	"github.com/cairn-storage/cairn/vcenter-plugin/internal/poll"
 	"github.com/cairn-storage/cairn/vcenter-plugin/internal/progress"
 )
 
@@ -201,25 +202,11 @@ func (e *Engine) create(ctx context.Context, req Request, info func(step, host, 
 
 // waitLUN rescans h until it sees naa.<wwn>.
 func (e *Engine) waitLUN(ctx context.Context, h *hoststorage.Host, wwn string) error {
-	deadline := time.Now().Add(e.RescanTimeout)
-	for {
+	return poll.Until(ctx, e.RescanTimeout, e.PollInterval, "check its iSCSI send targets reach the SVMs and that the host's IQN is mapped", func() (bool, string, error) {
 		if err := h.Rescan(ctx); err != nil {
-			return err
+			return false, "", err
 		}
 		ok, err := h.HasLUN(ctx, wwn)
-		if err != nil {
-			return err
-		}
-		if ok {
-			return nil
-		}
-		if time.Now().After(deadline) {
-			return fmt.Errorf("host %s does not see LUN naa.%s after %s of rescans: check its iSCSI send targets reach the SVMs and that the host's IQN is mapped", h.Name, wwn, e.RescanTimeout)
-		}
-		select {
-		case <-ctx.Done():
-			return ctx.Err()
-		case <-time.After(e.PollInterval):
-		}
-	}
+		return ok, fmt.Sprintf("host %s does not see LUN naa.%s in its rescans", h.Name, wwn), err
+	})
 }

@@ -376,3 +376,41 @@ func TestDeployPassthrough(t *testing.T) {
 		t.Fatalf("own devices count as in use: %v", err)
 	}
 }
+
+// The state file's step keys are stored: an old state file resumes by them, so they
+// never change. This pins them all (a renamed key fails here, not in the field).
+func TestStateStepKeysAreStable(t *testing.T) {
+	e := setup(t)
+	if err := e.engine.Deploy(context.Background(), e.plan); err != nil {
+		t.Fatal(err)
+	}
+	st, err := deploy.LoadState(e.engine.StateDir, e.plan)
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := []string{"cluster/admin", "cluster/system", "cluster/pd", "cluster/pool"}
+	for _, fs := range e.plan.FaultSets() {
+		want = append(want, "cluster/faultset/"+fs)
+	}
+	for _, h := range e.plan.Hosts {
+		want = append(want, "iscsi/"+h.Name)
+		if h.HasSVM() {
+			want = append(want, "svm/"+h.Name+"/clone", "svm/"+h.Name+"/configure", "svm/"+h.Name+"/power-on")
+		}
+		if h.Has(plan.RoleSDS) {
+			want = append(want, "cluster/sds/"+h.Name, "cluster/devices/"+h.Name)
+		}
+	}
+	var got []string
+	for k, s := range st.Steps {
+		if !s.Done {
+			t.Errorf("step %s recorded but not done", k)
+		}
+		got = append(got, k)
+	}
+	slices.Sort(got)
+	slices.Sort(want)
+	if !slices.Equal(got, want) {
+		t.Fatalf("state step keys\n got %v\nwant %v", got, want)
+	}
+}

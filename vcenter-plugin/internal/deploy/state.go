@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/cairn-storage/cairn/vcenter-plugin/internal/plan"
+	"github.com/cairn-storage/cairn/vcenter-plugin/internal/statefile"
 )
 
 // StateVersion is the version of the state file format.
@@ -98,21 +99,9 @@ func LoadState(dir string, p *plan.Plan) (*State, error) {
 	return &s, nil
 }
 
-// Save writes the state atomically (temp file + rename).
+// Save writes the state atomically (statefile: temp file, fsync, rename).
 func (s *State) Save(dir string) error {
-	if err := os.MkdirAll(dir, 0o700); err != nil {
-		return fmt.Errorf("deploy state dir: %w", err)
-	}
-	data, err := json.MarshalIndent(s, "", "  ")
-	if err != nil {
-		return err
-	}
-	path := StatePath(dir, s.System)
-	tmp := path + ".tmp"
-	if err := os.WriteFile(tmp, data, 0o600); err != nil {
-		return fmt.Errorf("write deploy state: %w", err)
-	}
-	if err := os.Rename(tmp, path); err != nil {
+	if err := statefile.WriteJSON(StatePath(dir, s.System), s); err != nil {
 		return fmt.Errorf("write deploy state: %w", err)
 	}
 	return nil

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"sort"
 	"strings"
 	"time"
 
@@ -15,6 +16,7 @@ import (
 
 	"github.com/cairn-storage/cairn/appliance/contract"
 	"github.com/cairn-storage/cairn/vcenter-plugin/internal/plan"
+	"github.com/cairn-storage/cairn/vcenter-plugin/internal/poll"
 )
 
 // Guest info keys an SVM publishes through VMware Tools (appliance/contract;
@@ -70,36 +72,31 @@ func ReadGuest(ctx context.Context, vm *object.VirtualMachine) (GuestInfo, error
 	return g, nil
 }
 
-// WaitReady waits until vm is on, its tools run and it reports ready.
-func WaitReady(ctx context.Context, vm *object.VirtualMachine, timeout, poll time.Duration) (GuestInfo, error) {
-	deadline := time.Now().Add(timeout)
-	for {
-		g, err := ReadGuest(ctx, vm)
-		if err != nil {
-			return g, err
+// WaitReady waits until vm is on, its tools run and it reports ready; an
+// SVM that reports its start failed ends the wait at once.
+func WaitReady(ctx context.Context, vm *object.VirtualMachine, timeout, interval time.Duration) (GuestInfo, error) {
+	var g GuestInfo
+	err := poll.Until(ctx, timeout, interval, "open its console and check `journalctl -u 'cairn*'`, fix, restart the SVM, then resume", func() (bool, string, error) {
+		var err error
+		if g, err = ReadGuest(ctx, vm); err != nil {
+			return false, "", err
 		}
 		if g.PowerState == types.VirtualMachinePowerStatePoweredOn && g.ToolsRunning && g.Values[GuestReady] == ReadyValue {
-			return g, nil
+			return true, "", nil
 		}
 		if msg, failed := strings.CutPrefix(g.Values[GuestReady], "error:"); failed && g.PowerState == types.VirtualMachinePowerStatePoweredOn {
-			return g, fmt.Errorf("SVM %s reports it failed to start: %s — open its console (journalctl -u cairn-firstboot), fix, restart the SVM, then resume", vm.Name(), strings.TrimSpace(msg))
+			return false, "", fmt.Errorf("SVM %s reports it failed to start: %s — open its console (journalctl -u cairn-firstboot), fix, restart the SVM, then resume", vm.Name(), strings.TrimSpace(msg))
 		}
-		if time.Now().After(deadline) {
-			why := "VMware Tools are not running"
-			switch {
-			case g.PowerState != types.VirtualMachinePowerStatePoweredOn:
-				why = "it is " + string(g.PowerState)
-			case g.ToolsRunning:
-				why = "its Cairn services did not report ready"
-			}
-			return g, fmt.Errorf("SVM %s is not ready after %s (%s): open its console and check `journalctl -u 'cairn*'`, fix, restart the SVM, then resume", vm.Name(), timeout, why)
+		why := "VMware Tools are not running"
+		switch {
+		case g.PowerState != types.VirtualMachinePowerStatePoweredOn:
+			why = "it is " + string(g.PowerState)
+		case g.ToolsRunning:
+			why = "its Cairn services did not report ready"
 		}
-		select {
-		case <-ctx.Done():
-			return g, ctx.Err()
-		case <-time.After(poll):
-		}
-	}
+		return false, fmt.Sprintf("SVM %s is not ready (%s)", vm.Name(), why), nil
+	})
+	return g, err
 }
 
 // vmConfig is the part of a VM's configuration the engine edits.
@@ -279,4 +276,13 @@ func sameNetwork(a, b types.BaseVirtualDeviceBackingInfo) bool {
 		return ok && x.Port.PortgroupKey == y.Port.PortgroupKey
 	}
 	return false
+}
+
+func sortedKeys(m map[string]string) []string {
+	out := make([]string, 0, len(m))
+	for k := range m {
+		out = append(out, k)
+	}
+	sort.Strings(out)
+	return out
 }

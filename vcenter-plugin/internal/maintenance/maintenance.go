@@ -12,7 +12,6 @@ import (
 	"errors"
 	"fmt"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"strings"
 	"sync"
@@ -21,14 +20,12 @@ import (
 	"github.com/vmware/govmomi/find"
 	"github.com/vmware/govmomi/object"
 	"github.com/vmware/govmomi/vim25"
-	"github.com/vmware/govmomi/vim25/mo"
-	"github.com/vmware/govmomi/vim25/types"
 
-	"github.com/cairn-storage/cairn/vcenter-plugin/internal/deploy"
 	"github.com/cairn-storage/cairn/vcenter-plugin/internal/gateway"
 	"github.com/cairn-storage/cairn/vcenter-plugin/internal/inventory"
 	"github.com/cairn-storage/cairn/vcenter-plugin/internal/plan"
 	"github.com/cairn-storage/cairn/vcenter-plugin/internal/progress"
+	"github.com/cairn-storage/cairn/vcenter-plugin/internal/statefile"
 )
 
 // Grouping of hosts into maintenance units.
@@ -115,15 +112,10 @@ type State struct {
 func statePath(dir, system string) string { return filepath.Join(dir, "maintenance-"+system+".json") }
 
 func (s *State) save(dir string) error {
-	if err := os.MkdirAll(dir, 0o700); err != nil {
-		return err
-	}
-	b, _ := json.MarshalIndent(s, "", "  ")
-	tmp := statePath(dir, s.System) + ".tmp"
-	if err := os.WriteFile(tmp, b, 0o600); err != nil {
+	if err := statefile.WriteJSON(statePath(dir, s.System), s); err != nil {
 		return fmt.Errorf("write maintenance state: %w", err)
 	}
-	return os.Rename(tmp, statePath(dir, s.System))
+	return nil
 }
 
 // LoadState returns the roll state of system (nil if none).
@@ -317,8 +309,10 @@ func (r *roll) planHost(name string) *plan.Host {
 	return nil
 }
 
-// unit runs the steps for one host or fault set; each step is skipped when
-// the state says it is done, and is itself safe to repeat.
+// unit runs the steps for one host or fault set (one method each, in
+// steps.go); each step is skipped when the state says it is done, and is
+// itself safe to repeat. Step names are stored (done_steps): they never
+// change.
 func (r *roll) unit(ctx context.Context, unit []string) error {
 	steps := []struct {
 		name string
@@ -348,305 +342,4 @@ func (r *roll) unit(ctx context.Context, unit []string) error {
 		r.info(s.name, unit, "%s: done", s.name)
 	}
 	return nil
-}
-
-func (r *roll) sdsOf(unit []string) []string {
-	var out []string
-	for _, h := range unit {
-		if ph := r.planHost(h); ph != nil && ph.Has(plan.RoleSDS) {
-			out = append(out, deploy.SDSName(h))
-		}
-	}
-	return out
-}
-
-func (r *roll) svmsOf(ctx context.Context, unit []string) ([]*object.VirtualMachine, error) {
-	var out []*object.VirtualMachine
-	for _, h := range unit {
-		ph := r.planHost(h)
-		if ph == nil || !ph.HasSVM() {
-			continue
-		}
-		vm, err := r.finder.VirtualMachine(ctx, r.p.SVMName(h))
-		if err != nil {
-			return nil, fmt.Errorf("SVM of %s: %w", h, err)
-		}
-		out = append(out, vm)
-	}
-	return out, nil
-}
-
-// health refuses to take anything away from a cluster that is not whole.
-func (r *roll) health(ctx context.Context, unit []string) error {
-	sys, err := r.api.System(ctx)
-	if err != nil {
-		return fmt.Errorf("cannot read cluster health: %w", err)
-	}
-	if sys.Health.Status != gateway.HealthOK {
-		return fmt.Errorf("cluster health is %q (%s): wait until it is ok (or fix it), then resume", sys.Health.Status, strings.Join(sys.Health.Messages, "; "))
-	}
-	sdss, err := r.api.ListSDS(ctx)
-	if err != nil {
-		return err
-	}
-	for _, s := range sdss {
-		if s.State != gateway.SDSNormal {
-			return fmt.Errorf("sds %s is in state %s: take it out of maintenance first, then resume", s.Name, s.State)
-		}
-	}
-	for name, hs := range r.hosts {
-		var m mo.HostSystem
-		if err := hs.Properties(ctx, hs.Reference(), []string{"runtime"}, &m); err != nil {
-			return err
-		}
-		if m.Runtime.ConnectionState != types.HostSystemConnectionStateConnected {
-			return fmt.Errorf("host %s is %s: reconnect it, then resume", name, m.Runtime.ConnectionState)
-		}
-		if m.Runtime.InMaintenanceMode {
-			return fmt.Errorf("host %s is already in maintenance mode: exit it (or finish its work), then resume", name)
-		}
-	}
-	return r.checkMultipath(ctx)
-}
-
-func (r *roll) enterSDS(ctx context.Context, unit []string) error {
-	for _, name := range r.sdsOf(unit) {
-		s, err := r.api.GetSDS(ctx, name)
-		if err != nil {
-			return err
-		}
-		if s.State != gateway.SDSNormal {
-			continue // entered before a resume
-		}
-		if err := r.api.EnterSDSMaintenance(ctx, s.ID, r.mode); err != nil {
-			return fmt.Errorf("sds %s: enter %s maintenance: %w", name, r.mode, err)
-		}
-	}
-	// Protected maintenance copies data away first: wait for the gateway
-	// to report the SDSs in maintenance.
-	return r.poll(ctx, r.ResyncTimeout, func() (bool, string, error) {
-		for _, name := range r.sdsOf(unit) {
-			s, err := r.api.GetSDS(ctx, name)
-			if err != nil {
-				return false, "", err
-			}
-			if s.State == gateway.SDSNormal {
-				return false, "sds " + name + " has not entered maintenance", nil
-			}
-			// Shutting the SVM down is safe only once the leader has
-			// moved every copy away from it (protected mode builds
-			// extra copies first).
-			if m := s.Maintenance; m != nil && m.Mode != "" && m.State != gateway.MaintIn {
-				return false, fmt.Sprintf("sds %s is still %s maintenance (%s): its copies are being moved", name, m.State, m.Mode), nil
-			}
-		}
-		return true, "", nil
-	}, "check the gateway's events for why the SDS cannot leave")
-}
-
-func (r *roll) shutdownSVM(ctx context.Context, unit []string) error {
-	vms, err := r.svmsOf(ctx, unit)
-	if err != nil {
-		return err
-	}
-	for _, vm := range vms {
-		g, err := deploy.ReadGuest(ctx, vm)
-		if err != nil {
-			return err
-		}
-		if g.PowerState == types.VirtualMachinePowerStatePoweredOff {
-			continue
-		}
-		if err := vm.ShutdownGuest(ctx); err != nil {
-			return fmt.Errorf("shut down %s: %w (are VMware Tools running in it?)", vm.Name(), err)
-		}
-	}
-	for _, vm := range vms {
-		if err := r.poll(ctx, r.ShutdownTimeout, func() (bool, string, error) {
-			g, err := deploy.ReadGuest(ctx, vm)
-			return g.PowerState == types.VirtualMachinePowerStatePoweredOff, vm.Name() + " is still " + string(g.PowerState), err
-		}, "power it off from vCenter once its guest is idle, then resume"); err != nil {
-			return err
-		}
-	}
-	return nil
-}
-
-func (r *roll) enterHost(ctx context.Context, unit []string) error {
-	for _, h := range unit {
-		task, err := r.hosts[h].EnterMaintenanceMode(ctx, int32(r.ShutdownTimeout.Seconds()), false, nil)
-		if err != nil {
-			return err
-		}
-		if err := task.Wait(ctx); err != nil {
-			return fmt.Errorf("host %s: enter maintenance mode: %w (move or power off its other VMs, then resume)", h, err)
-		}
-	}
-	return nil
-}
-
-func (r *roll) patch(ctx context.Context, unit []string) error {
-	switch {
-	case r.Patch != nil:
-		return r.Patch(ctx, unit)
-	case len(r.st.Request.Hook) > 0:
-		hctx, cancel := context.WithTimeout(ctx, r.HookTimeout)
-		defer cancel()
-		cmd := exec.CommandContext(hctx, r.st.Request.Hook[0], r.st.Request.Hook[1:]...)
-		cmd.Env = append(os.Environ(), "CAIRN_HOSTS="+strings.Join(unit, " "), "CAIRN_SYSTEM="+r.p.System)
-		out, err := cmd.CombinedOutput()
-		if err != nil {
-			tail := string(out)
-			if len(tail) > 500 {
-				tail = tail[len(tail)-500:]
-			}
-			return fmt.Errorf("patch hook %s failed: %v: %s — the hosts stay in maintenance mode; fix them, then resume", r.st.Request.Hook[0], err, strings.TrimSpace(tail))
-		}
-		return nil
-	default:
-		ch := make(chan struct{})
-		r.mu.Lock()
-		if r.continue_ == nil {
-			r.continue_ = map[string]chan struct{}{}
-		}
-		r.continue_[r.p.System] = ch
-		r.mu.Unlock()
-		r.info("patch", unit, "waiting for the operator: patch and reboot %s, then press Continue", strings.Join(unit, ", "))
-		select {
-		case <-ch:
-			return nil
-		case <-ctx.Done():
-			r.mu.Lock()
-			delete(r.continue_, r.p.System)
-			r.mu.Unlock()
-			return ctx.Err()
-		}
-	}
-}
-
-func (r *roll) exitHost(ctx context.Context, unit []string) error {
-	for _, h := range unit {
-		var m mo.HostSystem
-		if err := r.hosts[h].Properties(ctx, r.hosts[h].Reference(), []string{"runtime"}, &m); err != nil {
-			return err
-		}
-		if m.Runtime.ConnectionState != types.HostSystemConnectionStateConnected {
-			return fmt.Errorf("host %s is %s after patching: wait for it to reconnect to vCenter, then resume", h, m.Runtime.ConnectionState)
-		}
-		if !m.Runtime.InMaintenanceMode {
-			continue
-		}
-		task, err := r.hosts[h].ExitMaintenanceMode(ctx, int32(r.ShutdownTimeout.Seconds()))
-		if err != nil {
-			return err
-		}
-		if err := task.Wait(ctx); err != nil {
-			return fmt.Errorf("host %s: exit maintenance mode: %w", h, err)
-		}
-	}
-	return nil
-}
-
-// powerOnSVM starts the SVMs and waits for them. Resuming after an SVM
-// that did not come back resets it once, since the roll shut it down.
-func (r *roll) powerOnSVM(ctx context.Context, unit []string) error {
-	vms, err := r.svmsOf(ctx, unit)
-	if err != nil {
-		return err
-	}
-	resumed := r.st.LastError != ""
-	for _, vm := range vms {
-		g, err := deploy.ReadGuest(ctx, vm)
-		if err != nil {
-			return err
-		}
-		switch {
-		case g.PowerState != types.VirtualMachinePowerStatePoweredOn:
-			task, err := vm.PowerOn(ctx)
-			if err != nil {
-				return err
-			}
-			if err := task.Wait(ctx); err != nil {
-				return fmt.Errorf("power on %s: %w", vm.Name(), err)
-			}
-		case resumed && g.Values[deploy.GuestReady] != deploy.ReadyValue:
-			r.info("svm-power-on", unit, "resetting %s, which did not come back before", vm.Name())
-			task, err := vm.Reset(ctx)
-			if err != nil {
-				return err
-			}
-			if err := task.Wait(ctx); err != nil {
-				return fmt.Errorf("reset %s: %w", vm.Name(), err)
-			}
-		}
-	}
-	for _, vm := range vms {
-		if _, err := deploy.WaitReady(ctx, vm, r.ReadyTimeout, r.PollInterval); err != nil {
-			return fmt.Errorf("the SVM did not come back: %w (its SDS stays in maintenance, so no data moves meanwhile)", err)
-		}
-	}
-	return nil
-}
-
-func (r *roll) exitSDS(ctx context.Context, unit []string) error {
-	for _, name := range r.sdsOf(unit) {
-		s, err := r.api.GetSDS(ctx, name)
-		if err != nil {
-			return err
-		}
-		if s.State == gateway.SDSNormal {
-			continue
-		}
-		if err := r.api.ExitSDSMaintenance(ctx, s.ID); err != nil {
-			return fmt.Errorf("sds %s: leave maintenance: %w", name, err)
-		}
-	}
-	return nil
-}
-
-// resync waits until the cluster is whole again: health ok and every
-// SDS up and normal. (The gateway does not report resync progress yet;
-// health ok is its "all copies protected".)
-func (r *roll) resync(ctx context.Context, unit []string) error {
-	return r.poll(ctx, r.ResyncTimeout, func() (bool, string, error) {
-		sys, err := r.api.System(ctx)
-		if err != nil {
-			return false, "", err
-		}
-		if sys.Health.Status != gateway.HealthOK {
-			return false, fmt.Sprintf("cluster health %q (%s)", sys.Health.Status, strings.Join(sys.Health.Messages, "; ")), nil
-		}
-		sdss, err := r.api.ListSDS(ctx)
-		if err != nil {
-			return false, "", err
-		}
-		for _, s := range sdss {
-			if s.State != gateway.SDSNormal || !s.Up {
-				return false, fmt.Sprintf("sds %s is %s (up=%v)", s.Name, s.State, s.Up), nil
-			}
-		}
-		return true, "", nil
-	}, "check the SDSs of these hosts in the Cairn dashboard; resume once health is ok")
-}
-
-// poll calls f until it reports done, an error, or timeout.
-func (r *roll) poll(ctx context.Context, timeout time.Duration, f func() (bool, string, error), hint string) error {
-	deadline := time.Now().Add(timeout)
-	for {
-		ok, why, err := f()
-		if err != nil {
-			return err
-		}
-		if ok {
-			return nil
-		}
-		if time.Now().After(deadline) {
-			return fmt.Errorf("%s after %s: %s", why, timeout, hint)
-		}
-		select {
-		case <-ctx.Done():
-			return ctx.Err()
-		case <-time.After(r.PollInterval):
-		}
-	}
 }

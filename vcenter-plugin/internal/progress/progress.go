@@ -15,6 +15,8 @@ import (
 	"github.com/vmware/govmomi/vim25"
 	"github.com/vmware/govmomi/vim25/methods"
 	"github.com/vmware/govmomi/vim25/types"
+
+	"github.com/cairn-storage/cairn/vcenter-plugin/internal/poll"
 )
 
 // Event levels.
@@ -153,18 +155,14 @@ func (v VCenter) StartTask(ctx context.Context, entity types.ManagedObjectRefere
 	t := object.NewTask(v.C, res.Returnval.Task)
 	// vCenter (and vcsim, asynchronously) registers the task object just
 	// after answering; retry briefly until it accepts the running state.
-	var last error
-	for i := 0; i < 50; i++ {
-		if last = t.SetState(ctx, types.TaskInfoStateRunning, nil, nil); last == nil {
-			return t, nil
-		}
-		select {
-		case <-ctx.Done():
-			return nil, ctx.Err()
-		case <-time.After(20 * time.Millisecond):
-		}
+	err = poll.Until(ctx, 2*time.Second, 20*time.Millisecond, "the job goes on without a task in the vSphere Client; if this repeats, check vCenter's health (its vpxd log)", func() (bool, string, error) {
+		err := t.SetState(ctx, types.TaskInfoStateRunning, nil, nil)
+		return err == nil, fmt.Sprintf("vCenter did not accept the running state of task %s (%v)", t.Reference().Value, err), nil
+	})
+	if err != nil {
+		return nil, err
 	}
-	return nil, last
+	return t, nil
 }
 
 // EndTask marks t successful (err nil) or failed with err's message.

@@ -118,6 +118,10 @@ func TestServer(t *testing.T) {
 	if !strings.Contains(string(page), "/api/v1/maintenance/{system}/continue") {
 		t.Fatalf("index page: %s", page)
 	}
+	// The page is HTML: what the route table says is escaped.
+	if !strings.Contains(string(page), "<code>/api/v1/events?after=SEQ&amp;job=NAME</code>") || strings.Contains(string(page), `{"username"`) {
+		t.Fatalf("index page does not escape the route table: %s", page)
+	}
 	var manifest map[string]any
 	c.do("GET", "/ui/plugin.json", nil, &manifest)
 	if manifest["manifestVersion"] != "1.1.0" || manifest["objects"].(map[string]any)["HostSystem"] == nil || manifest["global"] == nil {

@@ -1,0 +1,123 @@
+// What a deployment must leave in each SVM and in vCenter: the appliance
+// contract checked from the outside.
+
+package main
+
+import (
+	"context"
+	"encoding/pem"
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+	"strconv"
+	"strings"
+
+	"github.com/vmware/govmomi/find"
+	"github.com/vmware/govmomi/vim25"
+	"github.com/vmware/govmomi/vim25/mo"
+
+	"github.com/cairn-storage/cairn/appliance/contract"
+
+	"github.com/cairn-storage/cairn/vcenter-plugin/internal/deploy"
+	"github.com/cairn-storage/cairn/vcenter-plugin/internal/gateway"
+	"github.com/cairn-storage/cairn/vcenter-plugin/internal/plan"
+	"github.com/cairn-storage/cairn/vcenter-plugin/internal/vcsimkit"
+)
+
+// checkContract checks what the deployment left in each SVM and in vCenter: the real
+// first boot ran from the OVF environment, the units got the contract's values (the
+// target's relative port among all ports), the gateway thumbprint vCenter shows is the
+// certificate's, and no vApp property holds a usable secret.
+func (h *harness) checkContract(ctx context.Context, vc *vim25.Client, p *plan.Plan) error {
+	st, err := deploy.LoadState(filepath.Join(h.state, "plugin"), p)
+	if err != nil {
+		return err
+	}
+	ports := p.TargetPorts()
+	var all []string
+	for _, x := range p.Hosts {
+		all = append(all, strconv.Itoa(ports[x.Name]))
+	}
+	finder := find.NewFinder(vc)
+	dc, err := finder.Datacenter(ctx, vcsimkit.Datacenter)
+	if err != nil {
+		return err
+	}
+	finder.SetDatacenter(dc)
+	for _, x := range p.Hosts {
+		name := p.SVMName(x.Name)
+		dir := filepath.Join(h.state, "svm", name)
+		env, err := os.ReadFile(filepath.Join(dir, "root", "etc", "cairn", "cairn.env"))
+		_, derr := os.Stat(filepath.Join(dir, "root", "var-lib", "cairn", "firstboot.done"))
+		h.check(err == nil && derr == nil && strings.Contains(string(env), "CAIRN_CONTRACT=2\n"),
+			"%s: cairn firstboot configured the SVM from its OVF environment (cairn.env, firstboot.done)", name)
+		cmd := unitCmdline(dir, "cairn-target.service")
+		want := fmt.Sprintf("--port-number %d --group-ports %s", ports[x.Name], strings.Join(all, ","))
+		h.check(strings.Contains(cmd, want), "%s: cairn target runs with %q: %s", name, want, cmd)
+		if x.Has(plan.RoleMDM) {
+			mcmd := unitCmdline(dir, "cairn-mdm.service")
+			h.check(strings.Count(mcmd, "=http://") == 3 && strings.Contains(mcmd, "--name "+plan.SVMHostname(x.Name)),
+				"%s: cairn mdm runs as %s with the 3-member initial cluster: %s", name, plan.SVMHostname(x.Name), mcmd)
+		}
+
+		vm, err := finder.VirtualMachine(ctx, name)
+		if err != nil {
+			return err
+		}
+		var m mo.VirtualMachine
+		if err := vm.Properties(ctx, vm.Reference(), []string{"config.vAppConfig", "config.extraConfig"}, &m); err != nil {
+			return err
+		}
+		leaked := ""
+		token := ""
+		for _, prop := range m.Config.VAppConfig.GetVmConfigInfo().Property {
+			if strings.Contains(prop.Value, st.Secrets.AdminPassword) {
+				leaked = prop.Id
+			}
+			if prop.Id == contract.KeyJoinToken {
+				token = prop.Value
+			}
+		}
+		h.check(len(st.Secrets.AdminPassword) >= 20 && leaked == "", "%s: no vApp property holds the admin password (leaked in %q)", name, leaked)
+		h.check((token != "") == x.Has(plan.RoleGateway), "%s: the one-time bootstrap token is a property of gateway SVMs only (set: %v)", name, token != "")
+		if x.Has(plan.RoleGateway) {
+			published := ""
+			for _, o := range m.Config.ExtraConfig {
+				if ov := o.GetOptionValue(); ov != nil && ov.Key == contract.GuestThumbprint {
+					published, _ = ov.Value.(string)
+				}
+			}
+			pemBytes, err := os.ReadFile(filepath.Join(dir, "root", "var-lib", "cairn", "gateway", "cert.pem"))
+			blk, _ := pem.Decode(pemBytes)
+			h.check(err == nil && blk != nil && published == gateway.Thumbprint(blk.Bytes) && st.GatewayThumbprints[x.Name] == published,
+				"%s: vCenter shows the gateway certificate's SHA-256 (%s) in guestinfo, and the engine pinned it", name, published)
+			// Whoever reads the VM's settings in vCenter gets a spent token.
+			cfg, err := deploy.GatewayConfig(p, st, 0)
+			if err != nil {
+				return err
+			}
+			c, err := gateway.NewHTTPClient(cfg)
+			if err != nil {
+				return err
+			}
+			rerr := c.RedeemBootstrapToken(ctx, token, "an-attacker-password")
+			var se *gateway.StatusError
+			h.check(errors.As(rerr, &se) && se.Status == 401, "%s: the bootstrap token from its vApp properties is refused now: %v", name, rerr)
+		}
+	}
+	return nil
+}
+
+// unitCmdline is the command line of a unit's main process in a simulated SVM.
+func unitCmdline(svmDir, unit string) string {
+	pid, err := os.ReadFile(filepath.Join(svmDir, "sim", "units", unit+".main"))
+	if err != nil {
+		return "(not running: " + err.Error() + ")"
+	}
+	b, err := os.ReadFile("/proc/" + strings.TrimSpace(string(pid)) + "/cmdline")
+	if err != nil {
+		return "(gone: " + err.Error() + ")"
+	}
+	return strings.TrimSpace(strings.ReplaceAll(string(b), "\x00", " "))
+}

@@ -1,0 +1,111 @@
+// Background jobs (deploy, volume, maintenance: one of a name at a time)
+// and their progress, listed and streamed as server-sent events.
+
+package server
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"io"
+	"net/http"
+	"sort"
+	"strconv"
+	"time"
+
+	"github.com/cairn-storage/cairn/vcenter-plugin/internal/progress"
+)
+
+// Job is a background operation's status (JSON in the API).
+type Job struct {
+	Name    string    `json:"name"`
+	State   string    `json:"state"` // running | succeeded | failed
+	Error   string    `json:"error,omitempty"`
+	Started time.Time `json:"started"`
+	Ended   time.Time `json:"ended,omitzero"`
+}
+
+// start runs f as job name unless one of that name is running.
+func (s *Server) start(name string, f func(ctx context.Context) error) (*Job, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if j := s.jobs[name]; j != nil && j.State == "running" {
+		return nil, fmt.Errorf("job %s is already running", name)
+	}
+	j := &Job{Name: name, State: "running", Started: time.Now().UTC()}
+	s.jobs[name] = j
+	s.wg.Add(1)
+	go func() {
+		defer s.wg.Done()
+		err := f(s.ctx)
+		s.mu.Lock()
+		defer s.mu.Unlock()
+		j.Ended = time.Now().UTC()
+		if err != nil {
+			j.State, j.Error = "failed", err.Error()
+		} else {
+			j.State = "succeeded"
+		}
+	}()
+	c := *j
+	return &c, nil
+}
+func (s *Server) listJobs(w http.ResponseWriter, r *http.Request, us *userSession) {
+	s.mu.Lock()
+	out := make([]Job, 0, len(s.jobs))
+	for _, j := range s.jobs {
+		out = append(out, *j)
+	}
+	s.mu.Unlock()
+	sort.Slice(out, func(i, j int) bool { return out[i].Started.Before(out[j].Started) })
+	writeJSON(w, http.StatusOK, out)
+}
+
+// events streams progress as server-sent events: first the buffered
+// events after ?after=SEQ (or Last-Event-ID), then live ones, until the
+// client goes away or the server closes. Each event's id is its Seq.
+func (s *Server) events(w http.ResponseWriter, r *http.Request, us *userSession) {
+	fl, ok := w.(http.Flusher)
+	if !ok {
+		writeError(w, http.StatusInternalServerError, "streaming unsupported")
+		return
+	}
+	after, _ := strconv.ParseInt(r.URL.Query().Get("after"), 10, 64)
+	if id := r.Header.Get("Last-Event-ID"); id != "" {
+		after, _ = strconv.ParseInt(id, 10, 64)
+	}
+	job := r.URL.Query().Get("job")
+	ch, cancel := s.cfg.Log.Subscribe()
+	defer cancel()
+	w.Header().Set("Content-Type", "text/event-stream")
+	w.Header().Set("Cache-Control", "no-cache")
+	w.WriteHeader(http.StatusOK)
+	send := func(e progress.Event) {
+		if e.Seq <= after || (job != "" && e.Job != job) {
+			return
+		}
+		after = e.Seq
+		b, _ := json.Marshal(e)
+		fmt.Fprintf(w, "id: %d\nevent: progress\ndata: %s\n\n", e.Seq, b)
+	}
+	for _, e := range s.cfg.Log.Since(after, job) {
+		send(e)
+	}
+	fl.Flush()
+	keepalive := time.NewTicker(15 * time.Second)
+	defer keepalive.Stop()
+	for {
+		select {
+		case e := <-ch:
+			send(e)
+			fl.Flush()
+		case <-keepalive.C:
+			_, _ = io.WriteString(w, ": keepalive\n\n")
+			fl.Flush()
+		case <-r.Context().Done():
+			return
+		case <-s.ctx.Done():
+			return
+		}
+	}
+}

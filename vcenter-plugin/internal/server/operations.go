@@ -1,0 +1,203 @@
+// The API's work: inventory and plans (suggest, validate), and the jobs
+// that change things: deploy a plan, a volume to a datastore, rolling
+// maintenance of a deployed system.
+
+package server
+
+import (
+	"context"
+	"fmt"
+	"net/http"
+	"os"
+	"path/filepath"
+
+	"github.com/cairn-storage/cairn/vcenter-plugin/internal/datastore"
+	"github.com/cairn-storage/cairn/vcenter-plugin/internal/deploy"
+	"github.com/cairn-storage/cairn/vcenter-plugin/internal/gateway"
+	"github.com/cairn-storage/cairn/vcenter-plugin/internal/inventory"
+	"github.com/cairn-storage/cairn/vcenter-plugin/internal/maintenance"
+	"github.com/cairn-storage/cairn/vcenter-plugin/internal/plan"
+	"github.com/cairn-storage/cairn/vcenter-plugin/internal/statefile"
+)
+
+func (s *Server) inventory(w http.ResponseWriter, r *http.Request, us *userSession) {
+	inv, err := inventory.Collect(r.Context(), us.client)
+	if err != nil {
+		writeError(w, http.StatusBadGateway, "%v", err)
+		return
+	}
+	writeJSON(w, http.StatusOK, inv)
+}
+
+func (s *Server) suggest(w http.ResponseWriter, r *http.Request, us *userSession) {
+	var req struct {
+		Datacenter string `json:"datacenter"`
+		System     string `json:"system"`
+		Template   string `json:"template"`
+		SVMCIDR    string `json:"svm_cidr"`
+		ISCSICIDR  string `json:"iscsi_cidr"`
+	}
+	if !decode(w, r, &req) {
+		return
+	}
+	inv, err := inventory.Collect(r.Context(), us.client)
+	if err != nil {
+		writeError(w, http.StatusBadGateway, "%v", err)
+		return
+	}
+	p, err := plan.Suggest(inv, req.Datacenter, req.System, req.Template, req.SVMCIDR, req.ISCSICIDR)
+	if err != nil {
+		writeError(w, http.StatusBadRequest, "%v", err)
+		return
+	}
+	writeJSON(w, http.StatusOK, p)
+}
+
+func (s *Server) readPlan(w http.ResponseWriter, r *http.Request) *plan.Plan {
+	p, err := plan.Parse(http.MaxBytesReader(w, r.Body, plan.MaxSize))
+	if err != nil {
+		writeError(w, http.StatusBadRequest, "%v", err)
+		return nil
+	}
+	return p
+}
+
+func (s *Server) validate(w http.ResponseWriter, r *http.Request, us *userSession) {
+	p := s.readPlan(w, r)
+	if p == nil {
+		return
+	}
+	inv, err := inventory.Collect(r.Context(), us.client)
+	if err != nil {
+		writeError(w, http.StatusBadGateway, "%v", err)
+		return
+	}
+	ps := plan.Validate(p, inv)
+	if ps == nil {
+		ps = plan.Problems{}
+	}
+	writeJSON(w, http.StatusOK, map[string]any{"valid": ps.Err() == nil, "problems": ps})
+}
+func (s *Server) planPath(system string) string {
+	return filepath.Join(s.cfg.StateDir, "plan-"+system+".json")
+}
+
+func (s *Server) savedPlan(system string) (*plan.Plan, error) {
+	f, err := os.Open(s.planPath(system))
+	if err != nil {
+		return nil, fmt.Errorf("no deployment of system %q known to this plugin: deploy it first", system)
+	}
+	defer f.Close()
+	return plan.Parse(f)
+}
+
+func (s *Server) deploy(w http.ResponseWriter, r *http.Request, us *userSession) {
+	p := s.readPlan(w, r)
+	if p == nil {
+		return
+	}
+	if err := statefile.WriteJSON(s.planPath(p.System), p); err != nil {
+		writeError(w, http.StatusInternalServerError, "save plan: %v", err)
+		return
+	}
+	eng := &deploy.Engine{VC: us.client, Gateway: s.cfg.Gateway, StateDir: s.cfg.StateDir, Log: s.cfg.Log,
+		ReadyTimeout: s.cfg.ReadyTimeout, PollInterval: s.cfg.PollInterval}
+	j, err := s.start(deploy.Job(p.System), func(ctx context.Context) error { return eng.Deploy(ctx, p) })
+	if err != nil {
+		writeError(w, http.StatusConflict, "%v", err)
+		return
+	}
+	writeJSON(w, http.StatusAccepted, j)
+}
+
+// gatewayFor connects to the gateway of a deployed system.
+func (s *Server) gatewayFor(system string) (gateway.API, *plan.Plan, error) {
+	p, err := s.savedPlan(system)
+	if err != nil {
+		return nil, nil, err
+	}
+	st, err := deploy.LoadState(s.cfg.StateDir, p)
+	if err != nil {
+		return nil, nil, err
+	}
+	if !st.Completed {
+		return nil, nil, fmt.Errorf("system %s is not fully deployed: finish the deployment first", system)
+	}
+	cfg, err := deploy.GatewayConfig(p, st, 0) // every gateway, with failover
+	if err != nil {
+		return nil, nil, err
+	}
+	api, err := s.cfg.Gateway(cfg)
+	return api, p, err
+}
+
+func (s *Server) volume(w http.ResponseWriter, r *http.Request, us *userSession) {
+	var req struct {
+		System string `json:"system"`
+		datastore.Request
+	}
+	if !decode(w, r, &req) {
+		return
+	}
+	api, p, err := s.gatewayFor(req.System)
+	if err != nil {
+		writeError(w, http.StatusConflict, "%v", err)
+		return
+	}
+	if req.Datacenter == "" {
+		req.Datacenter = p.Datacenter
+	}
+	if req.Pool == "" {
+		req.Pool = p.StoragePool.Name
+	}
+	if len(req.Hosts) == 0 {
+		for _, h := range p.Hosts {
+			req.Hosts = append(req.Hosts, h.Name)
+		}
+	}
+	eng := &datastore.Engine{VC: us.client, API: api, Log: s.cfg.Log, PollInterval: s.cfg.PollInterval}
+	j, err := s.start(datastore.Job(req.Volume), func(ctx context.Context) error {
+		_, err := eng.Create(ctx, req.Request)
+		return err
+	})
+	if err != nil {
+		writeError(w, http.StatusConflict, "%v", err)
+		return
+	}
+	writeJSON(w, http.StatusAccepted, j)
+}
+
+func (s *Server) maintenance(w http.ResponseWriter, r *http.Request, us *userSession) {
+	system := r.PathValue("system")
+	var req maintenance.Request
+	if !decode(w, r, &req) {
+		return
+	}
+	if len(req.Hook) > 0 {
+		// A hook runs a command on the plugin's machine: only the
+		// operator who starts the plugin may configure it (flag), not an API caller.
+		writeError(w, http.StatusBadRequest, "patch hooks are configured on the plugin server, not through the API")
+		return
+	}
+	api, p, err := s.gatewayFor(system)
+	if err != nil {
+		writeError(w, http.StatusConflict, "%v", err)
+		return
+	}
+	req.Hook = s.cfg.PatchHook
+	run := func(ctx context.Context) error { return s.maint.RunWith(ctx, us.client, api, p, req) }
+	j, err := s.start(maintenance.Job(system), run)
+	if err != nil {
+		writeError(w, http.StatusConflict, "%v", err)
+		return
+	}
+	writeJSON(w, http.StatusAccepted, j)
+}
+
+func (s *Server) maintenanceContinue(w http.ResponseWriter, r *http.Request, us *userSession) {
+	if err := s.maint.Continue(r.PathValue("system")); err != nil {
+		writeError(w, http.StatusConflict, "%v", err)
+		return
+	}
+	w.WriteHeader(http.StatusNoContent)
+}
