@@ -2,6 +2,7 @@ package sds
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"strings"
@@ -36,4 +37,22 @@ func (Prober) PrepareDevice(ctx context.Context, sdsAddress, clusterID, deviceID
 		return 0, fmt.Errorf("%w: %s", model.ErrInUse, msg)
 	}
 	return 0, errors.New(msg)
+}
+
+// PrepareDevice asks the SDS at addr to take a device (used by the gateway).
+func PrepareDevice(ctx context.Context, peer *wire.Client, req PrepareDeviceRequest) (int64, error) {
+	b, _ := json.Marshal(req)
+	resp, err := peer.Do(ctx, &wire.Request{Op: wire.OpPrepareDevice, Payload: b}, nil)
+	if err != nil {
+		var se *wire.StatusError
+		if errors.As(err, &se) {
+			return 0, errors.New(se.Message)
+		}
+		return 0, fmt.Errorf("SDS at %s: %w", peer.Addr(), err)
+	}
+	var r PrepareDeviceResponse
+	if err := json.Unmarshal(resp.Payload, &r); err != nil {
+		return 0, fmt.Errorf("SDS at %s: bad answer: %w", peer.Addr(), err)
+	}
+	return r.Capacity, nil
 }

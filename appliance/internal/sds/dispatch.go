@@ -1,0 +1,156 @@
+package sds
+
+// dispatch.go: request dispatch: every data-path request enters at handle;
+// chunk requests are checked against the map (epoch, range, route, role)
+// before they run.
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"time"
+
+	"github.com/cairn-storage/cairn/appliance/internal/catalog"
+	"github.com/cairn-storage/cairn/appliance/internal/iostats"
+	"github.com/cairn-storage/cairn/appliance/internal/model"
+	"github.com/cairn-storage/cairn/appliance/internal/placement"
+	"github.com/cairn-storage/cairn/appliance/internal/wire"
+)
+
+func ok() (wire.Response, func()) { return wire.Response{}, nil }
+
+func errResp(status uint16, err error) (wire.Response, func()) {
+	return wire.Response{Status: status, Payload: []byte(err.Error())}, nil
+}
+
+// handle serves one data-path request.
+func (s *Server) handle(ctx context.Context, req *wire.Request) (wire.Response, func()) {
+	switch req.Op {
+	case wire.OpPing:
+		return ok()
+	case wire.OpFlush:
+		if err := s.flush(); err != nil {
+			return errResp(wire.StatusIOError, err)
+		}
+		return ok()
+	case wire.OpPrepareDevice:
+		var p PrepareDeviceRequest
+		if err := json.Unmarshal(req.Payload, &p); err != nil {
+			return errResp(wire.StatusInvalid, fmt.Errorf("prepare device: %w", err))
+		}
+		capacity, err := s.prepareDevice(p)
+		if err != nil {
+			return errResp(wire.StatusRefused, err)
+		}
+		b, _ := json.Marshal(PrepareDeviceResponse{Capacity: capacity})
+		return wire.Response{Payload: b}, nil
+	case wire.OpChunkList:
+		if req.Epoch < s.cat.Epoch() {
+			return wire.Response{Status: wire.StatusStaleEpoch, Epoch: s.cat.Epoch()}, nil
+		}
+		return s.chunkList(req)
+	case wire.OpRead, wire.OpWrite, wire.OpCompareWrite, wire.OpWriteZeroes, wire.OpWriteSame, wire.OpUnmap, wire.OpCopyFrom, wire.OpExtents, wire.OpChunkPut:
+		return s.chunkOp(ctx, req)
+	}
+	return errResp(wire.StatusUnsupported, fmt.Errorf("opcode %d", req.Op))
+}
+
+// inlineOp: small reads are served on the connection's reader, in order,
+// with their replies batched (see wire.ServeInline); one local read is
+// shorter than a goroutine hand-off and two wake-ups.
+func inlineOp(req *wire.Request) bool {
+	return req.Op == wire.OpRead && req.Length <= 128<<10
+}
+
+// awaitRoute waits up to one second for the catalog to learn a chunk's
+// route, then reloads it from etcd once; only the rare unknown-volume answer
+// pays for it.
+func (s *Server) awaitRoute(ctx context.Context, vol, chunk uint64) (catalog.Route, bool) {
+	deadline := time.NewTimer(time.Second)
+	defer deadline.Stop()
+	for {
+		ch := s.cat.Changed()
+		if r, ok := s.cat.ChunkRoute(vol, chunk, placement.PG); ok && len(r.Copies) > 0 {
+			return r, true
+		}
+		select {
+		case <-ctx.Done():
+			return catalog.Route{}, false
+		case <-ch:
+		case <-deadline.C:
+			if err := s.cat.Refresh(ctx); err != nil {
+				return catalog.Route{}, false
+			}
+			return s.cat.ChunkRoute(vol, chunk, placement.PG)
+		}
+	}
+}
+
+// chunkOp validates routing and runs one chunk-level operation.
+func (s *Server) chunkOp(ctx context.Context, req *wire.Request) (wire.Response, func()) {
+	cur := s.cat.Epoch()
+	if req.Epoch < cur {
+		return wire.Response{Status: wire.StatusStaleEpoch, Epoch: cur}, nil
+	}
+	if req.Epoch > cur {
+		wctx, cancel := context.WithTimeout(ctx, 2*time.Second)
+		err := s.cat.WaitEpoch(wctx, req.Epoch)
+		cancel()
+		if err != nil {
+			return errResp(wire.StatusUnavailable, fmt.Errorf("SDS has not seen epoch %d yet: %w", req.Epoch, err))
+		}
+	}
+	inChunk := int64(req.Offset % model.ChunkSize)
+	n := int64(req.Length)
+	if n <= 0 || inChunk+n > model.ChunkSize {
+		return errResp(wire.StatusInvalid, fmt.Errorf("range %d+%d crosses a chunk boundary", req.Offset, n))
+	}
+	key := chunkKey{req.Volume, req.Offset / model.ChunkSize}
+	route, found := s.cat.ChunkRoute(req.Volume, key.chunk, placement.PG)
+	if !found || len(route.Copies) == 0 {
+		// A volume created a moment ago can reach the client's catalog before
+		// this SDS's (volumes do not move the epoch): wait for it briefly
+		// before answering that it does not exist.
+		route, found = s.awaitRoute(ctx, req.Volume, key.chunk)
+	}
+	if !found || len(route.Copies) == 0 {
+		return errResp(wire.StatusNotFound, fmt.Errorf("volume %016x has no placement here", req.Volume))
+	}
+	replica := req.Flags&wire.FlagReplica != 0 || req.Op == wire.OpChunkPut
+	role := -1
+	for i, c := range route.Copies {
+		if c.SDSID == s.id && (role < 0 || (replica && role == 0)) {
+			role = i // the primary role wins for client requests, a secondary one for replicas
+		}
+	}
+	switch {
+	case !replica && (role != 0 || route.Copies[0].State != model.CopyReady):
+		return wire.Response{Status: wire.StatusNotPrimary, Epoch: route.Epoch}, nil
+	case replica && (role < 1 || !route.Copies[role].Active()):
+		// Not (or no longer) an active copy at this epoch: refuse, so a
+		// primary that missed a map change cannot count this copy.
+		return wire.Response{Status: wire.StatusNotPrimary, Epoch: route.Epoch}, nil
+	}
+	s.mu.RLock()
+	dev := s.devices[route.Copies[role].DeviceID]
+	s.mu.RUnlock()
+	if dev == nil || dev.failed.Load() {
+		return errResp(wire.StatusUnavailable, fmt.Errorf("device %s of this copy is not in service", route.Copies[role].DeviceID))
+	}
+	op := &chunkRequest{s: s, req: req, key: key, in: inChunk, n: n, dev: dev, route: route, primary: !replica}
+	start := time.Now()
+	resp, release := op.run(ctx)
+	took := time.Since(start)
+	counted := []*iostats.Counters{&dev.io}
+	if !replica {
+		counted = append(counted, &s.counters(req.Volume).Counters, &s.total.Counters)
+	}
+	for _, x := range counted {
+		if req.Op == wire.OpRead {
+			x.Read(n, took)
+		} else if req.Op != wire.OpExtents {
+			x.Write(n, took)
+		}
+	}
+	return resp, release
+}
