@@ -8,20 +8,37 @@ import (
 	"encoding/binary"
 	"errors"
 	"fmt"
+	"time"
 
 	"github.com/cairn-storage/cairn/appliance/internal/bufpool"
 	"github.com/cairn-storage/cairn/appliance/internal/catalog"
+	"github.com/cairn-storage/cairn/appliance/internal/iostats"
 	"github.com/cairn-storage/cairn/appliance/internal/wire"
 )
 
+// chunkRequest is one chunk-level request being served.
 type chunkRequest struct {
 	s       *Server
 	req     *wire.Request
 	key     chunkKey
-	in, n   int64
-	dev     *device
-	route   catalog.Route
-	primary bool
+	in, n   int64 // the range within the chunk
+	primary bool  // a client's request (this SDS as primary), not a copy's
+	// Set by resolve: the route, the chunk's group in it, and the device
+	// of this SDS's copy (nil until resolved).
+	route catalog.Route
+	pg    int
+	dev   *device
+}
+
+// count adds the request's bytes and latency to x (extents move no data).
+func (c *chunkRequest) count(x *iostats.Counters, took time.Duration) {
+	switch c.req.Op {
+	case wire.OpRead:
+		x.Read(c.n, took)
+	case wire.OpExtents:
+	default:
+		x.Write(c.n, took)
+	}
 }
 
 func (c *chunkRequest) lockRange() func() {
@@ -35,8 +52,11 @@ func (c *chunkRequest) run(ctx context.Context) (wire.Response, func()) {
 	s := c.s
 	switch c.req.Op {
 	case wire.OpChunkPut:
-		return c.chunkPut()
+		return c.chunkPut(ctx)
 	case wire.OpRead:
+		if answer, ok := c.resolve(ctx); !ok {
+			return answer, nil
+		}
 		buf := bufpool.Get(int(c.n))
 		unlock := c.lockRange()
 		err := c.readLocal(buf)
@@ -47,6 +67,9 @@ func (c *chunkRequest) run(ctx context.Context) (wire.Response, func()) {
 		}
 		return wire.Response{Payload: buf}, func() { bufpool.Put(buf) }
 	case wire.OpExtents:
+		if answer, ok := c.resolve(ctx); !ok {
+			return answer, nil
+		}
 		_, mapped := s.idx.lookup(c.key)
 		b := []byte{0}
 		if mapped {
@@ -98,6 +121,9 @@ func (c *chunkRequest) run(ctx context.Context) (wire.Response, func()) {
 		cmp, data := c.req.Payload[:c.n], c.req.Payload[c.n:]
 		unlock := c.lockRange()
 		defer unlock()
+		if answer, ok := c.resolve(ctx); !ok {
+			return answer, nil
+		}
 		cur := bufpool.Get(int(c.n))
 		defer bufpool.Put(cur)
 		if err := c.readLocal(cur); err != nil {

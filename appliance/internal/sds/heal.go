@@ -435,7 +435,10 @@ func (s *Server) chunkList(req *wire.Request) (wire.Response, func()) {
 }
 
 // chunkPut answers OpChunkPut: install a whole chunk of a copy being filled.
-func (c *chunkRequest) chunkPut() (wire.Response, func()) {
+func (c *chunkRequest) chunkPut(ctx context.Context) (wire.Response, func()) {
+	if answer, ok := c.resolve(ctx); !ok {
+		return answer, nil
+	}
 	if c.in != 0 || c.n != model.ChunkSize {
 		return errResp(wire.StatusInvalid, errors.New("chunk put must cover one whole chunk"))
 	}

@@ -8,7 +8,6 @@ import (
 	"encoding/json"
 	"errors"
 	"os"
-	"strings"
 	"time"
 
 	"go.etcd.io/etcd/api/v3/v3rpc/rpctypes"
@@ -16,6 +15,16 @@ import (
 
 	"github.com/cairn-storage/cairn/appliance/internal/model"
 )
+
+// leaseMargin: the SDS stops acknowledging solo writes this long before
+// the earliest moment etcd can expire its lease (sent + TTL). A solo write
+// checks the lease before its local I/O and is acknowledged after it, and
+// the SDS's clock and etcd's may run at slightly different rates: the
+// margin covers both as long as the local I/O takes less than it (it takes
+// milliseconds; clock rates differ by parts per million), so the SDS has
+// stopped acknowledging before the leader can declare it failed and
+// promote another copy.
+const leaseMargin = 300 * time.Millisecond
 
 // liveness keeps the SDS's lease-bound liveness key; the MDM leader treats
 // its expiry as the SDS's failure. It renews the lease every second and
@@ -39,15 +48,17 @@ func (s *Server) liveness(ctx context.Context) {
 		} else {
 			var k *clientv3.LeaseKeepAliveResponse
 			if k, err = s.cfg.Etcd.KeepAliveOnce(rctx, lease); err == nil && k.TTL <= 0 {
-				err = errors.New("lease expired")
+				// The etcd client answers an expired lease so itself;
+				// kept so that no client version can renew a dead lease.
+				err = rpctypes.ErrLeaseNotFound
 			}
-			if err != nil && (errors.Is(err, rpctypes.ErrLeaseNotFound) || strings.Contains(err.Error(), "lease expired") || strings.Contains(err.Error(), "requested lease not found")) {
+			if errors.Is(err, rpctypes.ErrLeaseNotFound) {
 				lease = 0 // expired: the leader has declared us dead; register again
 			}
 		}
 		cancel()
 		if err == nil && lease != 0 {
-			s.leaseValidUntil.Store(sent.Add(ttl - 300*time.Millisecond).UnixNano())
+			s.leaseValidUntil.Store(sent.Add(ttl - leaseMargin).UnixNano())
 		} else if ctx.Err() == nil {
 			s.log.Debug("liveness lease", "err", err)
 		}

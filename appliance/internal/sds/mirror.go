@@ -10,32 +10,31 @@ import (
 	"time"
 
 	"github.com/cairn-storage/cairn/appliance/internal/model"
-	"github.com/cairn-storage/cairn/appliance/internal/placement"
 	"github.com/cairn-storage/cairn/appliance/internal/wire"
 )
 
 // mutate applies a change locally and, at the primary, on the secondary in
 // parallel, holding the range so overlapping changes apply in one order on
-// both copies.
+// both copies. The route is resolved once the range is held.
 func (c *chunkRequest) mutate(ctx context.Context, fwd *wire.Request, local func() error) (wire.Response, func()) {
 	unlock := c.lockRange()
 	defer unlock()
+	if answer, ok := c.resolve(ctx); !ok {
+		return answer, nil
+	}
 	return c.mutateLocked(ctx, fwd, local)
 }
 
+// mutateLocked is mutate for a caller that holds the range and has
+// resolved the route since it took it.
 func (c *chunkRequest) mutateLocked(ctx context.Context, fwd *wire.Request, local func() error) (wire.Response, func()) {
 	var targets, away []model.CopyRef
 	if c.primary {
-		// Re-read the route now that the range is held: the copies to
-		// reach are those of the current map, not of the map the request
-		// was routed with. A fill takes the same locks, so every write
-		// either completes before a chunk is sent to a new copy, or sees
-		// the new copy in the map and reaches it itself.
-		fresh, ok := c.s.cat.ChunkRoute(c.key.vol, c.key.chunk, placement.PG)
-		if !ok || len(fresh.Copies) == 0 || fresh.Copies[0].SDSID != c.s.id || fresh.Copies[0].State != model.CopyReady {
-			return wire.Response{Status: wire.StatusStaleEpoch, Epoch: max(fresh.Epoch, c.req.Epoch+1)}, nil
-		}
-		c.route = fresh
+		// The route was read with the range held: the copies to reach are
+		// those of the current map, not of the map the request was routed
+		// with. A fill takes the same locks, so every write either
+		// completes before a chunk is sent to a new copy, or sees the new
+		// copy in the map and reaches it itself.
 		for _, cp := range c.route.Copies[1:] {
 			if cp.Active() {
 				targets = append(targets, cp)
@@ -50,9 +49,9 @@ func (c *chunkRequest) mutateLocked(ctx context.Context, fwd *wire.Request, loca
 			return errResp(wire.StatusUnavailable, errors.New("single copy and no current MDM lease: write not acknowledged"))
 		}
 		if len(away) > 0 {
-			m, _ := c.s.cat.Map(c.s.volumePool(c.req.Volume))
-			if m != nil {
-				c.s.heal.track(pgRef{m.PoolID, placement.PG(c.key.vol, c.key.chunk, m.PGCount)}, away, c.key)
+			// The route names no pool: read it (maintenance only).
+			if v, ok := c.s.cat.Volume(c.key.vol); ok {
+				c.s.heal.track(pgRef{v.PoolID, c.pg}, away, c.key)
 			}
 		}
 	}
@@ -77,13 +76,10 @@ func (c *chunkRequest) mutateLocked(ctx context.Context, fwd *wire.Request, loca
 		// Not "stale epoch" even if a copy said so: the local write has
 		// happened, so the outcome is not definite (the client treats
 		// Unavailable as possibly applied); it retries with a fresh map.
-		var se *wire.StatusError
-		if errors.As(rerr, &se) && se.Status == wire.StatusStaleEpoch {
-			go func() {
-				wctx, cancel := context.WithTimeout(context.Background(), 3*time.Second)
-				defer cancel()
-				_ = c.s.cat.WaitEpoch(wctx, se.Epoch)
-			}()
+		// A copy that answered "stale" knows a newer map: fetch it now,
+		// so that the client's retry finds this SDS up to date.
+		if wire.IsStatus(rerr, wire.StatusStaleEpoch) {
+			go wire.WaitIfStale(context.Background(), c.s.cat, rerr)
 		}
 		return errResp(wire.StatusUnavailable, fmt.Errorf("mirror copy: %w", rerr))
 	}
@@ -102,9 +98,4 @@ func (c *chunkRequest) forward(ctx context.Context, fwd *wire.Request, to model.
 	defer cancel()
 	_, err := c.s.cl.Peer(addr).Do(fctx, &r, nil)
 	return err
-}
-
-func (s *Server) volumePool(vol uint64) string {
-	v, _ := s.cat.Volume(vol)
-	return v.PoolID
 }

@@ -9,22 +9,30 @@ import (
 	"time"
 
 	"github.com/cairn-storage/cairn/appliance/internal/model"
+	"github.com/cairn-storage/cairn/appliance/internal/sdsrpc"
 )
 
-// PrepareDeviceRequest is the JSON payload of OpPrepareDevice.
-type PrepareDeviceRequest struct {
-	ClusterID string `json:"cluster_id"`
-	DeviceID  string `json:"device_id"`
-	Path      string `json:"path"`
-	Force     bool   `json:"force"`
+// errDeviceTaken marks a refusal because the device is taken: in use by a
+// program or by this SDS, or holding data that only force may destroy. It
+// is answered with wire.StatusRefused (which sdsrpc turns into
+// model.ErrInUse); any other refusal with wire.StatusInvalid.
+var errDeviceTaken = errors.New("device taken")
+
+// takenError is an errDeviceTaken with its own message (the sentinel's
+// text is not shown: the message says what to do).
+type takenError struct{ msg string }
+
+func (e *takenError) Error() string        { return e.msg }
+func (e *takenError) Is(target error) bool { return target == errDeviceTaken }
+
+func deviceTaken(format string, a ...any) error {
+	return &takenError{fmt.Sprintf(format, a...)}
 }
 
-// PrepareDeviceResponse is its answer.
-type PrepareDeviceResponse struct {
-	Capacity int64 `json:"capacity"`
-}
-
-func (s *Server) prepareDevice(p PrepareDeviceRequest) (int64, error) {
+// prepareDevice checks that a device may be taken and writes its
+// superblock (or finds it already prepared as asked), returning its
+// capacity for chunks.
+func (s *Server) prepareDevice(p sdsrpc.PrepareDeviceRequest) (int64, error) {
 	if p.ClusterID == "" || p.DeviceID == "" || len(p.DeviceID) > 32 || len(p.ClusterID) > 32 {
 		return 0, errors.New("cluster id and device id are required (at most 32 characters)")
 	}
@@ -38,7 +46,7 @@ func (s *Server) prepareDevice(p PrepareDeviceRequest) (int64, error) {
 			if d.id == p.DeviceID {
 				return int64(d.super.Slots) * model.ChunkSize, nil
 			}
-			return 0, fmt.Errorf("device %s is already in use by this SDS as device %s", p.Path, d.id)
+			return 0, deviceTaken("device %s is already in use by this SDS as device %s", p.Path, d.id)
 		}
 	}
 	if d, ok := s.prepared[p.DeviceID]; ok && d.path == p.Path {
@@ -58,16 +66,16 @@ func (s *Server) prepareDevice(p PrepareDeviceRequest) (int64, error) {
 	case err == nil && !p.Force:
 		dev.close()
 		if sb.ClusterID != p.ClusterID {
-			return 0, fmt.Errorf("device %s holds data of another Cairn cluster (%s): if that data is no longer needed, add it with force", p.Path, sb.ClusterID)
+			return 0, deviceTaken("device %s holds data of another Cairn cluster (%s): if that data is no longer needed, add it with force", p.Path, sb.ClusterID)
 		}
-		return 0, fmt.Errorf("device %s already belongs to this cluster as device %s: remove that device first, or add with force to wipe it", p.Path, sb.DeviceID)
+		return 0, deviceTaken("device %s already belongs to this cluster as device %s: remove that device first, or add with force to wipe it", p.Path, sb.DeviceID)
 	case err != nil && !errors.Is(err, errNoSuperblock) && !p.Force:
 		dev.close()
 		return 0, fmt.Errorf("device %s: %w; add with force to overwrite it", p.Path, err)
 	case err != nil && !p.Force:
 		if sig := foreignSignature(raw); sig != "" {
 			dev.close()
-			return 0, fmt.Errorf("device %s holds %s: wipe it first (wipefs), or add with force to overwrite it", p.Path, sig)
+			return 0, deviceTaken("device %s holds %s: wipe it first (wipefs), or add with force to overwrite it", p.Path, sig)
 		}
 	}
 	size, err := dev.size()
