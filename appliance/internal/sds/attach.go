@@ -23,26 +23,26 @@ func (s *Server) attachDevices() {
 			continue
 		}
 		s.mu.Lock()
-		pd := s.prepared[d.ID]
+		dev := s.prepared[d.ID]
 		delete(s.prepared, d.ID)
 		s.mu.Unlock()
-		if pd == nil {
+		if dev == nil {
 			var err error
-			pd, err = s.openExisting(d, sys.ID)
+			dev, err = s.openExisting(d, sys.ID)
 			if err != nil {
 				s.log.Error("device unavailable", "device", d.Path, "err", err)
 				continue
 			}
 		}
-		if err := s.idx.attach(pd); err != nil {
+		if err := s.idx.attach(dev); err != nil {
 			s.log.Error("device index", "device", d.Path, "err", err)
-			pd.close()
+			dev.close()
 			continue
 		}
 		s.mu.Lock()
-		s.devices[d.ID] = pd
+		s.devices[d.ID] = dev
 		s.mu.Unlock()
-		s.log.Info("device attached", "device", d.Path, "id", d.ID, "slots", pd.super.Slots, "direct_io_align", pd.align)
+		s.log.Info("device attached", "device", d.Path, "id", d.ID, "slots", dev.super.Slots, "direct_io_align", dev.align)
 	}
 }
 

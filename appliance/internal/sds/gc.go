@@ -27,17 +27,9 @@ func (s *Server) collectDeletedVolumes() {
 		if !s.gcSeen[k.vol] {
 			continue
 		}
-		unlock := s.locks.lock(k, 0, model.ChunkSize)
-		if _, ok := s.cat.Volume(k.vol); !ok {
-			if loc, ok := s.idx.lookup(k); ok {
-				if err := loc.dev.zero(loc.dev.slotOffset(loc.slot), model.ChunkSize); err == nil {
-					if s.idx.free(k) == nil {
-						freed++
-					}
-				}
-			}
+		if s.freeChunk(k, func() bool { _, ok := s.cat.Volume(k.vol); return !ok }) {
+			freed++
 		}
-		unlock()
 	}
 	s.gcSeen = missing
 	if freed > 0 {
@@ -77,13 +69,9 @@ func (h *healer) collectForeignChunks() {
 		if !h.gcSeen[k] {
 			continue
 		}
-		unlock := h.s.locks.lock(k, 0, model.ChunkSize)
-		if loc, ok := h.s.idx.lookup(k); ok {
-			if err := loc.dev.zero(loc.dev.slotOffset(loc.slot), model.ChunkSize); err == nil && h.s.idx.free(k) == nil {
-				freed++
-			}
+		if h.s.freeChunk(k, nil) {
+			freed++
 		}
-		unlock()
 	}
 	h.mu.Lock()
 	h.gcSeen = seen
@@ -91,4 +79,24 @@ func (h *healer) collectForeignChunks() {
 	if freed > 0 {
 		h.s.log.Info("freed chunks of groups no longer held here", "chunks", freed)
 	}
+}
+
+// freeChunk zeroes and frees chunk k under its whole-chunk lock, so that no
+// request is using it, if gone (when not nil) still holds once the lock is
+// held. It reports whether the chunk was freed; a chunk that cannot be
+// zeroed stays allocated (a later pass tries again).
+func (s *Server) freeChunk(k chunkKey, gone func() bool) bool {
+	unlock := s.locks.lock(k, 0, model.ChunkSize)
+	defer unlock()
+	if gone != nil && !gone() {
+		return false
+	}
+	loc, ok := s.idx.lookup(k)
+	if !ok {
+		return false
+	}
+	if err := loc.dev.zero(loc.dev.slotOffset(loc.slot), model.ChunkSize); err != nil {
+		return false
+	}
+	return s.idx.free(k) == nil
 }
