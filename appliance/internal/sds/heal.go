@@ -50,7 +50,7 @@ type fillJob struct {
 const fillStall = 20 * time.Second
 
 // A fill's requests to its target: each bounded by peerTimeout, and sent
-// again at most staleRetries times when answered "stale epoch".
+// again at most maxStaleRetries times when answered "stale epoch".
 const (
 	peerTimeout     = 30 * time.Second
 	maxStaleRetries = 20
