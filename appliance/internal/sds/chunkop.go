@@ -23,10 +23,11 @@ type chunkRequest struct {
 	key     chunkKey
 	in, n   int64 // the range within the chunk
 	primary bool  // a client's request (this SDS as primary), not a copy's
-	// Set by resolve: the route, the chunk's group in it, and the device
-	// of this SDS's copy (nil until resolved).
+	// Set by resolve: the chunk's group in the route's map (int32 packs
+	// beside primary: the struct stays in its 96-byte size class), the
+	// route, and the device of this SDS's copy (nil until resolved).
+	pg    int32
 	route catalog.Route
-	pg    int
 	dev   *device
 }
 

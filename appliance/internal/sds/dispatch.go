@@ -115,8 +115,9 @@ func (c *chunkRequest) resolve(ctx context.Context) (answer wire.Response, ok bo
 	// The group's index is kept for change tracking (mutateLocked); this
 	// closure does not escape, so it costs no allocation.
 	pgOf := func(vol, chunk uint64, n int) int {
-		c.pg = placement.PG(vol, chunk, n)
-		return c.pg
+		pg := placement.PG(vol, chunk, n)
+		c.pg = int32(pg)
+		return pg
 	}
 	route, found := s.cat.ChunkRoute(c.key.vol, c.key.chunk, pgOf)
 	if !found || len(route.Copies) == 0 {

@@ -51,7 +51,7 @@ func (c *chunkRequest) mutateLocked(ctx context.Context, fwd *wire.Request, loca
 		if len(away) > 0 {
 			// The route names no pool: read it (maintenance only).
 			if v, ok := c.s.cat.Volume(c.key.vol); ok {
-				c.s.heal.track(pgRef{v.PoolID, c.pg}, away, c.key)
+				c.s.heal.track(pgRef{v.PoolID, int(c.pg)}, away, c.key)
 			}
 		}
 	}
