@@ -7,7 +7,7 @@ import (
 	"time"
 
 	"github.com/cairn-storage/cairn/appliance/internal/gateway"
-	"github.com/cairn-storage/cairn/appliance/internal/sds"
+	"github.com/cairn-storage/cairn/appliance/internal/sdsrpc"
 )
 
 func init() {
@@ -18,7 +18,7 @@ func runGateway(ctx context.Context, args []string) error {
 	fs := flag.NewFlagSet("gateway", flag.ContinueOnError)
 	var c common
 	c.add(fs)
-	cfg := gateway.Config{Devices: sds.Prober{}}
+	cfg := gateway.Config{Devices: sdsrpc.Prober{}}
 	fs.StringVar(&cfg.Listen, "listen", gateway.DefaultListen, "listen address")
 	fs.StringVar(&cfg.StateDir, "state-dir", "/var/lib/cairn/gateway", "TLS certificate, key and first admin password")
 	fs.BoolVar(&cfg.TLS, "tls", true, "serve HTTPS (plain HTTP only behind a TLS proxy)")

@@ -205,14 +205,12 @@ func (c *Cluster) Do(ctx context.Context, req *wire.Request, dst []byte) (*wire.
 		if ambiguous && req.OnRetry != nil {
 			req.OnRetry(req)
 		}
+		if wire.WaitIfStale(ctx, c.Cat, err) {
+			lastErr = err
+			continue
+		}
 		if errors.As(err, &se) {
 			switch se.Status {
-			case wire.StatusStaleEpoch:
-				wctx, wcancel := context.WithTimeout(ctx, 2*time.Second)
-				_ = c.Cat.WaitEpoch(wctx, se.Epoch)
-				wcancel()
-				lastErr = err
-				continue
 			case wire.StatusNotPrimary, wire.StatusUnavailable:
 				lastErr = err
 				continue

@@ -13,6 +13,7 @@ import (
 
 	"golang.org/x/sys/unix"
 
+	"github.com/cairn-storage/cairn/appliance/internal/blockdev"
 	"github.com/cairn-storage/cairn/appliance/internal/bufpool"
 	"github.com/cairn-storage/cairn/appliance/internal/iostats"
 	"github.com/cairn-storage/cairn/appliance/internal/model"
@@ -138,19 +139,10 @@ func foreignSignature(b []byte) string {
 		return "an LVM physical volume"
 	case len(b) >= 65600 && string(b[65600:65608]) == "_BHRfS_M":
 		return "a btrfs filesystem"
-	case len(b) >= 512 && b[510] == 0x55 && b[511] == 0xAA && !allZero(b[446:510]):
+	case len(b) >= 512 && b[510] == 0x55 && b[511] == 0xAA && !blockdev.AllZero(b[446:510]):
 		return "an MBR partition table"
 	}
 	return ""
-}
-
-func allZero(b []byte) bool {
-	for _, x := range b {
-		if x != 0 {
-			return false
-		}
-	}
-	return true
 }
 
 // openDevice opens path for exclusive use with O_DIRECT where the file
@@ -179,13 +171,13 @@ func openDevice(path string, readCache bool) (*device, error) {
 	}
 	if err != nil {
 		if errors.Is(err, unix.EBUSY) {
-			return nil, fmt.Errorf("device %s is in use (mounted, part of RAID/LVM, or held by another program): free it first", path)
+			return nil, deviceTaken("device %s is in use (mounted, part of RAID/LVM, or held by another program): free it first", path)
 		}
 		return nil, fmt.Errorf("open device %s: %w", path, err)
 	}
 	if err := unix.Flock(int(f.Fd()), unix.LOCK_EX|unix.LOCK_NB); err != nil {
 		f.Close()
-		return nil, fmt.Errorf("device %s is in use by another process (locked): stop it, or choose another device", path)
+		return nil, deviceTaken("device %s is in use by another process (locked): stop it, or choose another device", path)
 	}
 	d := &device{path: path, f: f, block: block, align: 1}
 	if direct {

@@ -49,6 +49,13 @@ type fillJob struct {
 
 const fillStall = 20 * time.Second
 
+// A fill's requests to its target: each bounded by peerTimeout, and sent
+// again at most maxStaleRetries times when answered "stale epoch".
+const (
+	peerTimeout     = 30 * time.Second
+	maxStaleRetries = 20
+)
+
 // tracker records the chunks of one group that changed while one of its
 // copies was away (instant maintenance), so its return costs only those.
 type tracker struct {
@@ -356,22 +363,9 @@ func (h *healer) remoteChunks(ctx context.Context, ref pgRef, target model.CopyR
 	// list answered "stale" is asked again at the newer epoch rather than
 	// failing the fill (which would restart it only after retryLater).
 	req := &wire.Request{Op: wire.OpChunkList, Epoch: h.s.cat.Epoch(), Offset: uint64(ref.pg), Payload: []byte(ref.pool)}
-	var resp *wire.Response
-	for attempt := 0; ; attempt++ {
-		pctx, cancel := context.WithTimeout(ctx, 30*time.Second)
-		resp, err = p.Do(pctx, req, nil)
-		cancel()
-		var se *wire.StatusError
-		if err == nil {
-			break
-		}
-		if attempt >= 20 || !errors.As(err, &se) || se.Status != wire.StatusStaleEpoch {
-			return nil, err
-		}
-		wctx, wcancel := context.WithTimeout(ctx, 2*time.Second)
-		_ = h.s.cat.WaitEpoch(wctx, se.Epoch)
-		wcancel()
-		req.Epoch = max(h.s.cat.Epoch(), se.Epoch)
+	resp, err := wire.RetryStale(ctx, p, h.s.cat, req, maxStaleRetries, peerTimeout, nil)
+	if err != nil {
+		return nil, err
 	}
 	var out []chunkKey
 	for b := resp.Payload; len(b) >= 16; b = b[16:] {
@@ -421,20 +415,8 @@ func (h *healer) push(ctx context.Context, job *fillJob, pool string, k chunkKey
 	// Every finished fill bumps the epoch: a push answered "stale" is sent
 	// again at the newer epoch (the target still checks it holds an active
 	// copy then) instead of restarting the whole fill.
-	for attempt := 0; ; attempt++ {
-		pctx, cancel := context.WithTimeout(ctx, 30*time.Second)
-		_, err = p.Do(pctx, req, nil)
-		cancel()
-		var se *wire.StatusError
-		if err == nil || attempt >= 20 || !errors.As(err, &se) || se.Status != wire.StatusStaleEpoch {
-			return n, err
-		}
-		h.staleRetries.Add(1)
-		wctx, wcancel := context.WithTimeout(ctx, 2*time.Second)
-		_ = h.s.cat.WaitEpoch(wctx, se.Epoch)
-		wcancel()
-		req.Epoch = max(h.s.cat.Epoch(), se.Epoch)
-	}
+	_, err = wire.RetryStale(ctx, p, h.s.cat, req, maxStaleRetries, peerTimeout, func() { h.staleRetries.Add(1) })
+	return n, err
 }
 
 // chunkList answers OpChunkList: this SDS's chunks of one group.
@@ -453,7 +435,10 @@ func (s *Server) chunkList(req *wire.Request) (wire.Response, func()) {
 }
 
 // chunkPut answers OpChunkPut: install a whole chunk of a copy being filled.
-func (c *chunkRequest) chunkPut() (wire.Response, func()) {
+func (c *chunkRequest) chunkPut(ctx context.Context) (wire.Response, func()) {
+	if answer, ok := c.resolve(ctx); !ok {
+		return answer, nil
+	}
 	if c.in != 0 || c.n != model.ChunkSize {
 		return errResp(wire.StatusInvalid, errors.New("chunk put must cover one whole chunk"))
 	}
@@ -475,52 +460,4 @@ func (c *chunkRequest) chunkPut() (wire.Response, func()) {
 		return c.s.localError(c.dev, err)
 	}
 	return ok()
-}
-
-// collectForeignChunks frees chunks of groups this SDS no longer holds a
-// copy of (after a failure it was replaced; after a move it was trimmed).
-// Like volume collection, a chunk must be foreign at two passes in a row.
-func (h *healer) collectForeignChunks() {
-	if h.s.cat.Epoch() == 0 {
-		return
-	}
-	me := h.s.id
-	seen := map[chunkKey]bool{}
-	freed := 0
-	for _, k := range h.s.idx.chunks() {
-		v, ok := h.s.cat.Volume(k.vol)
-		if !ok {
-			continue // volume collection handles it
-		}
-		m, ok := h.s.cat.Map(v.PoolID)
-		if !ok || m.PGCount == 0 {
-			continue
-		}
-		held := false
-		for _, c := range m.PGs[placement.PG(k.vol, k.chunk, m.PGCount)] {
-			if c.SDSID == me {
-				held = true
-			}
-		}
-		if held {
-			continue
-		}
-		seen[k] = true
-		if !h.gcSeen[k] {
-			continue
-		}
-		unlock := h.s.locks.lock(k, 0, model.ChunkSize)
-		if loc, ok := h.s.idx.lookup(k); ok {
-			if err := loc.dev.zero(loc.dev.slotOffset(loc.slot), model.ChunkSize); err == nil && h.s.idx.free(k) == nil {
-				freed++
-			}
-		}
-		unlock()
-	}
-	h.mu.Lock()
-	h.gcSeen = seen
-	h.mu.Unlock()
-	if freed > 0 {
-		h.s.log.Info("freed chunks of groups no longer held here", "chunks", freed)
-	}
 }

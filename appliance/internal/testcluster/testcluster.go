@@ -23,6 +23,7 @@ import (
 	"github.com/cairn-storage/cairn/appliance/internal/mdm"
 	"github.com/cairn-storage/cairn/appliance/internal/model"
 	"github.com/cairn-storage/cairn/appliance/internal/sds"
+	"github.com/cairn-storage/cairn/appliance/internal/sdsrpc"
 	"github.com/cairn-storage/cairn/appliance/internal/wire"
 )
 
@@ -132,7 +133,7 @@ func Start(t testing.TB, o Options) *Cluster {
 			f.Close()
 			id := model.NewID()
 			peer := wire.NewClient(s.Addr, 1)
-			capacity, err := sds.PrepareDevice(ctx, peer, sds.PrepareDeviceRequest{ClusterID: sys.ID, DeviceID: id, Path: path})
+			capacity, err := sdsrpc.PrepareDevice(ctx, peer, sdsrpc.PrepareDeviceRequest{ClusterID: sys.ID, DeviceID: id, Path: path})
 			peer.Close()
 			must(err)
 			must(c.Store.Create(ctx, model.KindDevice, id, fmt.Sprintf("%s-d%d", s.Name, d), model.Device{ID: id, Name: fmt.Sprintf("%s-d%d", s.Name, d), SDSID: s.ID, PoolID: pool.ID, Path: path, Capacity: capacity, State: model.DeviceNormal}, nil))

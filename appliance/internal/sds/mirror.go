@@ -1,0 +1,101 @@
+package sds
+
+// mirror.go: mirroring: a change applied at the primary reaches every
+// active copy of the current map before it is acknowledged.
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/cairn-storage/cairn/appliance/internal/model"
+	"github.com/cairn-storage/cairn/appliance/internal/wire"
+)
+
+// mutate applies a change locally and, at the primary, on the secondary in
+// parallel, holding the range so overlapping changes apply in one order on
+// both copies. The route is resolved once the range is held.
+func (c *chunkRequest) mutate(ctx context.Context, fwd *wire.Request, local func() error) (wire.Response, func()) {
+	unlock := c.lockRange()
+	defer unlock()
+	if answer, ok := c.resolve(ctx); !ok {
+		return answer, nil
+	}
+	return c.mutateLocked(ctx, fwd, local)
+}
+
+// mutateLocked is mutate for a caller that holds the range and has
+// resolved the route since it took it.
+func (c *chunkRequest) mutateLocked(ctx context.Context, fwd *wire.Request, local func() error) (wire.Response, func()) {
+	var targets, away []model.CopyRef
+	if c.primary {
+		// The route was read with the range held: the copies to reach are
+		// those of the current map, not of the map the request was routed
+		// with. A fill takes the same locks, so every write either
+		// completes before a chunk is sent to a new copy, or sees the new
+		// copy in the map and reaches it itself.
+		for _, cp := range c.route.Copies[1:] {
+			if cp.Active() {
+				targets = append(targets, cp)
+			} else {
+				away = append(away, cp)
+			}
+		}
+		if len(targets) == 0 && !c.s.leaseValid() {
+			// Fencing: a write reaching only this copy is acknowledged
+			// only under a current lease, so a partitioned SDS never
+			// acknowledges what the other side will not see.
+			return errResp(wire.StatusUnavailable, errors.New("single copy and no current MDM lease: write not acknowledged"))
+		}
+		if len(away) > 0 {
+			// The route names no pool: read it (maintenance only).
+			if v, ok := c.s.cat.Volume(c.key.vol); ok {
+				c.s.heal.track(pgRef{v.PoolID, int(c.pg)}, away, c.key)
+			}
+		}
+	}
+	remote := make(chan error, len(targets))
+	for _, t := range targets {
+		go func() { remote <- c.forward(ctx, fwd, t) }()
+	}
+	lerr := local()
+	if lerr == nil && c.req.Flags&wire.FlagFUA != 0 {
+		lerr = c.s.flushDevice(c.dev)
+	}
+	var rerr error
+	for range targets {
+		if err := <-remote; err != nil && rerr == nil {
+			rerr = err
+		}
+	}
+	switch {
+	case lerr != nil:
+		return c.s.localError(c.dev, lerr)
+	case rerr != nil:
+		// Not "stale epoch" even if a copy said so: the local write has
+		// happened, so the outcome is not definite (the client treats
+		// Unavailable as possibly applied); it retries with a fresh map.
+		// A copy that answered "stale" knows a newer map: fetch it now,
+		// so that the client's retry finds this SDS up to date.
+		if wire.IsStatus(rerr, wire.StatusStaleEpoch) {
+			go wire.WaitIfStale(context.Background(), c.s.cat, rerr)
+		}
+		return errResp(wire.StatusUnavailable, fmt.Errorf("mirror copy: %w", rerr))
+	}
+	return ok()
+}
+
+func (c *chunkRequest) forward(ctx context.Context, fwd *wire.Request, to model.CopyRef) error {
+	addr, live := c.s.cat.SDSAddress(to.SDSID)
+	if !live {
+		return fmt.Errorf("SDS %s of a copy is not live", to.SDSID)
+	}
+	r := *fwd
+	r.Flags |= wire.FlagReplica
+	r.Epoch = max(c.req.Epoch, c.route.Epoch)
+	fctx, cancel := context.WithTimeout(ctx, 5*time.Second)
+	defer cancel()
+	_, err := c.s.cl.Peer(addr).Do(fctx, &r, nil)
+	return err
+}
