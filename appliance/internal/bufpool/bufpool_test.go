@@ -1,3 +1,6 @@
+// The pool's sizes, alignment and refusal of foreign buffers (reuse and
+// allocation counts: alloc_test.go).
+
 package bufpool
 
 import (
