@@ -44,7 +44,8 @@ type Cluster struct {
 	idleSeq uint64
 }
 
-// FlushHeld sends the reads held back by ReadAtAsync.
+// FlushHeld sends the requests held back by ReadAtAsync and WriteAtAsync
+// (on every connection of the cluster, not only this volume's).
 func (v *Volume) FlushHeld() { v.c.FlushHeld() }
 
 // FlushHeld sends the requests held back on every connection.
@@ -59,11 +60,8 @@ func (c *Cluster) FlushHeld() {
 // OnIdle on a volume registers with its cluster (see Cluster.OnIdle).
 func (v *Volume) OnIdle(f func()) (cancel func()) { return v.c.OnIdle(f) }
 
-// OnIdle registers f to run after ReadAtAsync callbacks: whenever a
-// connection's reader has run some and is about to wait for more answers,
-// and after each callback run from anywhere else. A caller can so hold
-// work back (replies to send) while callbacks keep coming and do it once.
-// The returned function unregisters f.
+// OnIdle registers f to run after ReadAtAsync and WriteAtAsync callbacks,
+// as blockdev.AsyncVolume describes. The returned function unregisters f.
 func (c *Cluster) OnIdle(f func()) (cancel func()) {
 	c.idleMu.Lock()
 	defer c.idleMu.Unlock()
@@ -162,7 +160,9 @@ func (c *Cluster) volume(id uint64, v model.Volume) (*Volume, error) {
 
 // Do sends one chunk-level request to the current primary of the chunk
 // holding req.Offset, retrying across epoch changes and unreachable SDSs.
-// build may be called several times (once per attempt).
+// Every attempt sends req again, with Epoch set to that of the map naming
+// the primary; req.OnRetry, if set, runs after each attempt that may have
+// taken effect (no answer, or StatusUnavailable), so the next one says so.
 func (c *Cluster) Do(ctx context.Context, req *wire.Request, dst []byte) (*wire.Response, error) {
 	chunk := req.Offset / model.ChunkSize
 	deadline := time.Now().Add(c.RetryFor)
@@ -252,7 +252,7 @@ type Volume struct {
 	serial string
 }
 
-var _ blockdev.Volume = (*Volume)(nil)
+var _ blockdev.AsyncVolume = (*Volume)(nil)
 
 func (v *Volume) Name() string      { return v.name }
 func (v *Volume) ID() uint64        { return v.id }
@@ -328,13 +328,9 @@ func (v *Volume) ReadAt(ctx context.Context, p []byte, off int64) error {
 // ReadAtAsync reads like ReadAt and reports the outcome to done, without a
 // goroutine of its own in the common case: a read inside one chunk whose
 // primary is live is sent at once and done runs on the connection's reader
-// when the answer arrives (so done must not block). Reads across chunks,
-// without a route yet, or whose first attempt fails go through ReadAt
-// (retries and all) on a new goroutine. p must stay untouched until done.
-// Every done is followed by the OnIdle functions (see OnIdle). With hold
-// the request may wait in a send buffer until FlushHeld: a caller with
-// several reads at hand passes hold for all but the last, or calls
-// FlushHeld before it waits for anything.
+// when the answer arrives. Reads across chunks, without a route yet, or
+// whose first attempt fails go through ReadAt (retries and all) on a new
+// goroutine. done, hold and the idle hooks: see blockdev.AsyncVolume.
 func (v *Volume) ReadAtAsync(ctx context.Context, p []byte, off int64, hold bool, done func(error)) {
 	req := &wire.Request{Op: wire.OpRead, Volume: v.id, Offset: uint64(off), Length: uint32(len(p))}
 	v.async(ctx, req, p, hold, func() error { return v.ReadAt(ctx, p, off) }, func(resp *wire.Response) bool {
@@ -450,8 +446,10 @@ func (v *Volume) CompareAndWrite(ctx context.Context, cmp, data []byte, off int6
 	}
 	if off/model.ChunkSize != (off+int64(len(cmp))-1)/model.ChunkSize {
 		// Atomicity lives at one primary: a range across two chunks would
-		// need two. SCSI limits ATS to a few blocks (we advertise 1 MiB
-		// alignment-friendly limits), so this is refused, not emulated.
+		// need two. No SCSI command gets here: the SCSI layer advertises
+		// and enforces a MAXIMUM COMPARE AND WRITE LENGTH of one block,
+		// which never crosses a chunk. Only a direct caller can ask for
+		// it, and is refused rather than given a non-atomic emulation.
 		return fmt.Errorf("compare-and-write across a 1 MiB chunk boundary is not atomic: %w", blockdev.ErrOutOfRange)
 	}
 	payload := make([]byte, 2*len(cmp))
@@ -496,7 +494,7 @@ func (v *Volume) WriteSame(ctx context.Context, pattern []byte, off, length int6
 	if err := v.check(off, length); err != nil {
 		return err
 	}
-	if allZero(pattern) {
+	if blockdev.AllZero(pattern) {
 		return v.WriteZeroes(ctx, off, length, false)
 	}
 	return pieces(ctx, off, length, func(ctx context.Context, o, rel, n int64) error {
@@ -507,15 +505,6 @@ func (v *Volume) WriteSame(ctx context.Context, pattern []byte, off, length int6
 		_, err := v.c.Do(ctx, &wire.Request{Op: wire.OpWriteSame, Volume: v.id, Offset: uint64(o), Length: uint32(n), Payload: pat}, nil)
 		return mapErr(err)
 	})
-}
-
-func allZero(b []byte) bool {
-	for _, x := range b {
-		if x != 0 {
-			return false
-		}
-	}
-	return true
 }
 
 func (v *Volume) Unmap(ctx context.Context, off, length int64) error {

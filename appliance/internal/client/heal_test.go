@@ -11,40 +11,6 @@ import (
 	"github.com/cairn-storage/cairn/appliance/internal/testcluster"
 )
 
-// waitHealthy waits until every group of the pool has two ready copies,
-// none on the excluded SDS.
-func waitHealthy(t *testing.T, c *testcluster.Cluster, exclude string, within time.Duration) time.Duration {
-	t.Helper()
-	start := time.Now()
-	for time.Since(start) < within {
-		m, ok := c.Cat.Map(c.PoolID)
-		healthy := ok
-		for _, pg := range m.PGs {
-			if len(pg) != 2 {
-				healthy = false
-				break
-			}
-			for _, cp := range pg {
-				if cp.State != model.CopyReady || cp.SDSID == exclude {
-					healthy = false
-				}
-			}
-		}
-		if healthy {
-			return time.Since(start)
-		}
-		time.Sleep(50 * time.Millisecond)
-	}
-	m, _ := c.Cat.Map(c.PoolID)
-	for i, pg := range m.PGs {
-		if len(pg) != 2 || pg[0].State != model.CopyReady || pg[1].State != model.CopyReady {
-			t.Logf("pg %d: %+v", i, pg)
-		}
-	}
-	t.Fatalf("pool not healthy after %s (epoch %d)", within, m.Epoch)
-	return 0
-}
-
 func TestRebuildAfterSDSLoss(t *testing.T) {
 	c := testcluster.Start(t, testcluster.Options{SDSs: 4, DevicesPerSDS: 1})
 	vol := c.CreateVolume("heal", 48*MiB, true)
@@ -63,7 +29,7 @@ func TestRebuildAfterSDSLoss(t *testing.T) {
 			t.Fatalf("write while SDS %d is down: %v", victim, err)
 		}
 		copy(data[off:], patch)
-		took := waitHealthy(t, c, c.SDSs[victim].ID, 60*time.Second)
+		took := c.WaitHealthy(c.SDSs[victim].ID, 60*time.Second)
 		t.Logf("lost SDS %s: pool healthy again after %s", c.SDSs[victim].Name, took)
 		got := make([]byte, len(data))
 		if err := vol.ReadAt(ctx, got, 0); err != nil {
@@ -101,7 +67,7 @@ func TestGracefulRemovalDrainsFirst(t *testing.T) {
 	if err := c.Store.Update(ctx, model.Key(model.KindSDS, victim.ID), rev, s); err != nil {
 		t.Fatal(err)
 	}
-	took := waitHealthy(t, c, victim.ID, 60*time.Second)
+	took := c.WaitHealthy(victim.ID, 60*time.Second)
 	t.Logf("drained in %s", took)
 	// The SDS stays up while it drains: its data is moved, not rebuilt.
 	// Once drained the leader deletes it.

@@ -169,7 +169,7 @@ func (f *IO) publish(ctx context.Context, cli *clientv3.Client, lease clientv3.L
 
 // Volume is a volume as a frontend serves it: every read and write first
 // passes the volume's QoS limiter, and is counted. It keeps the client
-// volume's goroutine-free paths (ReadAtAsync, WriteAtAsync, held sends).
+// volume's goroutine-free paths (it is a blockdev.AsyncVolume).
 //
 // Throttling waits in the caller: the frontend's request loop (the NBD
 // reader, the TCMU ring loop) or the worker running a synchronous request.
@@ -180,6 +180,8 @@ type Volume struct {
 	*client.Volume
 	st *volumeIO
 }
+
+var _ blockdev.AsyncVolume = (*Volume)(nil)
 
 // admitWait: waits shorter than this are not slept but carried as bucket
 // debt into a later request's wait. A limited volume is thus admitted in

@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/cairn-storage/cairn/appliance/internal/blockdev"
+	"github.com/cairn-storage/cairn/appliance/internal/bufpool"
 )
 
 // writeBufSize is the reply buffer: small replies (and 4 KiB read data)
@@ -24,8 +25,18 @@ type request struct {
 	length uint32
 	typ    uint16
 	flags  uint16
-	buf    *[]byte // WRITE payload, from getBuf
-	cost   int64   // payload bytes reserved in the budget
+	buf    []byte // WRITE payload, from bufpool.Get
+}
+
+// cost is the payload memory a request holds in the budget: its length for
+// a READ or WRITE, nothing for the others. (Computed, not stored: a request
+// is copied into every goroutine that serves it, and 48 bytes fit a
+// smaller allocation class than 56.)
+func (r request) cost() int64 {
+	if r.typ == cmdRead || r.typ == cmdWrite {
+		return int64(r.length)
+	}
+	return 0
 }
 
 // How the reader loop ended.
@@ -43,7 +54,7 @@ func (c *conn) transmit(ctx context.Context) {
 	defer c.opCancel()
 	c.wbuf = make([]byte, 0, writeBufSize)
 	c.budget.wake = make(chan struct{}, 1)
-	if av, ok := c.vol.(asyncReader); ok {
+	if av, ok := c.vol.(blockdev.AsyncVolume); ok {
 		unregister := av.OnIdle(c.flushHeld)
 		defer unregister()
 	}
@@ -90,14 +101,9 @@ func (c *conn) transmit(ctx context.Context) {
 // bounded by the budget. Invalid requests are answered here.
 func (c *conn) readRequests(ctx context.Context) endReason {
 	var hdr [requestHeaderLen]byte
-	// Async reads sent while more requests are already buffered are held
-	// in the volume's send buffers, and flushed before the reader waits
-	// for anything (the network, the budget) or returns.
-	av, _ := c.vol.(asyncReader)
-	aw, _ := c.vol.(asyncWriter)
-	if av == nil {
-		aw = nil // held sends are flushed through av
-	}
+	// Async reads and writes sent while more requests are already
+	// buffered are held (blockdev.AsyncVolume's hold/flush scheme).
+	av, _ := c.vol.(blockdev.AsyncVolume)
 	held := false
 	flush := func() {
 		if held {
@@ -152,15 +158,14 @@ func (c *conn) readRequests(ctx context.Context) endReason {
 				c.reply(req.cookie, code, nil)
 				continue
 			}
-			req.cost = int64(req.length)
 			flush() // the payload may not be here yet; the budget may wait
-			if err := c.budget.acquire(ctx, req.cost); err != nil {
+			if err := c.budget.acquire(ctx, req.cost()); err != nil {
 				return endShutdown
 			}
-			req.buf = getBuf(int(req.length))
-			if _, err := io.ReadFull(c.br, *req.buf); err != nil {
-				putBuf(req.buf)
-				c.budget.release(req.cost)
+			req.buf = bufpool.Get(int(req.length))
+			if _, err := io.ReadFull(c.br, req.buf); err != nil {
+				bufpool.Put(req.buf)
+				c.budget.release(req.cost())
 				return c.readEnd(ctx)
 			}
 		} else {
@@ -168,13 +173,10 @@ func (c *conn) readRequests(ctx context.Context) endReason {
 				c.reply(req.cookie, code, nil)
 				continue
 			}
-			if req.typ == cmdRead {
-				req.cost = int64(req.length)
-			}
-			if c.budget.full(req.cost) {
+			if c.budget.full(req.cost()) {
 				flush()
 			}
-			if err := c.budget.acquire(ctx, req.cost); err != nil {
+			if err := c.budget.acquire(ctx, req.cost()); err != nil {
 				return endShutdown
 			}
 		}
@@ -185,9 +187,9 @@ func (c *conn) readRequests(ctx context.Context) endReason {
 			held = held || hold
 			continue
 		}
-		if req.typ == cmdWrite && req.length > 0 && aw != nil {
+		if req.typ == cmdWrite && req.length > 0 && av != nil {
 			hold := c.br.Buffered() >= requestHeaderLen
-			c.writeAsync(aw, req, hold)
+			c.writeAsync(av, req, hold)
 			held = held || hold
 			continue
 		}
@@ -196,58 +198,41 @@ func (c *conn) readRequests(ctx context.Context) endReason {
 	}
 }
 
-// asyncReader is a volume that can read without a goroutine per request
-// (the Cairn client library): the reader loop sends, the answer's arrival
-// replies.
-type asyncReader interface {
-	// ReadAtAsync with hold may leave the request unsent until FlushHeld.
-	ReadAtAsync(ctx context.Context, p []byte, off int64, hold bool, done func(error))
-	FlushHeld()
-	// OnIdle registers f to run after done callbacks, once a burst of them
-	// is over; the returned function unregisters it. Replies of async reads
-	// are held back until then and written together.
-	OnIdle(f func()) (cancel func())
-}
-
-// asyncWriter writes the way asyncReader reads.
-type asyncWriter interface {
-	WriteAtAsync(ctx context.Context, p []byte, off int64, flags blockdev.WriteFlags, hold bool, done func(error))
-}
-
-// writeAsync serves a write through an asyncWriter, like readAsync.
-func (c *conn) writeAsync(aw asyncWriter, r request, hold bool) {
+// writeAsync serves a write through an AsyncVolume, like readAsync.
+func (c *conn) writeAsync(av blockdev.AsyncVolume, r request, hold bool) {
 	var flags blockdev.WriteFlags
 	if r.flags&cmdFlagFUA != 0 {
 		flags |= blockdev.FUA
 	}
 	n := int64(r.length)
-	aw.WriteAtAsync(c.opCtx, *r.buf, int64(r.off), flags, hold, func(err error) {
-		putBuf(r.buf)
+	av.WriteAtAsync(c.opCtx, r.buf, int64(r.off), flags, hold, func(err error) {
+		bufpool.Put(r.buf)
 		if err == nil {
 			c.srv.stats.bytesWritten.Add(uint64(n))
 		}
 		c.send(r.cookie, c.errorCode(err, r.typ), nil, true)
-		c.budget.release(r.cost)
+		c.budget.release(r.cost())
 		c.workers.Done()
 	})
 }
 
-// readAsync serves a read through an asyncReader; like serve, it replies,
-// releases the budget and ends the worker.
-func (c *conn) readAsync(av asyncReader, r request, hold bool) {
+// readAsync serves a read through an AsyncVolume (the reader loop sends,
+// the answer's arrival replies); like serve, it replies, releases the
+// budget and ends the worker.
+func (c *conn) readAsync(av blockdev.AsyncVolume, r request, hold bool) {
 	off, n := int64(r.off), int64(r.length)
 	start := off &^ (minBlockSize - 1)
 	end := min((off+n+minBlockSize-1)&^(minBlockSize-1), int64(c.size))
-	buf := getBuf(int(end - start))
-	av.ReadAtAsync(c.opCtx, *buf, start, hold, func(err error) {
+	buf := bufpool.Get(int(end - start))
+	av.ReadAtAsync(c.opCtx, buf, start, hold, func(err error) {
 		if err == nil {
 			c.srv.stats.bytesRead.Add(uint64(n))
-			c.send(r.cookie, 0, (*buf)[off-start:off-start+n], true)
+			c.send(r.cookie, 0, buf[off-start:off-start+n], true)
 		} else {
 			c.send(r.cookie, c.errorCode(err, r.typ), nil, true)
 		}
-		putBuf(buf)
-		c.budget.release(r.cost)
+		bufpool.Put(buf)
+		c.budget.release(r.cost())
 		c.workers.Done()
 	})
 }
@@ -303,7 +288,7 @@ func (c *conn) validate(r *request) uint32 {
 // owned by the connection (workers).
 func (c *conn) serve(r request) {
 	defer c.workers.Done()
-	defer c.budget.release(r.cost)
+	defer c.budget.release(r.cost())
 	ctx, vol := c.opCtx, c.vol
 	off, n := int64(r.off), int64(r.length)
 	var err error
@@ -315,23 +300,23 @@ func (c *conn) serve(r request) {
 		// Reads need not be aligned: read the covering sectors.
 		start := off &^ (minBlockSize - 1)
 		end := min((off+n+minBlockSize-1)&^(minBlockSize-1), int64(c.size))
-		buf := getBuf(int(end - start))
-		if err = vol.ReadAt(ctx, *buf, start); err == nil {
+		buf := bufpool.Get(int(end - start))
+		if err = vol.ReadAt(ctx, buf, start); err == nil {
 			c.srv.stats.bytesRead.Add(uint64(n))
-			c.reply(r.cookie, 0, (*buf)[off-start:off-start+n])
-			putBuf(buf)
+			c.reply(r.cookie, 0, buf[off-start:off-start+n])
+			bufpool.Put(buf)
 			return
 		}
-		putBuf(buf)
+		bufpool.Put(buf)
 	case cmdWrite:
 		var flags blockdev.WriteFlags
 		if r.flags&cmdFlagFUA != 0 {
 			flags |= blockdev.FUA
 		}
 		if n > 0 {
-			err = vol.WriteAt(ctx, *r.buf, off, flags)
+			err = vol.WriteAt(ctx, r.buf, off, flags)
 		}
-		putBuf(r.buf)
+		bufpool.Put(r.buf)
 		if err == nil {
 			c.srv.stats.bytesWritten.Add(uint64(n))
 		}
@@ -438,7 +423,8 @@ func (c *conn) send(cookie uint64, code uint32, data []byte, hold bool) {
 	}
 }
 
-// flushHeld writes replies held back by send.
+// flushHeld writes replies held back by send; it is the connection's idle
+// hook (blockdev.AsyncVolume.OnIdle).
 func (c *conn) flushHeld() {
 	if !c.held.Load() {
 		return

@@ -1,27 +1,13 @@
 package scsi
 
-import (
-	"context"
+import "context"
 
-	"github.com/cairn-storage/cairn/appliance/internal/blockdev"
-)
+// This file starts READs and WRITEs on an asynchronous volume without a
+// goroutine per command; hold and FlushHeld follow blockdev.AsyncVolume's
+// hold/flush scheme.
 
-// AsyncReader is a volume that can start a read without a goroutine of its
-// own and send several reads with one write (client.Volume): done runs once
-// when the read finished; hold lets the request wait in a send buffer until
-// FlushHeld.
-type AsyncReader interface {
-	ReadAtAsync(ctx context.Context, p []byte, off int64, hold bool, done func(error))
-	FlushHeld()
-}
-
-// AsyncWriter is the same for writes; p must stay untouched until done.
-type AsyncWriter interface {
-	WriteAtAsync(ctx context.Context, p []byte, off int64, flags blockdev.WriteFlags, hold bool, done func(error))
-}
-
-// StartRead begins a READ(6/10/12/16) without blocking when the volume is an
-// AsyncReader, and reports false (having done nothing) for any other command
+// StartRead begins a READ(6/10/12/16) without blocking when the volume is a
+// blockdev.AsyncVolume, and reports false (having done nothing) for any other command
 // or volume, and for any READ the synchronous path would refuse or treat
 // specially (invalid CDB fields, out-of-range LBAs, a partial block): the
 // caller then runs the command with Execute. Once started, done runs exactly
@@ -30,8 +16,8 @@ type AsyncWriter interface {
 // caller then runs the command again with Execute, which retries and maps
 // the error to sense data, so the answer is always the synchronous path's.
 func (l *LUN) StartRead(ctx context.Context, cdb, dataIn []byte, hold bool, done func(r Response, ok bool)) bool {
-	ar, ok := l.vol.(AsyncReader)
-	if !ok || len(cdb) == 0 {
+	av := l.async
+	if av == nil || len(cdb) == 0 {
 		return false
 	}
 	switch cdb[0] {
@@ -47,7 +33,7 @@ func (l *LUN) StartRead(ctx context.Context, cdb, dataIn []byte, hold bool, done
 	if avail == 0 || avail%BlockSize != 0 {
 		return false
 	}
-	ar.ReadAtAsync(ctx, dataIn[:avail], int64(b.lba*BlockSize), hold, func(err error) {
+	av.ReadAtAsync(ctx, dataIn[:avail], int64(b.lba*BlockSize), hold, func(err error) {
 		if err != nil {
 			done(Response{}, false)
 			return
@@ -59,13 +45,13 @@ func (l *LUN) StartRead(ctx context.Context, cdb, dataIn []byte, hold bool, done
 }
 
 // StartWrite is StartRead for WRITE(6/10/12/16) (FUA honoured) on an
-// AsyncWriter, for writes whose data-out holds every block the CDB names
+// AsyncVolume, for writes whose data-out holds every block the CDB names
 // on a writable LUN; anything else is left to Execute. A failed write is
 // rerun by the caller through Execute: writing the same data again is
 // harmless, and SCSI orders no two commands in flight.
 func (l *LUN) StartWrite(ctx context.Context, cdb, dataOut []byte, hold bool, done func(r Response, ok bool)) bool {
-	aw, ok := l.vol.(AsyncWriter)
-	if !ok || len(cdb) == 0 {
+	av := l.async
+	if av == nil || len(cdb) == 0 {
 		return false
 	}
 	switch cdb[0] {
@@ -77,7 +63,7 @@ func (l *LUN) StartWrite(ctx context.Context, cdb, dataOut []byte, hold bool, do
 	if !ok || l.checkWritable() != nil || b.n == 0 || uint64(len(dataOut)) < b.n*BlockSize {
 		return false
 	}
-	aw.WriteAtAsync(ctx, dataOut[:b.n*BlockSize], int64(b.lba*BlockSize), fua(cdb), hold, func(err error) {
+	av.WriteAtAsync(ctx, dataOut[:b.n*BlockSize], int64(b.lba*BlockSize), fua(cdb), hold, func(err error) {
 		if err != nil {
 			done(Response{}, false)
 			return
@@ -108,9 +94,10 @@ func (l *LUN) validBlockCDB(cdb []byte) (blockRange, bool) {
 	return b, true
 }
 
-// FlushHeld sends the reads StartRead held back (hold true).
+// FlushHeld sends the requests StartRead and StartWrite held back (hold
+// true).
 func (l *LUN) FlushHeld() {
-	if ar, ok := l.vol.(AsyncReader); ok {
-		ar.FlushHeld()
+	if l.async != nil {
+		l.async.FlushHeld()
 	}
 }

@@ -9,7 +9,7 @@ import (
 	"github.com/cairn-storage/cairn/appliance/internal/blockdev"
 )
 
-// asyncSpy adds ReadAtAsync/FlushHeld to the spy volume: reads answer on
+// asyncSpy makes the spy volume a blockdev.AsyncVolume: reads answer on
 // another goroutine, or fail with failNext.
 type asyncSpy struct {
 	*spyVolume
@@ -29,6 +29,10 @@ func (a *asyncSpy) ReadAtAsync(ctx context.Context, p []byte, off int64, hold bo
 }
 
 func (a *asyncSpy) FlushHeld() { a.flushes++ }
+
+// OnIdle is never called by the SCSI layer (TCMU writes each completion as
+// it comes); the spy has it to be a blockdev.AsyncVolume.
+func (a *asyncSpy) OnIdle(func()) func() { return func() {} }
 
 func (a *asyncSpy) WriteAtAsync(ctx context.Context, p []byte, off int64, f blockdev.WriteFlags, hold bool, done func(error)) {
 	if hold {

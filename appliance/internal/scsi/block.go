@@ -295,7 +295,7 @@ func (l *LUN) writeSame(ctx context.Context, r *request) (int, *checkCondition) 
 	}
 	off, length := int64(b.lba*BlockSize), int64(b.n*BlockSize)
 	var err error
-	if unmapBit || pattern == nil || allZero(pattern) {
+	if unmapBit || pattern == nil || blockdev.AllZero(pattern) {
 		err = l.vol.WriteZeroes(ctx, off, length, unmapBit)
 	} else {
 		err = l.vol.WriteSame(ctx, pattern, off, length)
@@ -371,13 +371,4 @@ func firstDiff(a, b []byte) int {
 		}
 	}
 	return -1
-}
-
-func allZero(b []byte) bool {
-	for _, x := range b {
-		if x != 0 {
-			return false
-		}
-	}
-	return true
 }

@@ -362,7 +362,7 @@ func TestWriteSame(t *testing.T) {
 		}
 		// UNMAP deallocates whatever the pattern (the blocks read zeros).
 		mustGood(t, run(l, cdb16(opWriteSame16, 0x08, 400, 8), pat, 0))
-		if len(v.sames) != 1 || len(v.zeroes) != 1 || !v.zeroes[0].unmap || !allZero(readBack(t, v, 400, 8)) {
+		if len(v.sames) != 1 || len(v.zeroes) != 1 || !v.zeroes[0].unmap || !blockdev.AllZero(readBack(t, v, 400, 8)) {
 			t.Fatalf("WRITE SAME with UNMAP and a pattern: zeroes %v, sames %d", v.zeroes, len(v.sames))
 		}
 	})
@@ -378,7 +378,7 @@ func TestWriteSame(t *testing.T) {
 		if fmt.Sprint(v.zeroes) != fmt.Sprint(want) || len(v.sames) != 0 {
 			t.Fatalf("WriteZeroes calls %v, want %v", v.zeroes, want)
 		}
-		if !allZero(readBack(t, v, 0, 48)) {
+		if !blockdev.AllZero(readBack(t, v, 0, 48)) {
 			t.Fatal("zeroed blocks do not read as zeros")
 		}
 	})

@@ -85,9 +85,12 @@ type Options struct {
 // LUN is one logical unit backed by a volume. Execute may be called from
 // many goroutines at once.
 type LUN struct {
-	vol  blockdev.Volume
-	opts Options
-	log  *slog.Logger
+	vol blockdev.Volume
+	// async is vol when it starts I/O without a goroutine (the client
+	// library), else nil; asserted once here, not per command.
+	async blockdev.AsyncVolume
+	opts  Options
+	log   *slog.Logger
 
 	maxTransfer uint32
 	physExp     byte // log2(logical blocks per physical block)
@@ -118,6 +121,7 @@ func NewLUN(vol blockdev.Volume, opts Options) *LUN {
 		l.physExp = byte(bits.TrailingZeros32(p / BlockSize))
 	}
 	l.groupPorts = sortedUnique(opts.GroupPorts)
+	l.async, _ = vol.(blockdev.AsyncVolume)
 	return l
 }
 

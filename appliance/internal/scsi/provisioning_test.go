@@ -4,6 +4,8 @@ import (
 	"context"
 	"encoding/binary"
 	"testing"
+
+	"github.com/cairn-storage/cairn/appliance/internal/blockdev"
 )
 
 func TestUnmap(t *testing.T) {
@@ -18,7 +20,7 @@ func TestUnmap(t *testing.T) {
 		t.Fatalf("unmap calls %v, want %v", v.unmaps, want)
 	}
 	got := readBack(t, v, 0, 48)
-	if !allZero(got[:8*BlockSize]) || !allZero(got[16*BlockSize:40*BlockSize]) || got[8*BlockSize] != 'a' || got[40*BlockSize] != 'a' {
+	if !blockdev.AllZero(got[:8*BlockSize]) || !blockdev.AllZero(got[16*BlockSize:40*BlockSize]) || got[8*BlockSize] != 'a' || got[40*BlockSize] != 'a' {
 		t.Fatal("UNMAP changed the wrong blocks")
 	}
 

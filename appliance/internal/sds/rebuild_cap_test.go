@@ -14,25 +14,8 @@ import (
 
 const MiB = 1 << 20
 
-// healthy reports whether every group has two ready copies, none on the
-// excluded SDS.
-func healthy(c *testcluster.Cluster, exclude string) bool {
-	m, ok := c.Cat.Map(c.PoolID)
-	if !ok {
-		return false
-	}
-	for _, pg := range m.PGs {
-		if len(pg) != 2 {
-			return false
-		}
-		for _, cp := range pg {
-			if cp.State != model.CopyReady || cp.SDSID == exclude {
-				return false
-			}
-		}
-	}
-	return true
-}
+// healthy is testcluster's Cluster.Healthy, kept for BenchmarkRebuild.
+func healthy(c *testcluster.Cluster, exclude string) bool { return c.Healthy(exclude) }
 
 func doneBytes(t *testing.T, c *testcluster.Cluster, id string) int64 {
 	t.Helper()
@@ -106,12 +89,7 @@ func TestRebuildBandwidthCap(t *testing.T) {
 	}
 	start := time.Now()
 	c.StopSDS(stop) // a graceful stop revokes the lease: the rebuild starts at once
-	for !healthy(c, c.SDSs[stop].ID) {
-		if time.Since(start) > 60*time.Second {
-			t.Fatal("pool not healthy 60 s after the SDS stopped")
-		}
-		time.Sleep(20 * time.Millisecond)
-	}
+	c.WaitHealthy(c.SDSs[stop].ID, 60*time.Second)
 	took := time.Since(start)
 	time.Sleep(1200 * time.Millisecond) // statistics are published every 500 ms
 	var total int64

@@ -36,8 +36,8 @@ type Handler interface {
 // that way, which then runs with HandleCommand; otherwise done runs exactly
 // once, maybe before Start returns, maybe on another goroutine, and must
 // not block: with ok false the command is run again with HandleCommand.
-// hold lets Start keep what it sends in a buffer until Flush: Serve starts
-// every command of a batch taken off the ring with hold, then flushes once.
+// Serve starts every command of a batch taken off the ring with hold and
+// calls Flush before it waits (blockdev.AsyncVolume's hold/flush scheme).
 type AsyncHandler interface {
 	Handler
 	Start(ctx context.Context, cdb, dataOut, dataIn []byte, hold bool, done func(res Result, ok bool)) bool

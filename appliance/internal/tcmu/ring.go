@@ -1,7 +1,8 @@
 // Package tcmu drives the Linux kernel's TCMU command ring (target_core_user):
 // it maps a LIO user-backstore's uio device, takes SCSI commands off the ring,
-// runs each in its own goroutine through a Handler and writes the completions
-// back, in any order.
+// starts the reads and writes an AsyncHandler takes without a goroutine, runs
+// every other command on a pool of long-lived worker goroutines through the
+// Handler, and writes the completions back, in any order.
 package tcmu
 
 import (

@@ -31,8 +31,7 @@ type Client struct {
 	// OnIdle, if set (before the first request), runs on a connection's
 	// reader each time it has handled the answers that had arrived and is
 	// about to wait for more, and after callbacks run elsewhere (timeouts,
-	// a failed connection): callers of Go may hold back work (a reply to
-	// send) until then and do it once for the whole burst.
+	// a failed connection): the idle hook of blockdev.AsyncVolume.
 	OnIdle func()
 }
 
@@ -230,9 +229,7 @@ func (cc *clientConn) sweep() {
 // holds up every answer on that connection. It may run before Go returns.
 //
 // With hold, the request may stay in the send buffer until FlushHeld (or
-// any other send) writes it: a caller with more requests at hand sends them
-// all with one system call. It must call FlushHeld before it waits for
-// anything.
+// any other send) writes it: blockdev.AsyncVolume's hold/flush scheme.
 func (c *Client) Go(req *Request, dst []byte, timeout time.Duration, hold bool, done func(*Response, error)) {
 	cc, err := c.conn(context.Background())
 	if err != nil {
