@@ -14,8 +14,6 @@ HERE=$(cd "$(dirname "$0")" && pwd)
 REPO=$(cd "$HERE/../.." && pwd)
 # shellcheck source=lib.sh
 . "$HERE/lib.sh"
-LIO_CACHE=${LIO_CACHE:-${CAIRN_CACHE:-$HOME/.cache/cairn}/lio}
-export LIO_CACHE
 WORK=$LIO_CACHE/ats-run
 export RUN=$WORK/guest
 IQN1=iqn.2026-01.io.cairn:svm-1

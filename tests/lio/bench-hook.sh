@@ -32,7 +32,6 @@ cmd=${1:-} STATE=${2:-}
 [ -n "$cmd" ] && [ -n "$STATE" ] || { echo "usage: bench-hook.sh start|stop STATEDIR" >&2; exit 2; }
 mkdir -p "$STATE"
 STATE=$(cd "$STATE" && pwd)
-export LIO_CACHE=${LIO_CACHE:-${CAIRN_CACHE:-$HOME/.cache/cairn}/lio}
 export RUN=$STATE/guest
 CL_STATE=$STATE/cluster
 FIO_INI=iqn.2019-04.org.fio:fio   # fio's libiscsi engine logs in with this name
@@ -43,7 +42,7 @@ MIB=${CAIRN_BENCH_VOLUME_MIB:-256}
 log() { echo "[bench-hook $(date +%H:%M:%S)] $*" >&2; }
 
 stop() {
-  if [ -f "$RUN/qemu.pid" ] && kill -0 "$(cat "$RUN/qemu.pid")" 2>/dev/null; then
+  if alive "$RUN/qemu.pid"; then
     # keep the target's log (the guest's /tmp goes with it) for diagnosis
     CMD_TIMEOUT=10 timeout 15 "$HERE/run-guest.sh" cmd "tail -200 /tmp/cairn-target.log" > "$STATE/cairn-target.log" 2>&1 || true
   fi
@@ -59,7 +58,7 @@ start() {
   local deadline=$(( $(date +%s) + ${LIO_HOOK_TIMEOUT:-170} ))
   left() { local l=$(( deadline - $(date +%s) )); echo $(( l > 1 ? l : 1 )); }  # (timeout 0 = no limit)
   trap 'rc=$?; if [ $rc != 0 ]; then log "start failed (rc=$rc): stopping what it started; logs in $STATE"; stop; fi' EXIT
-  if [ -f "$RUN/qemu.pid" ] && kill -0 "$(cat "$RUN/qemu.pid")" 2>/dev/null; then
+  if alive "$RUN/qemu.pid"; then
     log "a guest from $STATE still runs: stop it first"; return 1
   fi
   # a previous run's cluster (stopped) is not resumed: a fresh one each time

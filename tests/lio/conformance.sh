@@ -24,8 +24,6 @@ HERE=$(cd "$(dirname "$0")" && pwd)
 REPO=$(cd "$HERE/../.." && pwd)
 # shellcheck source=lib.sh
 . "$HERE/lib.sh"
-LIO_CACHE=${LIO_CACHE:-${CAIRN_CACHE:-$HOME/.cache/cairn}/lio}
-export LIO_CACHE
 WORK=$LIO_CACHE/conformance-run   # logs of the last run stay here
 export RUN=$WORK/guest
 TESTS=${TESTS:-ALL}

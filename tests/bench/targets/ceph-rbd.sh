@@ -95,7 +95,7 @@ EOF
     || die "ceph-mon --mkfs failed: see $c/log/mon.mkfs"
   ceph-mon -f -i a >"$c/log/mon.out" 2>&1 &
   pid=$!; own_pid ceph-mon $pid; entries+=(ceph-mon:$pid); pids="$pids $pid"
-  wait_for 60 "ceph monitor" ceph_cmd -s || die "ceph monitor did not answer in 60 s: see $c/log/"
+  wait_for 60 ceph_cmd -s || die "ceph monitor did not answer in 60 s: see $c/log/"
   mkdir -p "$c/mgr/ceph-x"
   ceph-mgr -f -i x >"$c/log/mgr.out" 2>&1 &
   pid=$!; own_pid ceph-mgr $pid; entries+=(ceph-mgr:$pid); pids="$pids $pid"
@@ -109,7 +109,7 @@ EOF
     ceph-osd -f -i $i >"$c/log/osd.$i.out" 2>&1 &
     pid=$!; own_pid ceph-osd.$i $pid; entries+=(ceph-osd.$i:$pid); pids="$pids $pid"
   done
-  wait_for 120 "3 OSDs up" ceph_all_osds_up || die "ceph OSDs not up in 120 s: see $c/log/"
+  wait_for 120 ceph_all_osds_up || die "ceph OSDs not up in 120 s: see $c/log/"
   ceph_cmd osd pool create rbd 32 32 replicated >>"$c/log/setup.out" 2>&1 || die "ceph: osd pool create rbd 32 32 replicated failed: see $c/log/setup.out"
   ceph_cmd osd pool set rbd size 2 >>"$c/log/setup.out" 2>&1 || die "ceph: osd pool set rbd size 2 failed: see $c/log/setup.out"
   ceph_cmd osd pool set rbd min_size 1 >>"$c/log/setup.out" 2>&1 || die "ceph: osd pool set rbd min_size 1 failed: see $c/log/setup.out"
@@ -117,7 +117,7 @@ EOF
   ceph_cmd osd pool application enable rbd rbd >>"$c/log/setup.out" 2>&1 || die "ceph: osd pool application enable rbd rbd failed: see $c/log/setup.out"
   timeout 60 rbd pool init rbd || die "rbd pool init failed"
   timeout 60 rbd create --size "${BENCH_SIZE_MIB}M" rbd/bench || die "rbd create failed"
-  wait_for 120 "PGs active+clean" ceph_pgs_clean || die "ceph PGs not active+clean in 120 s: ceph -s says: $(ceph_cmd -s)"
+  wait_for 120 ceph_pgs_clean || die "ceph PGs not active+clean in 120 s: ceph -s says: $(ceph_cmd -s)"
   log "ceph-rbd: up (mon, mgr, 3 OSDs:$pids)"
   run_suite ceph-rbd "$BENCH_SIZE_MIB" "$pids" "$BENCH_SUITE" -- \
     --ioengine=rbd --clientname=admin --pool=rbd --rbdname=bench
