@@ -9,10 +9,9 @@
 # The CHAP secret is random per run. Prints the time of each phase; exits non-zero on failure.
 # Env: CAIRN_TARGET_BIN (guest path of a target binary taking memtarget's flags; default: memtarget built here)
 set -euo pipefail
-HERE=$(cd "$(dirname "$0")" && pwd)
-REPO=$(cd "$HERE/../.." && pwd)
+# HERE, REPO, LIO_CACHE, common.sh
 # shellcheck source=lib.sh
-. "$HERE/lib.sh"
+. "$(dirname "$0")/lib.sh"
 WORK=$LIO_CACHE/access-run
 export RUN=$WORK/guest
 IQN=iqn.2026-01.io.cairn:svm-access

@@ -24,10 +24,9 @@
 # 1024 + the fileio LUN), LIO_HOOK_TIMEOUT (s, 170: the harness kills the hook at
 # CAIRN_START_TIMEOUT, 180 s); run-guest.sh's NET_OPTS, GUESTFWD_RELAY.
 set -euo pipefail
-HERE=$(cd "$(dirname "$0")" && pwd)
-REPO=$(cd "$HERE/../.." && pwd)
+# HERE, REPO, LIO_CACHE, common.sh
 # shellcheck source=lib.sh
-. "$HERE/lib.sh"
+. "$(dirname "$0")/lib.sh"
 cmd=${1:-} STATE=${2:-}
 [ -n "$cmd" ] && [ -n "$STATE" ] || { echo "usage: bench-hook.sh start|stop STATEDIR" >&2; exit 2; }
 mkdir -p "$STATE"
@@ -65,8 +64,8 @@ start() {
   stop; rm -rf "$CL_STATE"
   mkdir -p "$STATE/stage"
   log "guest image (cached in $LIO_CACHE/guest) and the static cairn binary"
-  timeout "$(left)" bash -c '. "$1/lib.sh"; HERE=$1 REPO=$2; lio_build_guest "$3"' _ "$HERE" "$REPO" "$STATE/build-guest.log"
-  timeout "$(left)" bash -c '. "$1/lib.sh"; REPO=$2; lio_build_cairn "$3"' _ "$HERE" "$REPO" "$STATE/stage" \
+  timeout "$(left)" bash -c '. "$1/lib.sh"; lio_build_guest "$2"' _ "$HERE" "$STATE/build-guest.log"
+  timeout "$(left)" bash -c '. "$1/lib.sh"; lio_build_cairn "$2"' _ "$HERE" "$STATE/stage" \
     > "$STATE/build-cairn.log" 2>&1 || { cat "$STATE/build-cairn.log" >&2; return 1; }
   install -m 755 "$HERE/guest-fileio.sh" "$STATE/stage/"
 

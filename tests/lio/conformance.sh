@@ -20,10 +20,9 @@
 # Failure reasons: known-failures.tsv (Suite.Test<TAB>reason), else the test's first failure message.
 # Needs: libiscsi-bin, qemu-system-x86, go (to build the test target), and build-guest.sh's needs.
 set -euo pipefail
-HERE=$(cd "$(dirname "$0")" && pwd)
-REPO=$(cd "$HERE/../.." && pwd)
+# HERE, REPO, LIO_CACHE, common.sh
 # shellcheck source=lib.sh
-. "$HERE/lib.sh"
+. "$(dirname "$0")/lib.sh"
 WORK=$LIO_CACHE/conformance-run   # logs of the last run stay here
 export RUN=$WORK/guest
 TESTS=${TESTS:-ALL}

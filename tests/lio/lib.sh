@@ -1,11 +1,12 @@
-# Sourced by the tests/lio scripts (conformance.sh, ats.sh, access.sh, bench-hook.sh,
-# run-guest.sh, build-guest.sh): the steps they share, the cache directory and
-# tests/lib/common.sh. Its functions expect HERE (this directory) and REPO (the
-# repository root).
+# Sourced first by the tests/lio scripts (conformance.sh, ats.sh, access.sh,
+# bench-hook.sh, run-guest.sh, build-guest.sh): HERE (this directory), REPO
+# (the repository root), LIO_CACHE, tests/lib/common.sh and the steps they share.
 # shellcheck shell=bash
 
+HERE=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
+REPO=$(cd "$HERE/../.." && pwd)
 # shellcheck source=../lib/common.sh
-. "$(dirname "${BASH_SOURCE[0]}")/../lib/common.sh"
+. "$HERE/../lib/common.sh"
 
 # LIO_CACHE: the guest image, the libiscsi build and each suite's last run.
 LIO_CACHE=${LIO_CACHE:-${CAIRN_CACHE:-$HOME/.cache/cairn}/lio}

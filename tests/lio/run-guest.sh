@@ -20,10 +20,9 @@
 # GUESTFWD_RELAY (nc: busybox nc even when socat is installed), NET_OPTS (extra virtio-net-pci
 # properties, e.g. tx=timer).
 set -euo pipefail
-HERE=$(cd "$(dirname "$0")" && pwd)
-# LIO_CACHE, free_port, alive
+# HERE, LIO_CACHE, free_port, alive
 # shellcheck source=lib.sh
-. "$HERE/lib.sh"
+. "$(dirname "$0")/lib.sh"
 G=$LIO_CACHE/guest
 RUN=${RUN:-$LIO_CACHE/run}
 now() { date +%s.%N; }
