@@ -1,5 +1,6 @@
 # lib.sh - shared helpers of the Cairn benchmark harness (sourced by run.sh and
 # the target files in targets/; not run on its own).
+# shellcheck shell=bash
 #
 # Process ownership: every process the harness starts is registered with
 # own_pid (or, for daemons a hook started, through the hook's stop command with

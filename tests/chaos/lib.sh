@@ -181,17 +181,23 @@ fio_wait() {
 	fio_check "$1"
 }
 
+# The *_args helpers print fio options; their callers split them into words
+# on purpose (no option value holds a space).
 prefill_args() { # MIB
 	echo --rw=write --bs=1m --iodepth=8 --offset=0 --size="${1}m" --verify=crc32c
 }
+# shellcheck disable=SC2046
 prefill() { fio_ok prefill $(prefill_args "$1") --do_verify=0; }
+# shellcheck disable=SC2046
 verify_prefill() { fio_ok verify-prefill $(prefill_args "$1") --verify_only --verify_fatal=1; }
 
 gen_args() { # GEN MIB
 	printf -- '--rw=write --bs=64k --iodepth=8 --offset=%s --size=%sm --verify=pattern --verify_pattern=0x%02x%02x%02x%02x%%o' \
 		"$GEN_OFF" "$2" "$1" "$1" "$1" "$1"
 }
+# shellcheck disable=SC2046
 gen_write() { fio_ok "gen$1-write" $(gen_args "$1" "$2") --do_verify=0; }
+# shellcheck disable=SC2046
 gen_verify() { fio_ok "gen$1-verify${3:-}" $(gen_args "$1" "$2") --verify_only --verify_fatal=1; }
 
 # load_args MIB IOPS: random 16 KiB writes, each block once, at a bounded
@@ -201,10 +207,12 @@ load_args() {
 	echo --rw=randwrite --bs=16k --iodepth=8 --offset="$LOAD_OFF" --size="${1}m" \
 		--randrepeat=1 --verify=crc32c --verify_fatal=1
 }
+# shellcheck disable=SC2046
 load_bg() {
 	fio_bg load $(load_args "$1") --rate_iops="$2" --do_verify=1 \
 		--write_lat_log="$S/fio/load" --log_unix_epoch=1
 }
+# shellcheck disable=SC2046
 verify_load() { fio_ok verify-load $(load_args "$1") --verify_only; }
 
 # io_pause [FROM_MS [TO_MS]]: the longest gap (ms) between two consecutive

@@ -151,11 +151,7 @@ stop)
 	;;
 status)
 	load_env
-	for f in "$STATE"/pids/*.pid; do
-		[ -e "$f" ] || continue
-		n=$(basename "$f" .pid)
-		if alive "$f"; then echo "$n: running (pid $(cat "$f"))"; else echo "$n: stopped"; fi
-	done
+	pidfile_status "$STATE"
 	exit 0
 	;;
 exec)
@@ -242,6 +238,7 @@ INITIAL=mdm1=http://$CORE_IP:2380,mdm2=http://$CORE_IP:2480,mdm3=http://$CORE_IP
 } >"$STATE/env"
 
 # A failed start leaves nothing behind.
+# shellcheck disable=SC2154 # rc is assigned inside the trap
 trap 'rc=$?; if [ $rc -ne 0 ]; then say "start failed; cleaning up"; stop_all; rm -f "$STATE/env"; fi' EXIT
 
 t0=$(date +%s%N)

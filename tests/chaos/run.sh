@@ -69,7 +69,7 @@ scenario_sds-kill() {
 	gen_write 1 $GEN_MIB
 	wait_settled 120
 	sleep 2.5 # SDS statistics are published every 2 s
-	local used det t_kill t_det t_map t_rb0 t_rb rb_ms pause at n bytes raw mbps done0 done1
+	local used det t_kill t_det t_map t_rb0 t_rb pause at n bytes raw mbps done0 done1
 	used=$(sds_used sds1)
 	done0=$(rebuild_bytes done_bytes) || done0=""
 	log "sds1 holds $used bytes"
@@ -88,7 +88,7 @@ scenario_sds-kill() {
 	t_rb0=$t_det
 	((t_map > t_kill && t_map < t_det)) && t_rb0=$t_map
 	gen_write 2 $GEN_MIB # overwrites while degraded / rebuilding reach every copy
-	rb_ms=$(wait_rebuild 240)
+	wait_rebuild 240 >/dev/null
 	t_rb=$(rebuilt_wait 10)
 	log "rebuild done $(secs $((t_rb - t_rb0))) s after its start (every group ready; pending bytes settled $(secs $(($(now_ms) - t_rb0))) s after)"
 	fio_wait load

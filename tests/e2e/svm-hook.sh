@@ -84,6 +84,7 @@ power_on() {
 	# environment is handed in anew at every power-on.
 	rm -f "$DIR"/guestinfo/guestinfo.* "$DIR"/sim/units/*
 	cp "${CAIRN_SVM_OVFENV:?}" "$DIR/guestinfo/guestinfo.ovfEnv"
+	# shellcheck disable=SC2097,SC2098 # REPO is handed on unchanged
 	SVM_DIR=$DIR REPO=$REPO CAIRN_BIN=$CAIRN_BIN setsid ip netns exec "$NS" unshare -m -u --propagation private \
 		"$REPO/tests/e2e/svm-guest.sh" >>"$DIR/logs/machine.log" 2>&1 </dev/null &
 	echo $! >"$DIR/machine.pid"

@@ -42,11 +42,7 @@ stop)
 	exit 0
 	;;
 status)
-	for f in "$STATE"/pids/*.pid; do
-		[ -e "$f" ] || continue
-		n=$(basename "$f" .pid)
-		if alive "$f"; then echo "$n: running (pid $(cat "$f"))"; else echo "$n: stopped"; fi
-	done
+	pidfile_status "$STATE"
 	exit 0
 	;;
 start) ;;

@@ -13,6 +13,8 @@
 #                                     nothing while that pid is alive
 #   stop_pidfiles SECONDS PIDFILE...  TERM every pid, wait up to SECONDS for each, KILL
 #                                     what is left, delete the pid files
+#   pidfile_status DIR                "NAME: running (pid N)" or "NAME: stopped" for
+#                                     each DIR/pids/NAME.pid
 #   wait_port [--netns NS] [--pidfile FILE] [--log HINT] HOST PORT SECONDS WHAT
 #                                     until HOST:PORT accepts a TCP connection (made from
 #                                     inside NS); fails early when FILE's process exits
@@ -85,6 +87,19 @@ stop_pidfiles() {
 		for ((n = 0; n < secs * 10; n++)); do kill -0 "$pid" 2>/dev/null || break; sleep 0.1; done
 		kill -KILL "$pid" 2>/dev/null || true
 		rm -f "$f"
+	done
+}
+
+# pidfile_status DIR: see the top (the status command of the cluster scripts).
+pidfile_status() {
+	local f
+	for f in "$1"/pids/*.pid; do
+		[ -e "$f" ] || continue
+		if alive "$f"; then
+			echo "$(basename "$f" .pid): running (pid $(cat "$f"))"
+		else
+			echo "$(basename "$f" .pid): stopped"
+		fi
 	done
 }
 

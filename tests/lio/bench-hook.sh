@@ -56,6 +56,7 @@ stop() {
 start() {
   local deadline=$(( $(date +%s) + ${LIO_HOOK_TIMEOUT:-170} ))
   left() { local l=$(( deadline - $(date +%s) )); echo $(( l > 1 ? l : 1 )); }  # (timeout 0 = no limit)
+  # shellcheck disable=SC2154 # rc is assigned inside the trap
   trap 'rc=$?; if [ $rc != 0 ]; then log "start failed (rc=$rc): stopping what it started; logs in $STATE"; stop; fi' EXIT
   if alive "$RUN/qemu.pid"; then
     log "a guest from $STATE still runs: stop it first"; return 1

@@ -53,7 +53,7 @@ lio_build_guest "$WORK/build-guest.log"
 phase build-guest
 
 install -m 755 "$HERE/guest-fileio.sh" "$WORK/stage/"
-if [ "${CAIRN_CLUSTER_SCRIPT:-}" = memory ]; then CAIRN_CLUSTER_SCRIPT=""; MEMORY_TARGET=1; fi
+if [ "${CAIRN_CLUSTER_SCRIPT:-}" = memory ]; then CAIRN_CLUSTER_SCRIPT=""; fi
 if [ -n "${CAIRN_CLUSTER_SCRIPT:-}" ]; then
   # The real thing: `cairn target` in the guest over a Cairn cluster on the host.
   lio_build_cairn "$WORK/stage"

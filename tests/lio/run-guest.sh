@@ -54,6 +54,7 @@ start() {
     rm -f "$RUN/cairn.img"
     truncate -s $(( $(du -sm "$CAIRN_DIR" | cut -f1) + 32 ))M "$RUN/cairn.img"
     mkfs.ext4 -q -F -L cairn -d "$CAIRN_DIR" "$RUN/cairn.img"
+    # shellcheck disable=SC2054 # commas inside qemu option values
     disk=(-drive "file=$RUN/cairn.img,if=none,id=d1,format=raw,cache=unsafe" -device virtio-blk-pci,drive=d1)
   fi
   local net="user,id=n0,restrict=on,hostfwd=tcp:127.0.0.1:${PORT}-:3260"

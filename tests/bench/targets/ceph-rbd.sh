@@ -8,6 +8,7 @@
 # Why zero-filled OSD files: BlueStore on a sparse file turns every first 4k
 # allocation into a filesystem extent allocation plus a journal commit at the
 # next fdatasync, which is a property of the test set-up, not of Ceph.
+# shellcheck shell=bash
 
 CEPH_PKGS="ceph-mon ceph-osd ceph-mgr ceph-common"
 
@@ -94,11 +95,11 @@ EOF
   timeout 60 ceph-mon --mkfs -i a --monmap "$c/monmap" >"$c/log/mon.mkfs" 2>&1 \
     || die "ceph-mon --mkfs failed: see $c/log/mon.mkfs"
   ceph-mon -f -i a >"$c/log/mon.out" 2>&1 &
-  pid=$!; own_pid ceph-mon $pid; entries+=(ceph-mon:$pid); pids="$pids $pid"
+  pid=$!; own_pid ceph-mon $pid; entries+=("ceph-mon:$pid"); pids="$pids $pid"
   wait_for 60 ceph_cmd -s || die "ceph monitor did not answer in 60 s: see $c/log/"
   mkdir -p "$c/mgr/ceph-x"
   ceph-mgr -f -i x >"$c/log/mgr.out" 2>&1 &
-  pid=$!; own_pid ceph-mgr $pid; entries+=(ceph-mgr:$pid); pids="$pids $pid"
+  pid=$!; own_pid ceph-mgr $pid; entries+=("ceph-mgr:$pid"); pids="$pids $pid"
   for i in 0 1 2; do
     uuid=$(uuidgen)
     ceph_cmd osd new "$uuid" $i >/dev/null || die "ceph osd new $i failed"
@@ -107,7 +108,7 @@ EOF
     timeout 120 ceph-osd -i $i --mkfs --osd-uuid "$uuid" >"$c/log/osd.$i.mkfs" 2>&1 \
       || die "ceph-osd --mkfs $i failed: see $c/log/osd.$i.mkfs"
     ceph-osd -f -i $i >"$c/log/osd.$i.out" 2>&1 &
-    pid=$!; own_pid ceph-osd.$i $pid; entries+=(ceph-osd.$i:$pid); pids="$pids $pid"
+    pid=$!; own_pid ceph-osd.$i $pid; entries+=("ceph-osd.$i:$pid"); pids="$pids $pid"
   done
   wait_for 120 ceph_all_osds_up || die "ceph OSDs not up in 120 s: see $c/log/"
   ceph_cmd osd pool create rbd 32 32 replicated >>"$c/log/setup.out" 2>&1 || die "ceph: osd pool create rbd 32 32 replicated failed: see $c/log/setup.out"

@@ -2,6 +2,7 @@
 # same filesystem over NBD on 127.0.0.1, fio's nbd engine (libnbd). The file
 # plugin uses the page cache (its default; nbdkit 1.32 has no O_DIRECT mode):
 # the ceiling of what an NBD server on this machine can answer.
+# shellcheck shell=bash
 
 check_nbdkit_file() {
   local rc=0
