@@ -1,5 +1,6 @@
 # lib.sh - shared helpers of the Cairn benchmark harness (sourced by run.sh and
 # the target files in targets/; not run on its own).
+# shellcheck shell=bash
 #
 # Process ownership: every process the harness starts is registered with
 # own_pid (or, for daemons a hook started, through the hook's stop command with
@@ -7,6 +8,9 @@
 
 BENCH_DIR=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
 REPO=$(cd "$BENCH_DIR/../.." && pwd)
+# free_port, pid_alive, wait_for
+# shellcheck source=../lib/common.sh
+. "$REPO/tests/lib/common.sh"
 PYTHON=${PYTHON:-$(command -v /usr/bin/python3 || command -v python3)}
 BENCH_T0=${BENCH_T0:-$(date +%s)}
 
@@ -24,14 +28,6 @@ die() {
 
 own_pid() { OWNED_PIDS+=("$1:$2"); }           # own_pid NAME PID
 on_cleanup() { CLEANUP_CMDS+=("$1"); }          # on_cleanup 'command string'
-
-# pid_alive PID: running (a zombie is not: daemons reparented to an init that
-# does not reap stay zombies, and kill -0 succeeds on them).
-pid_alive() {
-  local st
-  st=$(sed 's/.*) //' "/proc/$1/stat" 2>/dev/null | cut -c1) || return 1
-  [ -n "$st" ] && [ "$st" != Z ] && [ "$st" != X ]
-}
 
 # stop_pids NAME:PID... : TERM, wait up to STOP_WAIT_S (15) s, then KILL what is left.
 stop_pids() {
@@ -118,17 +114,6 @@ cleanup() {
     fi
   fi
   exit $rc
-}
-
-free_port() {
-  "$PYTHON" -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])'
-}
-
-# wait_for SECONDS DESCRIPTION COMMAND... : poll COMMAND every 0.5 s.
-wait_for() {
-  local secs=$1 what=$2 i; shift 2
-  for i in $(seq $(( secs * 2 ))); do "$@" >/dev/null 2>&1 && return 0; sleep 0.5; done
-  return 1
 }
 
 # waited NAME COMMAND... : run COMMAND as an owned child and wait for it. Unlike

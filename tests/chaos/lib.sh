@@ -18,6 +18,8 @@
 # shellcheck shell=bash
 
 CHAOS_DIR=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
+# shellcheck source=../lib/common.sh
+. "$CHAOS_DIR/../lib/common.sh"
 NC=$CHAOS_DIR/netcluster.sh
 MIB=$((1 << 20))
 GEN_OFF=$((3 << 30))
@@ -78,18 +80,7 @@ down_watch() {
 	DOWN_WATCH_PID=$!
 }
 # down_wait NAME SECONDS: the Unix ms at which NAME was first shown down.
-down_wait() {
-	local i
-	for ((i = 0; i < $2 * 10; i++)); do
-		if [ -s "$S/down.$1" ]; then
-			cat "$S/down.$1"
-			return 0
-		fi
-		sleep 0.1
-	done
-	kill "$DOWN_WATCH_PID" 2>/dev/null || true
-	fail "$1 not shown down by the gateway within $2 s"
-}
+down_wait() { watched "$S/down.$1" "$2" "$DOWN_WATCH_PID" "$1 not shown down by the gateway"; }
 # rebuilt_watch: poll the gateway (GET /api/v1/system every 50 ms, inside
 # the core namespace) until it has shown some group degraded or rebuilding
 # and then every group back to two ready copies (no degraded, rebuilding,
@@ -119,17 +110,17 @@ rebuilt_watch() {
 	REBUILT_WATCH_PID=$!
 }
 # rebuilt_wait SECONDS: the Unix ms at which the pool was first shown healed.
-rebuilt_wait() {
-	local i
-	for ((i = 0; i < $1 * 10; i++)); do
-		if [ -s "$S/rebuilt" ]; then
-			cat "$S/rebuilt"
-			return 0
-		fi
-		sleep 0.1
-	done
-	kill "$REBUILT_WATCH_PID" 2>/dev/null || true
-	fail "the pool was not shown healed within $1 s"
+rebuilt_wait() { watched "$S/rebuilt" "$1" "$REBUILT_WATCH_PID" "the pool was not shown healed"; }
+# watched FILE SECONDS PID WHAT: the Unix ms a watcher (down_watch,
+# rebuilt_watch) wrote to FILE; when it wrote nothing within SECONDS, the
+# watcher PID is stopped and the scenario fails with "WHAT within SECONDS s".
+watched() {
+	if wait_for --every 0.1 "$2" test -s "$1"; then
+		cat "$1"
+		return 0
+	fi
+	kill "$3" 2>/dev/null || true
+	fail "$4 within $2 s"
 }
 # mdm_reacted_after MS: Unix ms of the leader's first placement map change
 # after MS (the system's own detection; informational).
@@ -140,17 +131,12 @@ mdm_reacted_after() {
 	echo "${t:-0}"
 }
 
-# wait_for DESC SECONDS CMD...: poll CMD every 0.2 s until it succeeds.
-# Prints the time it took in ms; fails the scenario at the deadline.
-wait_for() {
-	local desc=$1 limit=$2 t0
+# await SECONDS DESC CMD...: wait_for (common.sh) at the scenarios' pace,
+# CMD every 0.2 s; at the deadline the scenario fails, naming DESC.
+await() {
+	local secs=$1 desc=$2
 	shift 2
-	t0=$(now_ms)
-	while ! "$@" >/dev/null 2>&1; do
-		if (($(now_ms) - t0 > limit * 1000)); then fail "timed out after $limit s waiting for: $desc"; fi
-		sleep 0.2
-	done
-	echo $(($(now_ms) - t0))
+	wait_for --every 0.2 "$secs" "$@" || fail "timed out after $secs s waiting for: $desc"
 }
 
 # --- fio ------------------------------------------------------------------
@@ -195,17 +181,23 @@ fio_wait() {
 	fio_check "$1"
 }
 
+# The *_args helpers print fio options; their callers split them into words
+# on purpose (no option value holds a space).
 prefill_args() { # MIB
 	echo --rw=write --bs=1m --iodepth=8 --offset=0 --size="${1}m" --verify=crc32c
 }
+# shellcheck disable=SC2046
 prefill() { fio_ok prefill $(prefill_args "$1") --do_verify=0; }
+# shellcheck disable=SC2046
 verify_prefill() { fio_ok verify-prefill $(prefill_args "$1") --verify_only --verify_fatal=1; }
 
 gen_args() { # GEN MIB
 	printf -- '--rw=write --bs=64k --iodepth=8 --offset=%s --size=%sm --verify=pattern --verify_pattern=0x%02x%02x%02x%02x%%o' \
 		"$GEN_OFF" "$2" "$1" "$1" "$1" "$1"
 }
+# shellcheck disable=SC2046
 gen_write() { fio_ok "gen$1-write" $(gen_args "$1" "$2") --do_verify=0; }
+# shellcheck disable=SC2046
 gen_verify() { fio_ok "gen$1-verify${3:-}" $(gen_args "$1" "$2") --verify_only --verify_fatal=1; }
 
 # load_args MIB IOPS: random 16 KiB writes, each block once, at a bounded
@@ -215,10 +207,12 @@ load_args() {
 	echo --rw=randwrite --bs=16k --iodepth=8 --offset="$LOAD_OFF" --size="${1}m" \
 		--randrepeat=1 --verify=crc32c --verify_fatal=1
 }
+# shellcheck disable=SC2046
 load_bg() {
 	fio_bg load $(load_args "$1") --rate_iops="$2" --do_verify=1 \
 		--write_lat_log="$S/fio/load" --log_unix_epoch=1
 }
+# shellcheck disable=SC2046
 verify_load() { fio_ok verify-load $(load_args "$1") --verify_only; }
 
 # io_pause [FROM_MS [TO_MS]]: the longest gap (ms) between two consecutive

@@ -32,6 +32,8 @@
 set -euo pipefail
 
 ROOT=$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)
+# shellcheck source=../lib/common.sh
+. "$ROOT/tests/lib/common.sh"
 BIN=${CAIRN_BIN:-$ROOT/appliance/bin}
 CAIRN=$BIN/cairn
 CTL=$BIN/cairnctl
@@ -62,15 +64,6 @@ load_env() {
 nsname() { echo "$PREFIX-$1"; }
 nsexec() { local ns=$1; shift; ip netns exec "$(nsname "$ns")" "$@"; }
 
-# alive PIDFILE: the process runs (a zombie waiting for init to reap it
-# counts as dead: its sockets and files are closed).
-alive() {
-	local st
-	[ -f "$1" ] || return 1
-	st=$(awk '{ print $3 }' "/proc/$(cat "$1")/stat" 2>/dev/null) || return 1
-	[ -n "$st" ] && [ "$st" != Z ] && [ "$st" != X ]
-}
-
 # daemon_cmd NAME prints the namespace and command line of a daemon.
 daemon_ns() {
 	case $1 in
@@ -98,43 +91,23 @@ daemon_cmd() {
 	esac
 }
 
-# spawn NAME: start a daemon in its namespace, in a session of its own (so a
-# signal to the test's process group does not reach it); `ip netns exec`
-# execs, so the recorded pid is the daemon's.
-spawn() {
-	local name=$1 ns
-	if alive "$STATE/pids/$name.pid"; then return 0; fi
-	ns=$(daemon_ns "$name")
+# spawn_daemon NAME: start a daemon in its namespace (see spawn in common.sh).
+spawn_daemon() {
 	# shellcheck disable=SC2046
-	setsid ip netns exec "$(nsname "$ns")" $(daemon_cmd "$name") >>"$STATE/logs/$name.log" 2>&1 </dev/null &
-	echo $! >"$STATE/pids/$name.pid"
+	spawn --netns "$(nsname "$(daemon_ns "$1")")" "$STATE" "$1" $(daemon_cmd "$1")
 }
 
-wait_port() { # ns host port seconds what
-	local i
-	for ((i = 0; i < $4 * 10; i++)); do
-		if nsexec "$1" bash -c "exec 3<>/dev/tcp/$2/$3" 2>/dev/null; then return 0; fi
-		alive "$STATE/pids/$5.pid" || die "$5 exited while starting (see $STATE/logs/$5.log)"
-		sleep 0.1
-	done
-	die "$5 did not listen on $2:$3 within $4 s (see $STATE/logs/$5.log)"
+# wait_daemon_port NAME HOST PORT: the daemon listens, seen from the core
+# namespace, within 30 s.
+wait_daemon_port() {
+	wait_port --netns "$(nsname core)" --pidfile "$STATE/pids/$1.pid" --log "$STATE/logs/$1.log" "$2" "$3" 30 "$1"
 }
 
 ctl() { nsexec core env CAIRNCTL_CONFIG="$STATE/cairnctl.json" "$CTL" "$@"; }
 
 stop_all() {
-	local f pid n ns
-	for f in "$STATE"/pids/*.pid; do
-		[ -e "$f" ] || continue
-		kill -TERM "$(cat "$f")" 2>/dev/null || true
-	done
-	for f in "$STATE"/pids/*.pid; do
-		[ -e "$f" ] || continue
-		pid=$(cat "$f")
-		for ((n = 0; n < 50; n++)); do kill -0 "$pid" 2>/dev/null || break; sleep 0.1; done
-		kill -KILL "$pid" 2>/dev/null || true
-		rm -f "$f"
-	done
+	local pid ns
+	stop_pidfiles 5 "$STATE"/pids/*.pid
 	[ -f "$STATE/namespaces" ] || return 0
 	# Anything still running inside our namespaces (fio, a cairnctl) was
 	# started by this harness: end it so the namespace can go.
@@ -178,11 +151,7 @@ stop)
 	;;
 status)
 	load_env
-	for f in "$STATE"/pids/*.pid; do
-		[ -e "$f" ] || continue
-		n=$(basename "$f" .pid)
-		if alive "$f"; then echo "$n: running (pid $(cat "$f"))"; else echo "$n: stopped"; fi
-	done
+	pidfile_status "$STATE"
 	exit 0
 	;;
 exec)
@@ -210,7 +179,7 @@ kill)
 restart)
 	load_env
 	d=${1:?daemon}
-	spawn "$d"
+	spawn_daemon "$d"
 	exit 0
 	;;
 partition | heal)
@@ -269,20 +238,21 @@ INITIAL=mdm1=http://$CORE_IP:2380,mdm2=http://$CORE_IP:2480,mdm3=http://$CORE_IP
 } >"$STATE/env"
 
 # A failed start leaves nothing behind.
+# shellcheck disable=SC2154 # rc is assigned inside the trap
 trap 'rc=$?; if [ $rc -ne 0 ]; then say "start failed; cleaning up"; stop_all; rm -f "$STATE/env"; fi' EXIT
 
 t0=$(date +%s%N)
 make_net
 say "namespaces $PREFIX-{hub,core,sds1..$SDS_COUNT} up"
-for i in 1 2 3; do spawn "mdm$i"; done
-for i in 1 2 3; do wait_port core "$CORE_IP" "$(mdm_client_port "$i")" 30 "mdm$i"; done
-spawn gateway
-wait_port core 127.0.0.1 "$GW_PORT" 30 gateway
+for i in 1 2 3; do spawn_daemon "mdm$i"; done
+for i in 1 2 3; do wait_daemon_port "mdm$i" "$CORE_IP" "$(mdm_client_port "$i")"; done
+spawn_daemon gateway
+wait_daemon_port gateway 127.0.0.1 "$GW_PORT"
 for ((i = 0; i < 100; i++)); do [ -s "$STATE/gateway/admin-password" ] && break; sleep 0.1; done
 [ -s "$STATE/gateway/admin-password" ] || die "the gateway wrote no admin password (see $STATE/logs/gateway.log)"
 ctl login --url "https://127.0.0.1:$GW_PORT" --ca-file "$STATE/gateway/cert.pem" --user admin \
 	--password-file "$STATE/gateway/admin-password" >/dev/null
-for ((i = 1; i <= SDS_COUNT; i++)); do spawn "sds$i"; done
+for ((i = 1; i <= SDS_COUNT; i++)); do spawn_daemon "sds$i"; done
 
 ctl system bootstrap --name cairn-chaos >/dev/null
 ctl pd create pd1 >/dev/null
@@ -293,7 +263,7 @@ for ((i = 1; i <= SDS_COUNT; i++)); do
 	if [ "$FAULT_SETS" -gt 0 ]; then fs=(--fault-set "fs$(((i - 1) % FAULT_SETS + 1))"); fi
 	ctl sds create "sds$i" --pd pd1 --address "$(sds_ip "$i"):7100" "${fs[@]}" >/dev/null
 done
-for ((i = 1; i <= SDS_COUNT; i++)); do wait_port core "$(sds_ip "$i")" 7100 30 "sds$i"; done
+for ((i = 1; i <= SDS_COUNT; i++)); do wait_daemon_port "sds$i" "$(sds_ip "$i")" 7100; done
 for ((i = 1; i <= SDS_COUNT; i++)); do
 	for ((d = 1; d <= DEVS; d++)); do
 		f=$STATE/devices/sds$i-dev$d.img
@@ -304,8 +274,8 @@ done
 ctl host create local --type nbd >/dev/null
 ctl volume create "$VOL" --pool pool1 --size "$VOL_SIZE" >/dev/null
 ctl volume map "$VOL" --host local >/dev/null
-spawn nbd
-wait_port core 127.0.0.1 "$NBD_PORT" 30 nbd
+spawn_daemon nbd
+wait_daemon_port nbd 127.0.0.1 "$NBD_PORT"
 # Ready means settled: the map may have been computed before the last
 # device arrived and then be rebalanced; tests start from a steady cluster.
 # Rebalance steps come and go within milliseconds, so settled means idle

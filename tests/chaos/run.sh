@@ -69,7 +69,7 @@ scenario_sds-kill() {
 	gen_write 1 $GEN_MIB
 	wait_settled 120
 	sleep 2.5 # SDS statistics are published every 2 s
-	local used det t_kill t_det t_map t_rb0 t_rb rb_ms pause at n bytes raw mbps done0 done1
+	local used det t_kill t_det t_map t_rb0 t_rb pause at n bytes raw mbps done0 done1
 	used=$(sds_used sds1)
 	done0=$(rebuild_bytes done_bytes) || done0=""
 	log "sds1 holds $used bytes"
@@ -88,7 +88,7 @@ scenario_sds-kill() {
 	t_rb0=$t_det
 	((t_map > t_kill && t_map < t_det)) && t_rb0=$t_map
 	gen_write 2 $GEN_MIB # overwrites while degraded / rebuilding reach every copy
-	rb_ms=$(wait_rebuild 240)
+	wait_rebuild 240 >/dev/null
 	t_rb=$(rebuilt_wait 10)
 	log "rebuild done $(secs $((t_rb - t_rb0))) s after its start (every group ready; pending bytes settled $(secs $(($(now_ms) - t_rb0))) s after)"
 	fio_wait load
@@ -136,9 +136,9 @@ scenario_partition() {
 	sleep "$(awk -v t=$((10000 - ($(now_ms) - t_p))) 'BEGIN { print (t > 0 ? t / 1000 : 0) }')"
 	"$NC" heal "$S" sds1
 	log "healed after $(secs $(($(now_ms) - t_p))) s"
-	wait_for "sds1 back up" 30 sds_up sds1 >/dev/null
+	await 30 "sds1 back up" sds_up sds1
 	wait_rebuild 180 >/dev/null
-	wait_for "sds1 state normal" 60 sds_state_is sds1 '^normal$' >/dev/null
+	await 60 "sds1 state normal" sds_state_is sds1 '^normal$'
 	fio_wait load
 	read -r pause at n < <(io_pause)
 	log "I/O pause: $(secs "$pause") s"
@@ -149,7 +149,7 @@ scenario_partition() {
 	# Kill its partner: chunks whose other copy was there are read from sds1
 	# (or from copies rebuilt from it), so anything stale shows now.
 	"$NC" kill "$S" sds2
-	wait_for "sds2 shown down" 20 sds_down sds2 >/dev/null
+	await 20 "sds2 shown down" sds_down sds2
 	gen_verify 2 $GEN_MIB -after-partner-kill
 	verify_load 96
 	# The 5 s target is for a dead SDS; a silent link is bounded by the I/O pause target.
@@ -170,7 +170,7 @@ scenario_device-error() {
 	t_f=$(now_ms)
 	touch "$S/devices/sds1-dev1.img.fail"
 	log "sds1-dev1 now returns EIO"
-	wait_for "sds1-dev1 in error" 30 dev_in_error sds1-dev1 >/dev/null
+	await 30 "sds1-dev1 in error" dev_in_error sds1-dev1
 	det=$(($(now_ms) - t_f))
 	log "device error noticed in $(secs "$det") s: $(device_state sds1-dev1)"
 	gen_write 2 $GEN_MIB
@@ -186,7 +186,7 @@ scenario_device-error() {
 	# The failed device holds nothing the cluster still reads: with sds2 gone
 	# too, every chunk must come from the copies rebuilt elsewhere.
 	"$NC" kill "$S" sds2
-	wait_for "sds2 shown down" 20 sds_down sds2 >/dev/null
+	await 20 "sds2 shown down" sds_down sds2
 	verify_prefill 512
 	gen_verify 2 $GEN_MIB -after-partner-kill
 }
@@ -222,9 +222,9 @@ scenario_mdm-quorum() {
 	t3=$(now_ms)
 	"$NC" restart "$S" "$leader"
 	"$NC" restart "$S" "$next"
-	wait_for "a leader after the restart" 30 leader_elected_after "$t3" >/dev/null
-	wait_for "the change applied with quorum back" 30 \
-		bash -c "'$NC' ctl '$S' volume info vol2 >/dev/null 2>&1 || '$NC' ctl '$S' volume create vol2 --pool pool1 --size 8GiB" >/dev/null
+	await 30 "a leader after the restart" leader_elected_after "$t3"
+	await 30 "the change applied with quorum back" \
+		bash -c "'$NC' ctl '$S' volume info vol2 >/dev/null 2>&1 || '$NC' ctl '$S' volume create vol2 --pool pool1 --size 8GiB"
 	fio_wait load # fio writes its completion log at the end
 	read -r gap at n < <(io_pause $((t2 + 1000)) $((t2 + 10000)))
 	log "without quorum: $n writes completed in 9 s, longest gap $(secs "$gap") s"
@@ -248,7 +248,7 @@ scenario_maintenance-instant() {
 	resync0=$(rebuild_bytes resync_bytes) || fail "system info reports no rebuild.resync_bytes"
 	ctl sds maintenance enter sds1 --mode instant >"$S/maint-enter.out" 2>&1 ||
 		fail "cairnctl sds maintenance enter sds1 --mode instant: $(cat "$S/maint-enter.out")"
-	wait_for "sds1 in maintenance (safe to shut down)" 30 sds_maint_is sds1 '^in-maintenance$' >/dev/null
+	await 30 "sds1 in maintenance (safe to shut down)" sds_maint_is sds1 '^in-maintenance$'
 	t0=$(now_ms)
 	# The host goes away for its maintenance: the SDS stops.
 	"$NC" kill "$S" sds1 TERM
@@ -265,11 +265,11 @@ scenario_maintenance-instant() {
 	awk '$3 != "0" { bad = 1 } END { exit bad }' "$S/maint.samples" ||
 		fail "a rebuild ran during instant maintenance (rebuilding groups in $S/maint.samples)"
 	"$NC" restart "$S" sds1
-	wait_for "sds1 back up" 30 sds_up sds1 >/dev/null
+	await 30 "sds1 back up" sds_up sds1
 	ctl sds maintenance exit sds1 >"$S/maint-exit.out" 2>&1 || fail "maintenance exit: $(cat "$S/maint-exit.out")"
-	wait_for "sds1 state normal" 60 sds_state_is sds1 '^normal$' >/dev/null
+	await 60 "sds1 state normal" sds_state_is sds1 '^normal$'
 	wait_rebuild 120 >/dev/null
-	wait_for "sds1 resynced" 60 sds_maint_is sds1 '^$' >/dev/null
+	await 60 "sds1 resynced" sds_maint_is sds1 '^$'
 	sleep 3 # the SDSs publish their counters every 2 s
 	# The partners (primaries) count what they resync to sds1; nothing
 	# else resyncs in this run.
@@ -286,7 +286,7 @@ scenario_maintenance-instant() {
 	verify_load 64
 	gen_verify 2 $GEN_MIB
 	"$NC" kill "$S" sds2 # sds1's copies now serve alone
-	wait_for "sds2 shown down" 20 sds_down sds2 >/dev/null
+	await 20 "sds2 shown down" sds_down sds2
 	gen_verify 2 $GEN_MIB -after-partner-kill
 	verify_load 64
 }
@@ -299,8 +299,8 @@ scenario_faultset-protected() {
 	ctl faultset maintenance enter fs1 --mode protected >"$S/maint-enter.out" 2>&1 ||
 		fail "cairnctl faultset maintenance enter fs1 --mode protected: $(cat "$S/maint-enter.out")"
 	# The extra copies are made first; then the SDSs are safe to shut down.
-	wait_for "sds1 in maintenance" 180 sds_maint_is sds1 '^in-maintenance$' >/dev/null
-	wait_for "sds4 in maintenance" 60 sds_maint_is sds4 '^in-maintenance$' >/dev/null
+	await 180 "sds1 in maintenance" sds_maint_is sds1 '^in-maintenance$'
+	await 60 "sds4 in maintenance" sds_maint_is sds4 '^in-maintenance$'
 	[[ "$(sds_field sds1 .maintenance.mode)" == protected ]] || fail "sds1 maintenance mode: $(sds_field sds1 .maintenance.mode)"
 	"$NC" kill "$S" sds1
 	"$NC" kill "$S" sds4
@@ -311,7 +311,7 @@ scenario_faultset-protected() {
 	# Protected: no chunk has a single copy while fs1 is away, so one more
 	# failure loses nothing.
 	"$NC" kill "$S" sds2
-	wait_for "sds2 shown down" 20 sds_down sds2 >/dev/null
+	await 20 "sds2 shown down" sds_down sds2
 	verify_prefill 512
 	gen_verify 2 $GEN_MIB -one-more-failure
 	fio_wait load
@@ -320,9 +320,9 @@ scenario_faultset-protected() {
 	"$NC" restart "$S" sds2
 	ctl faultset maintenance exit fs1 >"$S/maint-exit.out" 2>&1 || fail "maintenance exit: $(cat "$S/maint-exit.out")"
 	local i
-	for i in 1 2 4; do wait_for "sds$i normal" 120 sds_state_is "sds$i" '^normal$' >/dev/null; done
+	for i in 1 2 4; do await 120 "sds$i normal" sds_state_is "sds$i" '^normal$'; done
 	wait_rebuild 180 >/dev/null
-	for i in 1 4; do wait_for "sds$i resynced" 60 sds_maint_is "sds$i" '^$' >/dev/null; done
+	for i in 1 4; do await 60 "sds$i resynced" sds_maint_is "sds$i" '^$'; done
 	verify_prefill 512
 	verify_load 64
 	gen_verify 2 $GEN_MIB

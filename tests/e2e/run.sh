@@ -29,6 +29,9 @@
 set -uo pipefail
 
 ROOT=$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)
+# netns_pids
+# shellcheck source=../lib/common.sh
+. "$ROOT/tests/lib/common.sh"
 BIN=$ROOT/appliance/bin
 HOOK=$ROOT/tests/e2e/svm-hook.sh
 PREFIX=cairne2e-$$
@@ -45,17 +48,6 @@ done
 
 STATE=$(mktemp -d "${TMPDIR:-/tmp}/cairn-e2e.XXXXXX")
 chmod 755 "$STATE"
-
-# netns_pids NS: every process in network namespace NS. (`ip netns pids` misses
-# processes that live in further mount namespaces, as the simulated SVMs' do.)
-netns_pids() {
-	local ino p
-	ino=$(stat -L -c %i "/run/netns/$1" 2>/dev/null) || return 0
-	for p in /proc/[0-9]*; do
-		[ "$(readlink "$p/ns/net" 2>/dev/null)" = "net:[$ino]" ] && echo "${p#/proc/}"
-	done
-	return 0
-}
 
 cleanup() {
 	local f pid ns n

@@ -26,6 +26,9 @@ set -euo pipefail
 
 : "${E2E_STATE:?}" "${E2E_PREFIX:?}" "${CAIRN_BIN:?}" "${CAIRN_SVM_NAME:?}" "${CAIRN_SVM_HOST:?}"
 REPO=$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)
+# alive, netns_pids
+# shellcheck source=../lib/common.sh
+. "$REPO/tests/lib/common.sh"
 die() { echo "svm-hook $CAIRN_SVM_NAME: $*" >&2; exit 1; }
 
 ADDR=${CAIRN_SVM_PROP_CAIRN_MGMT_ADDRESS:?the SVM has no cairn.mgmt.address: the network is not configured}
@@ -35,13 +38,6 @@ NS=$E2E_PREFIX-$OCTET
 HUB=$E2E_PREFIX-hub
 DIR=$E2E_STATE/svm/$CAIRN_SVM_NAME
 mkdir -p "$DIR/disks" "$DIR/guestinfo" "$DIR/sim" "$DIR/logs"
-
-alive() {
-	local st
-	[ -f "$1" ] || return 1
-	st=$(awk '{ print $3 }' "/proc/$(cat "$1")/stat" 2>/dev/null) || return 1
-	[ -n "$st" ] && [ "$st" != Z ] && [ "$st" != X ]
-}
 
 power_off() {
 	local n pid pids
@@ -60,17 +56,6 @@ power_off() {
 		kill -KILL $pids 2>/dev/null || true
 		sleep 0.1
 	done
-}
-
-# netns_pids NS: every process in network namespace NS. (`ip netns pids` misses
-# processes that live in further mount namespaces, as the SVM's do.)
-netns_pids() {
-	local ino p
-	ino=$(stat -L -c %i "/run/netns/$1" 2>/dev/null) || return 0
-	for p in /proc/[0-9]*; do
-		[ "$(readlink "$p/ns/net" 2>/dev/null)" = "net:[$ino]" ] && echo "${p#/proc/}"
-	done
-	return 0
 }
 
 ensure_netns() {
@@ -99,6 +84,7 @@ power_on() {
 	# environment is handed in anew at every power-on.
 	rm -f "$DIR"/guestinfo/guestinfo.* "$DIR"/sim/units/*
 	cp "${CAIRN_SVM_OVFENV:?}" "$DIR/guestinfo/guestinfo.ovfEnv"
+	# shellcheck disable=SC2097,SC2098 # REPO is handed on unchanged
 	SVM_DIR=$DIR REPO=$REPO CAIRN_BIN=$CAIRN_BIN setsid ip netns exec "$NS" unshare -m -u --propagation private \
 		"$REPO/tests/e2e/svm-guest.sh" >>"$DIR/logs/machine.log" 2>&1 </dev/null &
 	echo $! >"$DIR/machine.pid"

@@ -16,34 +16,14 @@
 set -euo pipefail
 
 ROOT=$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)
+# shellcheck source=common.sh
+. "$ROOT/tests/lib/common.sh"
 BIN=${CAIRN_BIN:-$ROOT/appliance/bin}
 CAIRN=$BIN/cairn
 CTL=$BIN/cairnctl
 
 die() { echo "cluster.sh: $*" >&2; exit 1; }
 say() { echo "[$(date +%H:%M:%S)] $*"; }
-
-free_port() {
-	python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])'
-}
-
-wait_port() { # host port seconds what
-	local i
-	for ((i = 0; i < $3 * 10; i++)); do
-		if (exec 3<>"/dev/tcp/$1/$2") 2>/dev/null; then return 0; fi
-		sleep 0.1
-	done
-	die "$4 did not listen on $1:$2 within $3 s (see $STATE/logs/)"
-}
-
-alive() { [ -f "$1" ] && kill -0 "$(cat "$1")" 2>/dev/null; }
-
-spawn() { # name command...
-	local name=$1; shift
-	if alive "$STATE/pids/$name.pid"; then return 0; fi
-	setsid "$@" >>"$STATE/logs/$name.log" 2>&1 < /dev/null &
-	echo $! >"$STATE/pids/$name.pid"
-}
 
 ctl() { CAIRNCTL_CONFIG=$STATE/cairnctl.json "$CTL" "$@"; }
 
@@ -53,21 +33,7 @@ shift 2
 mkdir -p "$STATE"
 STATE=$(cd "$STATE" && pwd)
 
-stop_all() {
-	local f pid n
-	for f in "$STATE"/pids/*.pid; do
-		[ -e "$f" ] || continue
-		pid=$(cat "$f")
-		kill -TERM "$pid" 2>/dev/null || true
-	done
-	for f in "$STATE"/pids/*.pid; do
-		[ -e "$f" ] || continue
-		pid=$(cat "$f")
-		for ((n = 0; n < 100; n++)); do kill -0 "$pid" 2>/dev/null || break; sleep 0.1; done
-		kill -KILL "$pid" 2>/dev/null || true
-		rm -f "$f"
-	done
-}
+stop_all() { stop_pidfiles 10 "$STATE"/pids/*.pid; }
 
 case $cmd in
 stop)
@@ -76,11 +42,7 @@ stop)
 	exit 0
 	;;
 status)
-	for f in "$STATE"/pids/*.pid; do
-		[ -e "$f" ] || continue
-		n=$(basename "$f" .pid)
-		if alive "$f"; then echo "$n: running (pid $(cat "$f"))"; else echo "$n: stopped"; fi
-	done
+	pidfile_status "$STATE"
 	exit 0
 	;;
 start) ;;
@@ -122,14 +84,14 @@ t0=$(date +%s)
 say "starting 3 MDM members (embedded etcd)"
 for i in 1 2 3; do
 	c=MDM${i}_CLIENT p=MDM${i}_PEER
-	spawn mdm$i "$CAIRN" mdm --name mdm$i --data-dir "$STATE/mdm$i" \
+	spawn "$STATE" mdm$i "$CAIRN" mdm --name mdm$i --data-dir "$STATE/mdm$i" \
 		--client-url "http://127.0.0.1:${!c}" --peer-url "http://127.0.0.1:${!p}" --initial-cluster "$INITIAL"
 done
-for i in 1 2 3; do c=MDM${i}_CLIENT; wait_port 127.0.0.1 "${!c}" 30 mdm$i; done
+for i in 1 2 3; do c=MDM${i}_CLIENT; wait_port --log "$STATE/logs/" 127.0.0.1 "${!c}" 30 mdm$i; done
 
 say "starting the gateway"
-spawn gateway "$CAIRN" gateway --listen "127.0.0.1:$GW_PORT" --state-dir "$STATE/gateway"
-wait_port 127.0.0.1 "$GW_PORT" 30 gateway
+spawn "$STATE" gateway "$CAIRN" gateway --listen "127.0.0.1:$GW_PORT" --state-dir "$STATE/gateway"
+wait_port --log "$STATE/logs/" 127.0.0.1 "$GW_PORT" 30 gateway
 
 if [ ! -f "$STATE/cairnctl.json" ]; then
 	for ((i = 0; i < 100; i++)); do [ -s "$STATE/gateway/admin-password" ] && break; sleep 0.1; done
@@ -140,7 +102,7 @@ fi
 
 for ((i = 1; i <= SDS_COUNT; i++)); do
 	p=SDS${i}_PORT
-	spawn sds$i "$CAIRN" sds --name "sds$i" --listen "127.0.0.1:${!p}" --state-dir "$STATE/sds$i"
+	spawn "$STATE" sds$i "$CAIRN" sds --name "sds$i" --listen "127.0.0.1:${!p}" --state-dir "$STATE/sds$i"
 done
 
 if [ ! -f "$STATE/.configured" ]; then
@@ -152,7 +114,7 @@ if [ ! -f "$STATE/.configured" ]; then
 		p=SDS${i}_PORT
 		ctl sds info "sds$i" >/dev/null 2>&1 || ctl sds create "sds$i" --pd pd1 --address "127.0.0.1:${!p}" >/dev/null
 	done
-	for ((i = 1; i <= SDS_COUNT; i++)); do p=SDS${i}_PORT; wait_port 127.0.0.1 "${!p}" 30 "sds$i"; done
+	for ((i = 1; i <= SDS_COUNT; i++)); do p=SDS${i}_PORT; wait_port --log "$STATE/logs/" 127.0.0.1 "${!p}" 30 "sds$i"; done
 	for ((i = 1; i <= SDS_COUNT; i++)); do
 		for ((d = 1; d <= DEVS; d++)); do
 			f=$STATE/devices/sds$i-dev$d.img
@@ -166,10 +128,10 @@ if [ ! -f "$STATE/.configured" ]; then
 	ctl volume map "$VOL" --host local >/dev/null 2>&1 || true
 	touch "$STATE/.configured"
 else
-	for ((i = 1; i <= SDS_COUNT; i++)); do p=SDS${i}_PORT; wait_port 127.0.0.1 "${!p}" 30 "sds$i"; done
+	for ((i = 1; i <= SDS_COUNT; i++)); do p=SDS${i}_PORT; wait_port --log "$STATE/logs/" 127.0.0.1 "${!p}" 30 "sds$i"; done
 fi
 
-spawn nbd "$CAIRN" nbd --host local --listen "127.0.0.1:$NBD_PORT"
-wait_port 127.0.0.1 "$NBD_PORT" 30 nbd
+spawn "$STATE" nbd "$CAIRN" nbd --host local --listen "127.0.0.1:$NBD_PORT"
+wait_port --log "$STATE/logs/" 127.0.0.1 "$NBD_PORT" 30 nbd
 say "cluster up in $(($(date +%s) - t0)) s"
 echo "nbd://127.0.0.1:$NBD_PORT/$VOL"

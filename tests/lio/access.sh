@@ -9,10 +9,9 @@
 # The CHAP secret is random per run. Prints the time of each phase; exits non-zero on failure.
 # Env: CAIRN_TARGET_BIN (guest path of a target binary taking memtarget's flags; default: memtarget built here)
 set -euo pipefail
-HERE=$(cd "$(dirname "$0")" && pwd)
-REPO=$(cd "$HERE/../.." && pwd)
-LIO_CACHE=${LIO_CACHE:-${CAIRN_CACHE:-$HOME/.cache/cairn}/lio}
-export LIO_CACHE
+# HERE, REPO, LIO_CACHE, common.sh
+# shellcheck source=lib.sh
+. "$(dirname "$0")/lib.sh"
 WORK=$LIO_CACHE/access-run
 export RUN=$WORK/guest
 IQN=iqn.2026-01.io.cairn:svm-access
@@ -42,16 +41,14 @@ g "echo '$VOL $HOST_A host-a $SECRET' > /tmp/mappings"
 start_target
 URL=127.0.0.1:$PORT/$IQN/0
 inq() { # inq INITIATOR [user%secret@]: succeeds when the LUN answers INQUIRY
-  # iscsi-inq has no time limit of its own; a login racing the removal of its
-  # ACL has been seen to hang once under TCG: bound it (wait_for tries again).
-  timeout 20 iscsi-inq -i "$1" "iscsi://${2:-}$URL" > "$WORK/inq.out" 2>&1
+  lio_inq "$1" "iscsi://${2:-}$URL" "$WORK/inq.out"
 }
-wait_for() { # wait_for SECONDS DESCRIPTION COMMAND...: poll until COMMAND succeeds
-  local s=$1 what=$2 i; shift 2
-  for i in $(seq 1 $((s * 2))); do "$@" && return 0; sleep 0.5; done
+await() { # await SECONDS DESCRIPTION COMMAND...: wait_for (common.sh); at the deadline show why and fail
+  local s=$1 what=$2; shift 2
+  wait_for "$s" "$@" && return 0
   cat "$WORK/inq.out"; g "tail -20 /tmp/target.log"; fail "$what (after $s s)"
 }
-wait_for 60 "host A with its CHAP secret sees the LUN" inq "$HOST_A" "host-a%$SECRET@"
+await 60 "host A with its CHAP secret sees the LUN" inq "$HOST_A" "host-a%$SECRET@"
 phase target-up
 grep -q 'Product:Cairn' "$WORK/inq.out" || { cat "$WORK/inq.out"; fail "INQUIRY did not come from Cairn"; }
 refused() { # refused WHAT INITIATOR [creds]: the login must fail (not some other error)
@@ -68,12 +65,12 @@ phase access
 
 g "echo '$VOL $HOST_A,$HOST_B host-a $SECRET' > /tmp/mappings"
 t=$(now)
-wait_for 30 "host B sees the LUN after it was mapped" inq "$HOST_B" "host-a%$SECRET@"
+await 30 "host B sees the LUN after it was mapped" inq "$HOST_B" "host-a%$SECRET@"
 echo "ok: map took effect in $(awk -v a="$t" -v b="$(now)" 'BEGIN{printf "%.1f", b-a}') s"
 g "echo '$VOL $HOST_A host-a $SECRET' > /tmp/mappings"
 t=$(now)
 unmapped() { ! inq "$HOST_B" "host-a%$SECRET@" && grep -q -i 'log.* in\|login' "$WORK/inq.out"; }
-wait_for 30 "host B loses the LUN after it was unmapped" unmapped
+await 30 "host B loses the LUN after it was unmapped" unmapped
 echo "ok: unmap took effect in $(awk -v a="$t" -v b="$(now)" 'BEGIN{printf "%.1f", b-a}') s"
 inq "$HOST_A" "host-a%$SECRET@" || fail "host A lost the LUN when host B was unmapped"
 phase map-unmap
@@ -84,7 +81,7 @@ g "kill \$(pidof memtarget); sleep 2; targetctl clear; ls /sys/kernel/config/tar
 g "targetctl restore /etc/target/saveconfig.json && ls /sys/kernel/config/target/core/user_*/" | grep -q "cairn-$VOL" ||
   fail "saveconfig.json did not restore the Cairn backstore"
 start_target
-wait_for 60 "restored target serves host A again" inq "$HOST_A" "host-a%$SECRET@"
+await 60 "restored target serves host A again" inq "$HOST_A" "host-a%$SECRET@"
 inq "$HOST_B" "host-a%$SECRET@" && fail "host B's ACL came back after restore"
 g "grep -c 'applying LIO changes' /tmp/target.log || true" | grep -qx 0 ||
   { g "cat /tmp/target.log"; fail "the restarted target had to change the restored configuration"; }

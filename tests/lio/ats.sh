@@ -10,12 +10,9 @@
 # the volume as LUN 0 of $IQN1 and $IQN2 to the two libiscsi initiator names.
 # Env: ROUNDS (200). Needs libiscsi-dev and gcc on the host (caw-race.c).
 set -euo pipefail
-HERE=$(cd "$(dirname "$0")" && pwd)
-REPO=$(cd "$HERE/../.." && pwd)
+# HERE, REPO, LIO_CACHE, common.sh
 # shellcheck source=lib.sh
-. "$HERE/lib.sh"
-LIO_CACHE=${LIO_CACHE:-${CAIRN_CACHE:-$HOME/.cache/cairn}/lio}
-export LIO_CACHE
+. "$(dirname "$0")/lib.sh"
 WORK=$LIO_CACHE/ats-run
 export RUN=$WORK/guest
 IQN1=iqn.2026-01.io.cairn:svm-1

@@ -24,15 +24,13 @@
 # 1024 + the fileio LUN), LIO_HOOK_TIMEOUT (s, 170: the harness kills the hook at
 # CAIRN_START_TIMEOUT, 180 s); run-guest.sh's NET_OPTS, GUESTFWD_RELAY.
 set -euo pipefail
-HERE=$(cd "$(dirname "$0")" && pwd)
-REPO=$(cd "$HERE/../.." && pwd)
+# HERE, REPO, LIO_CACHE, common.sh
 # shellcheck source=lib.sh
-. "$HERE/lib.sh"
+. "$(dirname "$0")/lib.sh"
 cmd=${1:-} STATE=${2:-}
 [ -n "$cmd" ] && [ -n "$STATE" ] || { echo "usage: bench-hook.sh start|stop STATEDIR" >&2; exit 2; }
 mkdir -p "$STATE"
 STATE=$(cd "$STATE" && pwd)
-export LIO_CACHE=${LIO_CACHE:-${CAIRN_CACHE:-$HOME/.cache/cairn}/lio}
 export RUN=$STATE/guest
 CL_STATE=$STATE/cluster
 FIO_INI=iqn.2019-04.org.fio:fio   # fio's libiscsi engine logs in with this name
@@ -43,7 +41,7 @@ MIB=${CAIRN_BENCH_VOLUME_MIB:-256}
 log() { echo "[bench-hook $(date +%H:%M:%S)] $*" >&2; }
 
 stop() {
-  if [ -f "$RUN/qemu.pid" ] && kill -0 "$(cat "$RUN/qemu.pid")" 2>/dev/null; then
+  if alive "$RUN/qemu.pid"; then
     # keep the target's log (the guest's /tmp goes with it) for diagnosis
     CMD_TIMEOUT=10 timeout 15 "$HERE/run-guest.sh" cmd "tail -200 /tmp/cairn-target.log" > "$STATE/cairn-target.log" 2>&1 || true
   fi
@@ -58,16 +56,17 @@ stop() {
 start() {
   local deadline=$(( $(date +%s) + ${LIO_HOOK_TIMEOUT:-170} ))
   left() { local l=$(( deadline - $(date +%s) )); echo $(( l > 1 ? l : 1 )); }  # (timeout 0 = no limit)
+  # shellcheck disable=SC2154 # rc is assigned inside the trap
   trap 'rc=$?; if [ $rc != 0 ]; then log "start failed (rc=$rc): stopping what it started; logs in $STATE"; stop; fi' EXIT
-  if [ -f "$RUN/qemu.pid" ] && kill -0 "$(cat "$RUN/qemu.pid")" 2>/dev/null; then
+  if alive "$RUN/qemu.pid"; then
     log "a guest from $STATE still runs: stop it first"; return 1
   fi
   # a previous run's cluster (stopped) is not resumed: a fresh one each time
   stop; rm -rf "$CL_STATE"
   mkdir -p "$STATE/stage"
   log "guest image (cached in $LIO_CACHE/guest) and the static cairn binary"
-  timeout "$(left)" bash -c '. "$1/lib.sh"; HERE=$1 REPO=$2; lio_build_guest "$3"' _ "$HERE" "$REPO" "$STATE/build-guest.log"
-  timeout "$(left)" bash -c '. "$1/lib.sh"; REPO=$2; lio_build_cairn "$3"' _ "$HERE" "$REPO" "$STATE/stage" \
+  timeout "$(left)" bash -c '. "$1/lib.sh"; lio_build_guest "$2"' _ "$HERE" "$STATE/build-guest.log"
+  timeout "$(left)" bash -c '. "$1/lib.sh"; lio_build_cairn "$2"' _ "$HERE" "$STATE/stage" \
     > "$STATE/build-cairn.log" 2>&1 || { cat "$STATE/build-cairn.log" >&2; return 1; }
   install -m 755 "$HERE/guest-fileio.sh" "$STATE/stage/"
 

@@ -12,8 +12,9 @@
 # Output (in $LIO_CACHE/guest): vmlinuz, initrd.cpio.gz, rootfs.img
 # Host packages: debootstrap busybox-static cpio kmod e2fsprogs xz-utils
 set -euo pipefail
-HERE=$(cd "$(dirname "$0")" && pwd)
-LIO_CACHE=${LIO_CACHE:-${CAIRN_CACHE:-$HOME/.cache/cairn}/lio}
+# HERE, LIO_CACHE
+# shellcheck source=lib.sh
+. "$(dirname "$0")/lib.sh"
 OUT=$LIO_CACHE/guest
 KFLAVOUR=${KFLAVOUR:-cloud-amd64}
 MIRROR=${MIRROR:-$(awk '/^URIs:/{print $2; exit}' /etc/apt/sources.list.d/debian.sources 2>/dev/null || echo http://deb.debian.org/debian)}

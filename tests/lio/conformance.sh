@@ -20,12 +20,9 @@
 # Failure reasons: known-failures.tsv (Suite.Test<TAB>reason), else the test's first failure message.
 # Needs: libiscsi-bin, qemu-system-x86, go (to build the test target), and build-guest.sh's needs.
 set -euo pipefail
-HERE=$(cd "$(dirname "$0")" && pwd)
-REPO=$(cd "$HERE/../.." && pwd)
+# HERE, REPO, LIO_CACHE, common.sh
 # shellcheck source=lib.sh
-. "$HERE/lib.sh"
-LIO_CACHE=${LIO_CACHE:-${CAIRN_CACHE:-$HOME/.cache/cairn}/lio}
-export LIO_CACHE
+. "$(dirname "$0")/lib.sh"
 WORK=$LIO_CACHE/conformance-run   # logs of the last run stay here
 export RUN=$WORK/guest
 TESTS=${TESTS:-ALL}
@@ -56,7 +53,7 @@ lio_build_guest "$WORK/build-guest.log"
 phase build-guest
 
 install -m 755 "$HERE/guest-fileio.sh" "$WORK/stage/"
-if [ "${CAIRN_CLUSTER_SCRIPT:-}" = memory ]; then CAIRN_CLUSTER_SCRIPT=""; MEMORY_TARGET=1; fi
+if [ "${CAIRN_CLUSTER_SCRIPT:-}" = memory ]; then CAIRN_CLUSTER_SCRIPT=""; fi
 if [ -n "${CAIRN_CLUSTER_SCRIPT:-}" ]; then
   # The real thing: `cairn target` in the guest over a Cairn cluster on the host.
   lio_build_cairn "$WORK/stage"

@@ -1,5 +1,16 @@
-# Sourced by the tests/lio scripts (conformance.sh, ats.sh, bench-hook.sh): the
-# steps they share. Expects HERE (this directory) and REPO (the repository root).
+# Sourced first by the tests/lio scripts (conformance.sh, ats.sh, access.sh,
+# bench-hook.sh, run-guest.sh, build-guest.sh): HERE (this directory), REPO
+# (the repository root), LIO_CACHE, tests/lib/common.sh and the steps they share.
+# shellcheck shell=bash
+
+HERE=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
+REPO=$(cd "$HERE/../.." && pwd)
+# shellcheck source=../lib/common.sh
+. "$HERE/../lib/common.sh"
+
+# LIO_CACHE: the guest image, the libiscsi build and each suite's last run.
+LIO_CACHE=${LIO_CACHE:-${CAIRN_CACHE:-$HOME/.cache/cairn}/lio}
+export LIO_CACHE
 
 # lio_build_guest LOG: build (or reuse from the cache) the guest kernel,
 # initramfs and rootfs; on failure print the log and return 1.
@@ -14,13 +25,15 @@ lio_build_cairn() {
   (cd "$REPO/appliance" && CGO_ENABLED=0 nice go build -o "$1/cairn" ./cmd/cairn)
 }
 
+# lio_inq INITIATOR URL OUT: one INQUIRY of the LUN at URL, its output in OUT.
+# iscsi-inq has no time limit of its own; a login racing the removal of its ACL
+# has been seen to hang once under TCG: bounded (a caller polling tries again).
+lio_inq() {
+  timeout 20 iscsi-inq -i "$1" "$2" > "$3" 2>&1
+}
+
 # lio_wait_lun INITIATOR URL SECONDS [OUT]: poll with INQUIRY until the LUN
 # answers (its output in OUT, default /dev/null); 1 if it never did.
 lio_wait_lun() {
-  local ini=$1 url=$2 secs=$3 out=${4:-/dev/null} i
-  for ((i = 0; i < secs * 2; i++)); do
-    timeout 20 iscsi-inq -i "$ini" "$url" > "$out" 2>&1 && return 0
-    sleep 0.5
-  done
-  return 1
+  wait_for "$3" lio_inq "$1" "$2" "${4:-/dev/null}"
 }

@@ -20,8 +20,9 @@
 # GUESTFWD_RELAY (nc: busybox nc even when socat is installed), NET_OPTS (extra virtio-net-pci
 # properties, e.g. tx=timer).
 set -euo pipefail
-HERE=$(cd "$(dirname "$0")" && pwd)
-LIO_CACHE=${LIO_CACHE:-${CAIRN_CACHE:-$HOME/.cache/cairn}/lio}
+# HERE, LIO_CACHE, free_port, alive
+# shellcheck source=lib.sh
+. "$(dirname "$0")/lib.sh"
 G=$LIO_CACHE/guest
 RUN=${RUN:-$LIO_CACHE/run}
 now() { date +%s.%N; }
@@ -38,13 +39,11 @@ relay() {
   fi
 }
 
-free_port() { python3 -c 'import socket;s=socket.socket();s.bind(("127.0.0.1",0));print(s.getsockname()[1])'; }
-
 start() {
   for f in vmlinuz initrd.cpio.gz rootfs.img; do
     [ -f "$G/$f" ] || { echo "run-guest: $G/$f missing: run build-guest.sh first" >&2; exit 1; }
   done
-  if [ -f "$RUN/qemu.pid" ] && kill -0 "$(cat "$RUN/qemu.pid")" 2>/dev/null; then
+  if alive "$RUN/qemu.pid"; then
     echo "run-guest: a guest already runs from $RUN (pid $(cat "$RUN/qemu.pid")); stop it first" >&2; exit 1
   fi
   mkdir -p "$RUN"; rm -f "$RUN"/con.in "$RUN"/con.out; mkfifo "$RUN"/con.in "$RUN"/con.out
@@ -55,6 +54,7 @@ start() {
     rm -f "$RUN/cairn.img"
     truncate -s $(( $(du -sm "$CAIRN_DIR" | cut -f1) + 32 ))M "$RUN/cairn.img"
     mkfs.ext4 -q -F -L cairn -d "$CAIRN_DIR" "$RUN/cairn.img"
+    # shellcheck disable=SC2054 # commas inside qemu option values
     disk=(-drive "file=$RUN/cairn.img,if=none,id=d1,format=raw,cache=unsafe" -device virtio-blk-pci,drive=d1)
   fi
   local net="user,id=n0,restrict=on,hostfwd=tcp:127.0.0.1:${PORT}-:3260"
@@ -78,7 +78,7 @@ start() {
   local i
   for i in $(seq 1 900); do
     grep -q GUEST-READY "$RUN/serial.log" 2>/dev/null && break
-    if grep -q -E 'Kernel panic|GUEST-FAILED' "$RUN/serial.log" || ! kill -0 "$(cat "$RUN/qemu.pid")" 2>/dev/null; then
+    if grep -q -E 'Kernel panic|GUEST-FAILED' "$RUN/serial.log" || ! alive "$RUN/qemu.pid"; then
       tail -40 "$RUN/serial.log" "$RUN/qemu.log" >&2; echo "run-guest: guest failed to boot" >&2; exit 1
     fi
     sleep 0.2
@@ -97,7 +97,7 @@ cmd() {
 } 2>&1; echo ${m}_E \$?" > "$RUN/con.in"
   for i in $(seq 1 $(( ${CMD_TIMEOUT:-600} * 10 ))); do
     tail -c +$((off+1)) "$RUN/serial.log" | grep -q "${m}_E" && break
-    kill -0 "$(cat "$RUN/qemu.pid")" 2>/dev/null || { echo "run-guest: guest died" >&2; return 1; }
+    alive "$RUN/qemu.pid" || { echo "run-guest: guest died" >&2; return 1; }
     sleep 0.1
   done
   tail -c +$((off+1)) "$RUN/serial.log" | tr -d '\r' | awk -v m="$m" '

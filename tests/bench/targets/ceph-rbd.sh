@@ -8,6 +8,7 @@
 # Why zero-filled OSD files: BlueStore on a sparse file turns every first 4k
 # allocation into a filesystem extent allocation plus a journal commit at the
 # next fdatasync, which is a property of the test set-up, not of Ceph.
+# shellcheck shell=bash
 
 CEPH_PKGS="ceph-mon ceph-osd ceph-mgr ceph-common"
 
@@ -94,11 +95,11 @@ EOF
   timeout 60 ceph-mon --mkfs -i a --monmap "$c/monmap" >"$c/log/mon.mkfs" 2>&1 \
     || die "ceph-mon --mkfs failed: see $c/log/mon.mkfs"
   ceph-mon -f -i a >"$c/log/mon.out" 2>&1 &
-  pid=$!; own_pid ceph-mon $pid; entries+=(ceph-mon:$pid); pids="$pids $pid"
-  wait_for 60 "ceph monitor" ceph_cmd -s || die "ceph monitor did not answer in 60 s: see $c/log/"
+  pid=$!; own_pid ceph-mon $pid; entries+=("ceph-mon:$pid"); pids="$pids $pid"
+  wait_for 60 ceph_cmd -s || die "ceph monitor did not answer in 60 s: see $c/log/"
   mkdir -p "$c/mgr/ceph-x"
   ceph-mgr -f -i x >"$c/log/mgr.out" 2>&1 &
-  pid=$!; own_pid ceph-mgr $pid; entries+=(ceph-mgr:$pid); pids="$pids $pid"
+  pid=$!; own_pid ceph-mgr $pid; entries+=("ceph-mgr:$pid"); pids="$pids $pid"
   for i in 0 1 2; do
     uuid=$(uuidgen)
     ceph_cmd osd new "$uuid" $i >/dev/null || die "ceph osd new $i failed"
@@ -107,9 +108,9 @@ EOF
     timeout 120 ceph-osd -i $i --mkfs --osd-uuid "$uuid" >"$c/log/osd.$i.mkfs" 2>&1 \
       || die "ceph-osd --mkfs $i failed: see $c/log/osd.$i.mkfs"
     ceph-osd -f -i $i >"$c/log/osd.$i.out" 2>&1 &
-    pid=$!; own_pid ceph-osd.$i $pid; entries+=(ceph-osd.$i:$pid); pids="$pids $pid"
+    pid=$!; own_pid ceph-osd.$i $pid; entries+=("ceph-osd.$i:$pid"); pids="$pids $pid"
   done
-  wait_for 120 "3 OSDs up" ceph_all_osds_up || die "ceph OSDs not up in 120 s: see $c/log/"
+  wait_for 120 ceph_all_osds_up || die "ceph OSDs not up in 120 s: see $c/log/"
   ceph_cmd osd pool create rbd 32 32 replicated >>"$c/log/setup.out" 2>&1 || die "ceph: osd pool create rbd 32 32 replicated failed: see $c/log/setup.out"
   ceph_cmd osd pool set rbd size 2 >>"$c/log/setup.out" 2>&1 || die "ceph: osd pool set rbd size 2 failed: see $c/log/setup.out"
   ceph_cmd osd pool set rbd min_size 1 >>"$c/log/setup.out" 2>&1 || die "ceph: osd pool set rbd min_size 1 failed: see $c/log/setup.out"
@@ -117,7 +118,7 @@ EOF
   ceph_cmd osd pool application enable rbd rbd >>"$c/log/setup.out" 2>&1 || die "ceph: osd pool application enable rbd rbd failed: see $c/log/setup.out"
   timeout 60 rbd pool init rbd || die "rbd pool init failed"
   timeout 60 rbd create --size "${BENCH_SIZE_MIB}M" rbd/bench || die "rbd create failed"
-  wait_for 120 "PGs active+clean" ceph_pgs_clean || die "ceph PGs not active+clean in 120 s: ceph -s says: $(ceph_cmd -s)"
+  wait_for 120 ceph_pgs_clean || die "ceph PGs not active+clean in 120 s: ceph -s says: $(ceph_cmd -s)"
   log "ceph-rbd: up (mon, mgr, 3 OSDs:$pids)"
   run_suite ceph-rbd "$BENCH_SIZE_MIB" "$pids" "$BENCH_SUITE" -- \
     --ioengine=rbd --clientname=admin --pool=rbd --rbdname=bench

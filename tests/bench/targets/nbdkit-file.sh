@@ -2,6 +2,7 @@
 # same filesystem over NBD on 127.0.0.1, fio's nbd engine (libnbd). The file
 # plugin uses the page cache (its default; nbdkit 1.32 has no O_DIRECT mode):
 # the ceiling of what an NBD server on this machine can answer.
+# shellcheck shell=bash
 
 check_nbdkit_file() {
   local rc=0
@@ -21,7 +22,7 @@ bench_nbdkit_file() {
     >"$BENCH_WORK/nbdkit.log" 2>&1 &
   pid=$!; own_pid nbdkit $pid
   uri=nbd://127.0.0.1:$port/
-  wait_for 15 nbdkit nbdinfo --size "$uri" || die "nbdkit did not come up on $uri: see $BENCH_WORK/nbdkit.log"
+  wait_for 15 nbdinfo --size "$uri" || die "nbdkit did not come up on $uri: see $BENCH_WORK/nbdkit.log"
   log "nbdkit-file: nbdkit pid $pid on $uri"
   run_suite nbdkit-file "$BENCH_SIZE_MIB" "$pid" "$BENCH_SUITE" -- --ioengine=nbd --uri="$uri"
   stop_pids nbdkit:$pid; forget_pids nbdkit:$pid
