@@ -147,6 +147,7 @@ bench-smoke: build
 
 # the benchmark harness's own tests (stand-in targets; needs tgt)
 test-bench:
+	@scripts/deps.sh bench
 	tests/bench/selftest.sh
 
 clean:

@@ -15,9 +15,6 @@ IMAGE=$(realpath "${1:?usage: boot-test.sh IMAGE.ova|IMAGE.qcow2}")
 BOOT_TIMEOUT=${BOOT_TIMEOUT:-900}
 ROLES=${ROLES:-mdm,sds,target,gateway}
 UNITS=$(echo "$ROLES" | tr ',' '\n' | sed 's/tiebreaker/mdm/; s/^/cairn-/' | sort -u | tr '\n' ' ')
-# free_port, pid_alive
-# shellcheck source=../lib/common.sh
-. "$(dirname "$0")/../lib/common.sh"
 W=$(mktemp -d /tmp/cairn-boot-test.XXXXXX)
 QEMU_PID=""
 cleanup() {
@@ -52,6 +49,8 @@ make_seed() {
   mcopy -i "$2" "$1"/* ::/
 }
 
+free_port() { python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])'; }
+
 # boot NAME SEED_IMG: start qemu on an overlay of the image (kept across boots of the
 # same NAME); sets QEMU_PID, SSH_PORT.
 boot() {
@@ -79,7 +78,7 @@ stop() {
 wait_serial() { # PATTERN: wait until the serial console shows it
   local deadline=$(( $(date +%s) + BOOT_TIMEOUT ))
   until grep -aq "$1" "$W/serial.log"; do
-    pid_alive "$QEMU_PID" || fail "qemu exited while waiting for '$1'"
+    kill -0 "$QEMU_PID" 2>/dev/null || fail "qemu exited while waiting for '$1'"
     [ "$(date +%s)" -lt "$deadline" ] || fail "no '$1' on the console after ${BOOT_TIMEOUT}s"
     sleep 2
   done

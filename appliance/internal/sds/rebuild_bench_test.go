@@ -25,7 +25,7 @@ func BenchmarkRebuild(b *testing.B) {
 		b.StartTimer()
 		start := time.Now()
 		c.StopSDS(1)
-		for !healthy(c, c.SDSs[1].ID) {
+		for !c.Healthy(c.SDSs[1].ID) {
 			if time.Since(start) > 60*time.Second {
 				b.Fatal("not healthy after 60 s")
 			}

@@ -14,8 +14,6 @@ import (
 
 const MiB = 1 << 20
 
-// healthy is testcluster's Cluster.Healthy, kept for BenchmarkRebuild.
-func healthy(c *testcluster.Cluster, exclude string) bool { return c.Healthy(exclude) }
 
 func doneBytes(t *testing.T, c *testcluster.Cluster, id string) int64 {
 	t.Helper()
