@@ -124,13 +124,13 @@ const (
 	StatusNotPrimary  = 2 // responder does not hold this copy at this epoch
 	StatusMiscompare  = 3 // aux = byte offset of the first difference
 	StatusIOError     = 4
-	StatusInvalid     = 5
+	StatusInvalid     = 5 // bad request; OpPrepareDevice: refused for any reason but "taken"
 	StatusNoSpace     = 6
 	StatusUnavailable = 7 // a copy is unreachable; retry after a map change
 	StatusChecksum    = 8
 	StatusUnsupported = 9
 	StatusNotFound    = 10
-	StatusRefused     = 11 // a control request refused: message says why
+	StatusRefused     = 11 // a control request refused: message says why; OpPrepareDevice: the device is taken (in use, or holds data only force may destroy)
 	StatusInternal    = 12
 )
 
