@@ -8,6 +8,7 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/cairn-storage/cairn/appliance/internal/model"
 	"github.com/cairn-storage/cairn/appliance/internal/sdsrpc"
@@ -51,6 +52,18 @@ func TestPrepareDeviceAnswers(t *testing.T) {
 		{"kernel name", "/dev/sdz", false, nil, "kernel name"},
 		{"too small", newFile("small.img", nil, 4<<20), false, nil, "a device needs at least"},
 		{"missing", "/nonexistent/dev.img", false, nil, "no such file"},
+	}
+	// The SDS registers as live before it has attached its devices; until
+	// then its own device is refused as locked by "another process" (also
+	// ErrInUse). Wait for the attach, so the first case sees the SDS's view.
+	for deadline := time.Now().Add(10 * time.Second); ; time.Sleep(50 * time.Millisecond) {
+		_, err := prober.PrepareDevice(ctx, sds.Addr, sys.ID, model.NewID(), sds.Devices[0], false)
+		if err != nil && strings.Contains(err.Error(), "already in use by this SDS") {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("SDS has not attached %s after 10 s (last answer: %v)", sds.Devices[0], err)
+		}
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
