@@ -120,12 +120,22 @@ func TestMaintenanceOnCluster(t *testing.T) {
 	e.refused(400, "not in maintenance", "DELETE", "/api/v1/sds/sds1/maintenance", op, "")
 	e.refused(400, `maintenance mode "nap"`, "POST", "/api/v1/sds/sds1/maintenance", op, `{"mode":"nap"}`)
 	e.refused(404, "not found", "POST", "/api/v1/sds/nosuch/maintenance", op, `{"mode":"instant"}`)
+	// Two SDSs that hold copies of one group (placement is random: with 4
+	// SDSs and 16 groups a given pair may share none, but some pair does).
 	m, _ := c.Cat.Map(c.PoolID)
-	if !sharesGroup(m, c.SDSs[0].ID, c.SDSs[1].ID) {
-		t.Fatal("test premise: sds1 and sds2 share no group")
+	var partners []string
+	for i := range c.SDSs {
+		for j := i + 1; j < len(c.SDSs) && partners == nil; j++ {
+			if sharesGroup(m, c.SDSs[i].ID, c.SDSs[j].ID) {
+				partners = []string{c.SDSs[i].Name, c.SDSs[j].Name}
+			}
+		}
 	}
-	if _, err := c.Store.EnterMaintenance(ctx, []string{"sds1", "sds2"}, model.MaintenanceProtected); err == nil || !strings.Contains(err.Error(), "no complete copy") {
-		t.Fatalf("two partner SDSs at once: %v", err)
+	if partners == nil {
+		t.Fatal("test premise: no two SDSs share a group")
+	}
+	if _, err := c.Store.EnterMaintenance(ctx, partners, model.MaintenanceProtected); err == nil || !strings.Contains(err.Error(), "no complete copy") {
+		t.Fatalf("two partner SDSs at once (%v): %v", partners, err)
 	}
 	for _, x := range c.SDSs {
 		if st := sds(x.Name).State; st != model.SDSNormal {
