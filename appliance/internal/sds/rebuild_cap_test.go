@@ -14,7 +14,6 @@ import (
 
 const MiB = 1 << 20
 
-
 func doneBytes(t *testing.T, c *testcluster.Cluster, id string) int64 {
 	t.Helper()
 	var st model.SDSStats
