@@ -22,6 +22,7 @@ import (
 
 	"github.com/cairn-storage/cairn/appliance/internal/catalog"
 	"github.com/cairn-storage/cairn/appliance/internal/client"
+	"github.com/cairn-storage/cairn/appliance/internal/pki"
 	"go.uber.org/zap"
 )
 
@@ -77,11 +78,14 @@ type common struct {
 	mdm      string
 	logLevel string
 	debug    string
+	pkiDir   string
+	id       *pki.Identity // loaded by identity()
 }
 
 func (c *common) add(fs *flag.FlagSet) {
 	fs.StringVar(&c.mdm, "mdm", envOr("CAIRN_MDM", "http://127.0.0.1:2379"), "comma-separated MDM (etcd) client URLs ($CAIRN_MDM)")
 	fs.StringVar(&c.logLevel, "log-level", envOr("CAIRN_LOG_LEVEL", "info"), "debug, info, warn or error")
+	fs.StringVar(&c.pkiDir, "pki", os.Getenv("CAIRN_PKI_DIR"), "this daemon's PKI directory: ca.crt, node.crt, node.key (cairn pki issue) ($CAIRN_PKI_DIR)")
 	fs.StringVar(&c.debug, "debug-listen", os.Getenv("CAIRN_DEBUG_LISTEN"), "serve Go profiles (/debug/pprof) on this loopback address, e.g. 127.0.0.1:6060")
 }
 
@@ -117,6 +121,25 @@ func (c *common) logger(role string) *slog.Logger {
 	log := slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: lvl})).With("role", role)
 	c.startDebug(log)
 	return log
+}
+
+// identity loads the daemon's certificate from --pki (nil without --pki),
+// checks it holds role, and keeps it current (reload on change) while ctx
+// lasts.
+func (c *common) identity(ctx context.Context, role string, log *slog.Logger) (*pki.Identity, error) {
+	if c.id != nil || c.pkiDir == "" {
+		return c.id, nil
+	}
+	id, err := pki.LoadIdentity(c.pkiDir)
+	if err != nil {
+		return nil, err
+	}
+	if id.Peer().Role != role {
+		return nil, fmt.Errorf("--pki %s holds the certificate of %s, not of a %s: issue one with 'cairn pki issue --role %s'", c.pkiDir, id.Peer(), role, role)
+	}
+	go id.Watch(ctx, 30*time.Second, log)
+	c.id = id
+	return id, nil
 }
 
 // etcd connects to the MDM members.

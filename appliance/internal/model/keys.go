@@ -25,6 +25,7 @@ import (
 //	Prefix+"filled/<pool>/<pg>/<device>"   copy's Since (dec.)       SDS primary, when a fill is done  MDM controller (deletes in map txn)      until consumed
 //	Prefix+"session/<sha256 hex>"          gateway session           gateway, at login                 gateway, on every request                lease (session TTL)
 //	Prefix+"token/bootstrap/<sha256 hex>"  bootstrap record          Store.PutBootstrapToken           Store.RedeemBootstrapToken               lease (token TTL); deleted when redeemed
+//	Prefix+"cert/<role>/<name>"            pki.Info (no secret)      each daemon with --pki, at start  gateway (certificates, expiry alerts)     lease (the daemon)
 //	Prefix+"election/..."                  etcd election keys        MDM members (concurrency)         MDM members                              lease (leader session)
 //	Prefix+"mdmrole/<member>"              {"tie_breaker": bool}     `cairn mdm` at start, gateway     gateway (MDM member list)                until the member is removed
 //	LogPrefix+"eventseq"                   last event number (dec.)  gateway, in each event's txn      gateway                                  forever
@@ -126,6 +127,15 @@ func tokenHash(token string) string {
 	sum := sha256.Sum256([]byte(token))
 	return hex.EncodeToString(sum[:])
 }
+
+// Certificates.
+
+// CertPrefix is where running daemons publish their certificate's pki.Info
+// (who, serial, expiry; nothing secret), under their process's lease.
+const CertPrefix = Prefix + "cert/"
+
+// CertKey returns the key a daemon publishes its certificate under.
+func CertKey(role, name string) string { return CertPrefix + role + "/" + name }
 
 // MDM members.
 
