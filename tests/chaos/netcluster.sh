@@ -76,16 +76,16 @@ daemon_cmd() {
 	case $1 in
 	mdm[123])
 		n=${1#mdm}
-		echo "$CAIRN" mdm --name "$1" --data-dir "$STATE/$1" \
+		echo "$CAIRN" mdm --name "$1" --data-dir "$STATE/$1" --pki "$STATE/pki/$1" \
 			--client-url "http://$CORE_IP:$(mdm_client_port "$n")" \
 			--peer-url "http://$CORE_IP:$(mdm_peer_port "$n")" --initial-cluster "$INITIAL"
 		;;
-	gateway) echo "$CAIRN" gateway --mdm "$MDM" --listen "127.0.0.1:$GW_PORT" --state-dir "$STATE/gateway" ;;
-	nbd) echo "$CAIRN" nbd --mdm "$MDM" --host local --listen "127.0.0.1:$NBD_PORT" ;;
+	gateway) echo "$CAIRN" gateway --pki "$STATE/pki/gateway" --mdm "$MDM" --listen "127.0.0.1:$GW_PORT" --state-dir "$STATE/gateway" ;;
+	nbd) echo "$CAIRN" nbd --pki "$STATE/pki/nbd-local" --mdm "$MDM" --host local --listen "127.0.0.1:$NBD_PORT" ;;
 	sds*)
 		n=${1#sds}
 		# CAIRN_FAULT_INJECTION: a device fails (EIO) while <path>.fail exists.
-		echo env CAIRN_FAULT_INJECTION=1 "$CAIRN" sds --mdm "$MDM" --name "$1" --listen "$(sds_ip "$n"):7100" --state-dir "$STATE/$1"
+		echo env CAIRN_FAULT_INJECTION=1 "$CAIRN" sds --mdm "$MDM" --name "$1" --pki "$STATE/pki/$1" --listen "$(sds_ip "$n"):7100" --state-dir "$STATE/$1"
 		;;
 	*) die "unknown daemon $1" ;;
 	esac
@@ -242,6 +242,12 @@ INITIAL=mdm1=http://$CORE_IP:2380,mdm2=http://$CORE_IP:2480,mdm3=http://$CORE_IP
 trap 'rc=$?; if [ $rc -ne 0 ]; then say "start failed; cleaning up"; stop_all; rm -f "$STATE/env"; fi' EXIT
 
 t0=$(date +%s%N)
+# Certificates (daemon_cmd names their directories): issued once, in the
+# root namespace, before anything starts.
+for i in 1 2 3; do pki_dir "$STATE" mdm "mdm$i" "$CORE_IP,127.0.0.1,localhost" >/dev/null; done
+pki_dir "$STATE" gateway gateway "$CORE_IP,127.0.0.1,localhost" >/dev/null
+pki_dir "$STATE" nbd nbd-local "$CORE_IP,127.0.0.1,localhost" >/dev/null
+for ((i = 1; i <= SDS_COUNT; i++)); do pki_dir "$STATE" sds "sds$i" "$(sds_ip "$i")" >/dev/null; done
 make_net
 say "namespaces $PREFIX-{hub,core,sds1..$SDS_COUNT} up"
 for i in 1 2 3; do spawn_daemon "mdm$i"; done

@@ -12,7 +12,8 @@
 # start prints the NBD export's URI on a line of its own starting with
 # nbd://. Run again on an existing STATEDIR it resumes the cluster (same
 # ports, same data). Everything lives in STATEDIR: logs/, pids/, data,
-# cairnctl.json (export CAIRNCTL_CONFIG=STATEDIR/cairnctl.json to use it).
+# cairnctl.json (export CAIRNCTL_CONFIG=STATEDIR/cairnctl.json to use it),
+# pki/ (the cluster CA in pki/ca, each daemon's certificate in pki/NAME).
 set -euo pipefail
 
 ROOT=$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)
@@ -84,13 +85,13 @@ t0=$(date +%s)
 say "starting 3 MDM members (embedded etcd)"
 for i in 1 2 3; do
 	c=MDM${i}_CLIENT p=MDM${i}_PEER
-	spawn "$STATE" mdm$i "$CAIRN" mdm --name mdm$i --data-dir "$STATE/mdm$i" \
+	spawn "$STATE" mdm$i "$CAIRN" mdm --name mdm$i --data-dir "$STATE/mdm$i" --pki "$(pki_dir "$STATE" mdm mdm$i)" \
 		--client-url "http://127.0.0.1:${!c}" --peer-url "http://127.0.0.1:${!p}" --initial-cluster "$INITIAL"
 done
 for i in 1 2 3; do c=MDM${i}_CLIENT; wait_port --log "$STATE/logs/" 127.0.0.1 "${!c}" 30 mdm$i; done
 
 say "starting the gateway"
-spawn "$STATE" gateway "$CAIRN" gateway --listen "127.0.0.1:$GW_PORT" --state-dir "$STATE/gateway"
+spawn "$STATE" gateway "$CAIRN" gateway --pki "$(pki_dir "$STATE" gateway gateway)" --listen "127.0.0.1:$GW_PORT" --state-dir "$STATE/gateway"
 wait_port --log "$STATE/logs/" 127.0.0.1 "$GW_PORT" 30 gateway
 
 if [ ! -f "$STATE/cairnctl.json" ]; then
@@ -102,7 +103,7 @@ fi
 
 for ((i = 1; i <= SDS_COUNT; i++)); do
 	p=SDS${i}_PORT
-	spawn "$STATE" sds$i "$CAIRN" sds --name "sds$i" --listen "127.0.0.1:${!p}" --state-dir "$STATE/sds$i"
+	spawn "$STATE" sds$i "$CAIRN" sds --name "sds$i" --pki "$(pki_dir "$STATE" sds "sds$i")" --listen "127.0.0.1:${!p}" --state-dir "$STATE/sds$i"
 done
 
 if [ ! -f "$STATE/.configured" ]; then
@@ -131,7 +132,7 @@ else
 	for ((i = 1; i <= SDS_COUNT; i++)); do p=SDS${i}_PORT; wait_port --log "$STATE/logs/" 127.0.0.1 "${!p}" 30 "sds$i"; done
 fi
 
-spawn "$STATE" nbd "$CAIRN" nbd --host local --listen "127.0.0.1:$NBD_PORT"
+spawn "$STATE" nbd "$CAIRN" nbd --pki "$(pki_dir "$STATE" nbd nbd-local)" --host local --listen "127.0.0.1:$NBD_PORT"
 wait_port --log "$STATE/logs/" 127.0.0.1 "$NBD_PORT" 30 nbd
 say "cluster up in $(($(date +%s) - t0)) s"
 echo "nbd://127.0.0.1:$NBD_PORT/$VOL"

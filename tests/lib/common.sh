@@ -22,6 +22,10 @@
 #                                     run CMD (output discarded) every S s (0.5) until it
 #                                     succeeds; 1 after SECONDS s of wall-clock time
 #   netns_pids NS                     every process in network namespace NS
+#   pki_dir STATE ROLE NAME [HOSTS]   print the PKI directory (--pki) of daemon NAME,
+#                                     issuing its certificate (role ROLE, serving at the
+#                                     comma-separated HOSTS) the first time, from the
+#                                     cluster CA in STATE/pki/ca (created the first time)
 #
 # Argument order is the same everywhere: options first, then what to wait on,
 # then the limit in seconds, then (wait_port) what it is for. The network
@@ -159,3 +163,18 @@ netns_pids() {
 	done
 	return 0
 }
+
+# pki_dir STATE ROLE NAME [HOSTS]: see the header. Uses $CAIRN (the cairn binary).
+# Resumed clusters keep their CA and certificates.
+pki_dir() {
+	local state=$1 role=$2 name=$3 hosts=${4:-127.0.0.1,localhost}
+	local dir=$state/pki/$name
+	if [ ! -f "$state/pki/ca/ca.key" ]; then
+		"$CAIRN" pki init --dir "$state/pki/ca" --cluster "$(basename "$state" | tr -c 'A-Za-z0-9._\n-' _)" >/dev/null || return 1
+	fi
+	if [ ! -f "$dir/node.crt" ]; then
+		"$CAIRN" pki issue --ca "$state/pki/ca" --out "$dir" --role "$role" --name "$name" --host "$hosts" >/dev/null || return 1
+	fi
+	echo "$dir"
+}
+
