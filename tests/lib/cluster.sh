@@ -66,11 +66,13 @@ mkdir -p "$STATE/logs" "$STATE/pids" "$STATE/devices"
 
 # Ports: chosen once, kept for resumes.
 if [ ! -f "$STATE/ports.env" ]; then
+	# All at once: separate free_port calls may return the same port twice.
+	mapfile -t ports < <(free_ports $((8 + SDS_COUNT)))
 	{
-		for i in 1 2 3; do echo "MDM${i}_CLIENT=$(free_port)"; echo "MDM${i}_PEER=$(free_port)"; done
-		for ((i = 1; i <= SDS_COUNT; i++)); do echo "SDS${i}_PORT=$(free_port)"; done
-		echo "GW_PORT=$(free_port)"
-		echo "NBD_PORT=$(free_port)"
+		for i in 1 2 3; do echo "MDM${i}_CLIENT=${ports[2 * i - 2]}"; echo "MDM${i}_PEER=${ports[2 * i - 1]}"; done
+		for ((i = 1; i <= SDS_COUNT; i++)); do echo "SDS${i}_PORT=${ports[7 + i]}"; done
+		echo "GW_PORT=${ports[6]}"
+		echo "NBD_PORT=${ports[7]}"
 		echo "SDS_COUNT=$SDS_COUNT"
 		echo "DEVS=$DEVS"
 	} >"$STATE/ports.env"

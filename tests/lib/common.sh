@@ -4,6 +4,7 @@
 # options and no traps (those belong to the harness).
 #
 #   free_port                         print a free TCP port on 127.0.0.1
+#   free_ports N                      print N distinct free TCP ports, one per line
 #   pid_alive PID                     true while PID runs (a zombie counts as dead)
 #   alive PIDFILE                     pid_alive on the pid PIDFILE holds (false if no file)
 #   spawn [--netns NS] DIR NAME CMD...
@@ -41,7 +42,16 @@
 # may take it before the caller binds it; the harnesses live with that (they
 # start the daemon right away and fail clearly when it cannot listen).
 free_port() {
-	python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])'
+	free_ports 1
+}
+
+# free_ports N: N distinct free ports, one per line. They are held open
+# together while chosen, so (unlike N calls of free_port) no two are equal.
+free_ports() {
+	python3 -c 'import socket, sys
+socks = [socket.socket() for _ in range(int(sys.argv[1]))]
+for s in socks: s.bind(("127.0.0.1", 0))
+print("\n".join(str(s.getsockname()[1]) for s in socks))' "$1"
 }
 
 # pid_alive PID: the process runs. A zombie counts as dead: its sockets and
