@@ -5,7 +5,7 @@ DEMO_STATE ?= $(CURDIR)/demo-state
 GO_TEST_FLAGS ?= -race -count=1 -timeout 20m
 
 .PHONY: all build demo demo-stop test test-go test-integration test-chaos test-lio test-lio-full test-e2e \
-	test-appliance test-packer test-plugin test-qos test-installer test-ansible test-ansible-roles print-test-suites demo-vsphere bench bench-smoke test-bench clean build-ui test-ui
+	test-appliance test-packer test-plugin test-qos test-security test-installer test-ansible test-ansible-roles print-test-suites demo-vsphere bench bench-smoke test-bench clean build-ui test-ui
 
 all: build
 
@@ -42,6 +42,12 @@ test-chaos: build
 # vCenter simulator -> plan -> deploy of 4 SVMs running the real daemons in
 # network namespaces -> VMFS datastore on 4 hosts -> rolling maintenance under
 # fio verify -> an SVM that does not come back, then resume. Needs root.
+# the rogue-client test: an attacker in its own namespace, no credentials or
+# the wrong ones, against a cluster in namespaces (authentication on). Root.
+test-security: build
+	@scripts/deps.sh security
+	tests/security/run.sh
+
 test-e2e: build
 	@scripts/deps.sh e2e
 	tests/e2e/run.sh

@@ -5,7 +5,7 @@
 #
 #   scripts/deps.sh SUITE...    suites: demo go integration plugin packer chaos
 #                               e2e lio appliance bench ui installer ansible
-#                               ansible-roles qos test
+#                               ansible-roles qos security test
 #                               (test = everything `make test` runs)
 #
 # Every `make` target calls it for its own suite, so `make test-lio` on a
@@ -33,6 +33,7 @@ declare -A PKGS=(
 	[ansible]="python3-venv libnbd-bin"
 	[ansible-roles]="python3-venv openssh-client qemu-system-x86 qemu-utils debootstrap e2fsprogs libnbd-bin"
 	[qos]="fio libnbd-bin"
+	[security]="jq nftables iproute2"
 )
 # Suites whose scripts read apt's package lists (apt-cache, apt-get download).
 NEEDS_APT_LISTS=" lio appliance bench ansible-roles "

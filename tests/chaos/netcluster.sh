@@ -14,6 +14,8 @@
 #   netcluster.sh restart STATEDIR DAEMON     start a killed daemon again (same data)
 #   netcluster.sh partition STATEDIR sdsN     drop every packet in and out of sdsN's namespace
 #   netcluster.sh heal STATEDIR sdsN          remove that drop
+#   netcluster.sh attach STATEDIR NAME IP     a namespace NAME of its own on the cluster's bridge at IP
+#                                             (10.231.0.x), nothing in it (the rogue-client test's attacker)
 #
 # Topology (all of it inside namespaces named <prefix>-<role>, prefix
 # "cairnchaos-<pid of start>"; the root namespace gets no address, no route
@@ -80,7 +82,7 @@ daemon_cmd() {
 			--client-url "http://$CORE_IP:$(mdm_client_port "$n")" \
 			--peer-url "http://$CORE_IP:$(mdm_peer_port "$n")" --initial-cluster "$INITIAL"
 		;;
-	gateway) echo "$CAIRN" gateway --pki "$STATE/pki/gateway" --mdm "$MDM" --listen "127.0.0.1:$GW_PORT" --state-dir "$STATE/gateway" ;;
+	gateway) echo "$CAIRN" gateway --pki "$STATE/pki/gateway" --mdm "$MDM" --listen "0.0.0.0:$GW_PORT" --state-dir "$STATE/gateway" ;;
 	nbd) echo "$CAIRN" nbd --pki "$STATE/pki/nbd-local" --mdm "$MDM" --host local --listen "127.0.0.1:$NBD_PORT" ;;
 	sds*)
 		n=${1#sds}
@@ -180,6 +182,19 @@ restart)
 	load_env
 	d=${1:?daemon}
 	spawn_daemon "$d"
+	exit 0
+	;;
+attach)
+	load_env
+	n=${1:?name}; ip=${2:?ip}
+	case $ip in "$SUBNET".*) ;; *) die "attach: $ip is not in $SUBNET.0/24" ;; esac
+	ip netns add "$(nsname "$n")" || die "cannot create namespace $(nsname "$n")"
+	nsname "$n" >>"$STATE/namespaces"
+	ip -n "$(nsname "$n")" link set lo up
+	ip -n "$(nsname hub)" link add "$n" type veth peer name eth0 netns "$(nsname "$n")"
+	ip -n "$(nsname hub)" link set "$n" master br0 up
+	ip -n "$(nsname "$n")" addr add "$ip/24" dev eth0
+	ip -n "$(nsname "$n")" link set eth0 up
 	exit 0
 	;;
 partition | heal)

@@ -1,0 +1,86 @@
+#!/usr/bin/env bash
+# The rogue-client test (make test-security): a Cairn cluster in network
+# namespaces (tests/chaos/netcluster.sh, authentication on as always), and an
+# attacker in a namespace of its own on the same bridge (10.231.0.250) running
+# tests/security/rogue: with no credentials, with a stolen host certificate
+# (the cluster's CA, the wrong role for anything but NBD, and no mapping) and
+# with a forged SDS certificate (another CA), it tries to read and write
+# chunks on every SDS, read and change etcd on every MDM, list and open NBD
+# exports, and guess the admin password. Every attempt must be refused; the
+# refusals must show in the gateway's events; the cluster must still serve
+# its legitimate clients afterwards.
+# Needs root (namespaces), iproute2, go, jq.
+set -uo pipefail
+
+ROOT=$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)
+# shellcheck source=../lib/common.sh
+. "$ROOT/tests/lib/common.sh"
+CAIRN=$ROOT/appliance/bin/cairn
+NC=$ROOT/tests/chaos/netcluster.sh
+SUBNET=10.231.0
+CORE=$SUBNET.1
+
+passed=0 failed=0
+say() { echo "[$(date +%H:%M:%S)] $*"; }
+ok() { echo "ok   $*"; passed=$((passed + 1)); }
+bad() { echo "FAIL $*"; failed=$((failed + 1)); }
+
+for tool in ip go jq; do
+	command -v "$tool" >/dev/null || { echo "FAIL $tool is not installed (scripts/deps.sh security)"; exit 1; }
+done
+[ "$(id -u)" -eq 0 ] || { echo "FAIL the rogue-client test needs root (network namespaces)"; exit 1; }
+
+STATE=$(mktemp -d "${TMPDIR:-/tmp}/cairn-rogue.XXXXXX")
+cleanup() {
+	"$NC" stop "$STATE" >/dev/null 2>&1 || true
+	[ "${SECURITY_KEEP:-0}" = 1 ] && { echo "state kept in $STATE"; return; }
+	rm -rf "$STATE"
+}
+trap cleanup EXIT
+
+t0=$(date +%s)
+say "building the attacker"
+(cd "$ROOT/tests/security/rogue" && go vet ./... && go build -o "$STATE/rogue" .) || { echo "FAIL the attacker does not build"; exit 1; }
+
+say "starting a 3-SDS cluster in namespaces"
+"$NC" start "$STATE/cl" --sds 3 --devices-per-sds 1 >"$STATE/start.log" 2>&1 || { cat "$STATE/start.log"; echo "FAIL the cluster did not start"; exit 1; }
+"$NC" attach "$STATE/cl" rogue "$SUBNET.250" || { echo "FAIL no namespace for the attacker"; exit 1; }
+# shellcheck disable=SC1091
+. "$STATE/cl/env"
+
+# The attacker's credentials: a host certificate of this cluster (stolen from
+# an ESXi host; a host has no business on the data path or in etcd and this
+# one has no mapping), and an SDS certificate from a CA of its own.
+stolen=$(pki_dir "$STATE/cl" host rogue-host "$SUBNET.250")
+"$CAIRN" pki init --dir "$STATE/forge/ca" --cluster forged >/dev/null
+"$CAIRN" pki issue --ca "$STATE/forge/ca" --out "$STATE/forge/sds1" --role sds --name sds1 --host "$SUBNET.250" >/dev/null
+
+sds=$(for ((i = 1; i <= SDS_COUNT; i++)); do printf '%s,' "$SUBNET.$((10 + i)):7100"; done)
+mdm=$CORE:2379,$CORE:2479,$CORE:2579
+say "attacking from $SUBNET.250"
+"$NC" exec "$STATE/cl" rogue timeout 300 "$STATE/rogue" --sds "${sds%,}" --mdm "$mdm" --nbd "$CORE:10809" \
+	--gateway "$CORE:8443" --volume "$VOL" --cert "stolen-host=$stolen" --cert "forged-sds=$STATE/forge/sds1" \
+	--guesses 15 | tee "$STATE/rogue.out"
+rc=${PIPESTATUS[0]}
+n_ref=$(grep -c '^refused' "$STATE/rogue.out")
+if [ "$rc" -eq 0 ] && [ "$n_ref" -gt 0 ]; then
+	ok "every attempt refused ($n_ref)"
+else
+	bad "the attacker got through (exit $rc): $(grep '^ACCEPTED' "$STATE/rogue.out" | tr '\n' ';')"
+fi
+
+# The refusals are events an admin sees.
+events=$("$NC" ctl "$STATE/cl" --json event ls --limit 1000 2>/dev/null) || events='[]'
+jq -c '(if type == "array" then . else .items end)[]' <<<"$events" >"$STATE/events.jsonl" 2>/dev/null
+if grep -i 'throttl' "$STATE/events.jsonl" | grep -q "$SUBNET.250"; then
+	ok "the password guessing is in the events: $(grep -i throttl "$STATE/events.jsonl" | head -1 | jq -r .message)"
+else
+	bad "no event names the throttled guesser $SUBNET.250 ($(wc -l <"$STATE/events.jsonl") events read)"
+fi
+
+# The legitimate clients still work: the cluster answers and the NBD server
+# (which holds the cluster's certificates) still has the volume.
+if "$NC" ctl "$STATE/cl" --json system info >/dev/null 2>&1; then ok "the admin still manages the cluster"; else bad "the gateway no longer answers the admin"; fi
+
+echo "security: $passed passed, $failed failed in $(($(date +%s) - t0)) s"
+[ "$failed" -eq 0 ]
