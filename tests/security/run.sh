@@ -18,7 +18,6 @@ ROOT=$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)
 CAIRN=$ROOT/appliance/bin/cairn
 NC=$ROOT/tests/chaos/netcluster.sh
 SUBNET=10.231.0
-CORE=$SUBNET.1
 
 passed=0 failed=0
 say() { echo "[$(date +%H:%M:%S)] $*"; }
@@ -56,10 +55,11 @@ stolen=$(pki_dir "$STATE/cl" host rogue-host "$SUBNET.250")
 "$CAIRN" pki issue --ca "$STATE/forge/ca" --out "$STATE/forge/sds1" --role sds --name sds1 --host "$SUBNET.250" >/dev/null
 
 sds=$(for ((i = 1; i <= SDS_COUNT; i++)); do printf '%s,' "$SUBNET.$((10 + i)):7100"; done)
-mdm=$CORE:2379,$CORE:2479,$CORE:2579
+core=$SUBNET.1 # the core namespace's bridge address (MDMs, gateway, NBD server)
+mdm=$core:2379,$core:2479,$core:2579
 say "attacking from $SUBNET.250"
-"$NC" exec "$STATE/cl" rogue timeout 300 "$STATE/rogue" --sds "${sds%,}" --mdm "$mdm" --nbd "$CORE:10809" \
-	--gateway "$CORE:8443" --volume "$VOL" --cert "stolen-host=$stolen" --cert "forged-sds=$STATE/forge/sds1" \
+"$NC" exec "$STATE/cl" rogue timeout 300 "$STATE/rogue" --sds "${sds%,}" --mdm "$mdm" --nbd "$core:10809" \
+	--gateway "$core:8443" --volume "$VOL" --cert "stolen-host=$stolen" --cert "forged-sds=$STATE/forge/sds1" \
 	--guesses 15 | tee "$STATE/rogue.out"
 rc=${PIPESTATUS[0]}
 n_ref=$(grep -c '^refused' "$STATE/rogue.out")

@@ -8,7 +8,8 @@
 //
 // It prints one line per attempt, "refused <probe>: <how>" or
 // "ACCEPTED <probe>: <what got through>", and exits 1 if anything got
-// through, 2 on a usage error.
+// through, 3 if an attempt could not reach its service (that proves
+// nothing), 2 on a usage error.
 package main
 
 import (
@@ -30,13 +31,31 @@ import (
 	"go.uber.org/zap"
 )
 
-type result struct{ accepted, refused int }
+type result struct{ accepted, refused, unreachable int }
 
 var res result
 
 func refused(probe, how string, a ...any) {
 	res.refused++
 	fmt.Printf("refused  %-34s %s\n", probe, fmt.Sprintf(how, a...))
+}
+
+// unreachable: the attempt never reached the service (no route, nothing
+// listening). It proves nothing, so it fails the run like an acceptance.
+func unreachable(probe string, err error) {
+	res.unreachable++
+	fmt.Printf("UNREACHABLE %-31s %v\n", probe, err)
+}
+
+// reach checks that addr accepts TCP connections from here.
+func reach(probe, addr string) bool {
+	c, err := net.DialTimeout("tcp", addr, 3*time.Second)
+	if err != nil {
+		unreachable(probe, err)
+		return false
+	}
+	c.Close()
+	return true
 }
 
 func accepted(probe, what string, a ...any) {
@@ -114,9 +133,12 @@ func main() {
 	if gw != "" {
 		probeLogin(gw, guesses)
 	}
-	fmt.Printf("%d attempts refused, %d accepted\n", res.refused, res.accepted)
+	fmt.Printf("%d attempts refused, %d accepted, %d did not reach their service\n", res.refused, res.accepted, res.unreachable)
 	if res.accepted > 0 {
 		os.Exit(1)
+	}
+	if res.unreachable > 0 {
+		os.Exit(3)
 	}
 }
 
@@ -195,7 +217,7 @@ func probeSDSPlain(addr string) {
 	probe := "sds-plain " + addr
 	c, err := net.DialTimeout("tcp", addr, 3*time.Second)
 	if err != nil {
-		refused(probe, "connect: %v", err)
+		unreachable(probe, err)
 		return
 	}
 	defer c.Close()
@@ -208,6 +230,9 @@ func probeSDSPlain(addr string) {
 
 func probeSDSTLS(addr string, cr creds) {
 	probe := "sds-tls/" + cr.label + " " + addr
+	if !reach(probe, addr) {
+		return
+	}
 	d := &net.Dialer{Timeout: 3 * time.Second}
 	c, err := tls.DialWithDialer(d, "tcp", addr, cr.tls())
 	if err != nil {
@@ -239,6 +264,9 @@ func probeSDSTLS(addr string, cr creds) {
 // --- etcd --------------------------------------------------------------
 
 func probeEtcd(probe, url string, cfg *tls.Config) {
+	if !reach(probe, url[strings.Index(url, "//")+2:]) {
+		return
+	}
 	cli, err := clientv3.New(clientv3.Config{Endpoints: []string{url}, DialTimeout: 3 * time.Second, TLS: cfg, Logger: zap.NewNop()})
 	if err != nil {
 		refused(probe, "connect: %v", err)
@@ -380,7 +408,7 @@ func probeNBD(addr, volume string, cr *creds) {
 	}
 	c, err := net.DialTimeout("tcp", addr, 3*time.Second)
 	if err != nil {
-		refused(probe, "connect: %v", err)
+		unreachable(probe, err)
 		return
 	}
 	defer c.Close()
@@ -418,14 +446,17 @@ func probeNBD(addr, volume string, cr *creds) {
 // --- gateway -----------------------------------------------------------
 
 func probeLogin(addr string, guesses int) {
+	if !reach("login-guess "+addr, addr) {
+		return
+	}
 	cl := &http.Client{Timeout: 10 * time.Second, Transport: &http.Transport{TLSClientConfig: &tls.Config{InsecureSkipVerify: true}}}
 	codes := map[int]int{}
 	for i := 0; i < guesses; i++ {
 		body := fmt.Sprintf(`{"username":"admin","password":"guess-%d-%d"}`, i, time.Now().UnixNano())
 		r, err := cl.Post("https://"+addr+"/api/v1/login", "application/json", strings.NewReader(body))
 		if err != nil {
-			codes[-1]++
-			continue
+			unreachable("login-guess "+addr, err)
+			return
 		}
 		_, _ = io.Copy(io.Discard, io.LimitReader(r.Body, 1<<16))
 		r.Body.Close()
