@@ -389,6 +389,9 @@ func (s *Server) observe(ctx context.Context) error {
 		return err
 	}
 	s.promoteLearners(ctx)
+	if err := s.consumeRefusals(ctx); err != nil {
+		return err
+	}
 	want := w.conditions(s.prog.rebuildView(w))
 	r, err := s.cfg.Etcd.Get(ctx, model.AlertActivePrefix, clientv3.WithPrefix())
 	if err != nil {

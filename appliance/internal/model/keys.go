@@ -26,6 +26,7 @@ import (
 //	Prefix+"session/<sha256 hex>"          gateway session           gateway, at login                 gateway, on every request                lease (session TTL)
 //	Prefix+"token/bootstrap/<sha256 hex>"  bootstrap record          Store.PutBootstrapToken           Store.RedeemBootstrapToken               lease (token TTL); deleted when redeemed
 //	Prefix+"cert/<role>/<name>"            pki.Info (no secret)      each daemon with --pki, at start  gateway (certificates, expiry alerts)     lease (the daemon)
+//	Prefix+"refused/<role>/<name>/<seq>"   refusals.Batch            a daemon that refused connections gateway (one event each, then deletes)     lease (1 h) or until consumed
 //	Prefix+"election/..."                  etcd election keys        MDM members (concurrency)         MDM members                              lease (leader session)
 //	Prefix+"mdmrole/<member>"              {"tie_breaker": bool}     `cairn mdm` at start, gateway     gateway (MDM member list)                until the member is removed
 //	LogPrefix+"eventseq"                   last event number (dec.)  gateway, in each event's txn      gateway                                  forever
@@ -136,6 +137,13 @@ const CertPrefix = Prefix + "cert/"
 
 // CertKey returns the key a daemon publishes its certificate under.
 func CertKey(role, name string) string { return CertPrefix + role + "/" + name }
+
+// RefusedPrefix is where daemons report the connections they refused
+// (refusals.Batch), consumed by a gateway into events.
+const RefusedPrefix = Prefix + "refused/"
+
+// RefusedKey returns the key of one report of daemon role/name.
+func RefusedKey(role, name, seq string) string { return RefusedPrefix + role + "/" + name + "/" + seq }
 
 // MDM members.
 
