@@ -152,3 +152,11 @@ func (b Batch) Message() string {
 	}
 	return msg
 }
+
+// Pending is what r holds and has not handed to etcd yet (for tests and
+// diagnostics).
+func Pending(r *Reporter) []Refusal {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return append([]Refusal(nil), r.pending...)
+}
