@@ -2,6 +2,7 @@ package nbd
 
 import (
 	"context"
+	"crypto/tls"
 	"encoding/binary"
 	"fmt"
 	"io"
@@ -12,6 +13,8 @@ import (
 	"time"
 
 	"github.com/cairn-storage/cairn/appliance/internal/blockdev"
+	"github.com/cairn-storage/cairn/appliance/internal/pki"
+	"github.com/cairn-storage/cairn/appliance/internal/pki/pkitest"
 )
 
 // The fuzz targets feed arbitrary client bytes to one server connection
@@ -22,11 +25,21 @@ import (
 
 const fuzzVolSize = 1 << 20
 
-func fuzzConn(t *testing.T, input []byte) {
+func fuzzConn(t *testing.T, input []byte) { fuzzConnTLS(t, input, nil) }
+
+func fuzzServer(tlsCfg *tls.Config) *Server {
 	r := newResolver(blockdev.NewMemVolume("vol", 1, fuzzVolSize), blockdev.NewMemVolume("", 2, 64<<10))
 	srv := NewServer(r, nil)
 	srv.HandshakeTimeout = 2 * time.Second
 	srv.ShutdownGrace = time.Second
+	srv.TLS = tlsCfg
+	return srv
+}
+
+// fuzzConnTLS: fuzzConn against a server that requires TLS when tlsCfg is
+// set (the input is what a client sends before, or instead of, STARTTLS).
+func fuzzConnTLS(t *testing.T, input []byte, tlsCfg *tls.Config) {
+	srv := fuzzServer(tlsCfg)
 	cs, ss := net.Pipe()
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 	defer cancel()
@@ -63,6 +76,70 @@ func fuzzConn(t *testing.T, input []byte) {
 func FuzzNegotiation(f *testing.F) {
 	// Seeds: testdata/fuzz/FuzzNegotiation (from negotiationSeeds).
 	f.Fuzz(fuzzConn)
+}
+
+// FuzzTLSNegotiation drives a TLS-only server twice per input: pre is
+// everything a client sends in clear (the server must answer only
+// TLS_REQD/ACK and never leak an export), post is what a client holding a
+// valid host certificate sends inside TLS after STARTTLS (the haggling
+// parser again, then transmission).
+func FuzzTLSNegotiation(f *testing.F) {
+	kit := pkitest.New(f)
+	srvCfg := HostTLS(kit.Identity(pki.RoleNBD, "nbd1"), "A")
+	cliCfg := kit.Identity(pki.RoleHost, "A").ClientTLS("", pki.RoleNBD)
+	// Seeds: testdata/fuzz/FuzzTLSNegotiation (from tlsSeeds).
+	f.Fuzz(func(t *testing.T, pre, post []byte) {
+		fuzzConnTLS(t, pre, srvCfg)
+		fuzzAfterStartTLS(t, post, srvCfg, cliCfg)
+	})
+}
+
+// fuzzAfterStartTLS: a client with a good certificate negotiates STARTTLS,
+// then sends post over TLS and closes; the server must finish promptly.
+func fuzzAfterStartTLS(t *testing.T, post []byte, srvCfg, cliCfg *tls.Config) {
+	srv := fuzzServer(srvCfg)
+	cs, ss := net.Pipe()
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	served := make(chan struct{})
+	go func() {
+		defer close(served)
+		srv.ServeConn(ctx, ss)
+	}()
+	start := time.Now()
+	cs.SetDeadline(start.Add(5 * time.Second))
+	var greet [18]byte
+	var rep [20]byte
+	if _, err := io.ReadFull(cs, greet[:]); err != nil {
+		t.Fatalf("greeting: %v", err)
+	}
+	cs.Write(append(clientFlags(flagCFixedNewstyle|flagCNoZeroes), optionFrame(optStartTLS, nil)...))
+	if _, err := io.ReadFull(cs, rep[:]); err != nil || binary.BigEndian.Uint32(rep[12:]) != repAck {
+		t.Fatalf("STARTTLS: reply %x, err %v", rep, err)
+	}
+	tc := tls.Client(cs, cliCfg)
+	if err := tc.Handshake(); err != nil {
+		t.Fatalf("TLS handshake with a valid host certificate: %v", err)
+	}
+	drained := make(chan struct{})
+	go func() {
+		defer close(drained)
+		io.Copy(io.Discard, tc)
+	}()
+	tc.Write(post) // fails early if the server hangs up; that is fine
+	cs.Close()
+	select {
+	case <-served:
+	case <-time.After(10 * time.Second):
+		t.Fatalf("server did not finish 10s after the TLS client closed (input %d bytes)", len(post))
+	}
+	if d := time.Since(start); d > 3*time.Second {
+		t.Fatalf("TLS connection took %v to finish (input %d bytes)", d, len(post))
+	}
+	<-drained
+	if n := srv.Stats().RefusedClients; n != 0 {
+		t.Fatalf("a client with a valid certificate was counted as refused")
+	}
 }
 
 func FuzzTransmission(f *testing.F) {
@@ -112,6 +189,23 @@ func negotiationSeeds() [][]byte {
 	}
 }
 
+// tlsSeeds are (pre, post) pairs for FuzzTLSNegotiation: clear-text
+// attempts, and sessions inside TLS.
+func tlsSeeds() [][2][]byte {
+	fl := clientFlags(flagCFixedNewstyle | flagCNoZeroes)
+	neg := negotiationSeeds()
+	return [][2][]byte{
+		{nil, nil},
+		{cat(fl, optionFrame(optList, nil), optionFrame(optGo, infoData("vol")), optionFrame(optExportName, []byte("vol"))),
+			cat(optionFrame(optList, nil), optionFrame(optStartTLS, nil), optionFrame(optGo, infoData("vol", infoName)),
+				requestFrame(cmdRead, 0, 1, 0, 4096, nil), requestFrame(cmdDisc, 0, 2, 0, 0, nil))},
+		{cat(fl, optionFrame(optStartTLS, []byte{1}), optionFrame(optAbort, nil)), cat(optionFrame(optExportName, []byte("vol")),
+			requestFrame(cmdWrite, 0, 1, 0, 512, make([]byte, 512)))},
+		{cat(fl, optionFrame(optStartTLS, nil), optionFrame(optList, nil)), cat(optionFrame(optInfo, infoData("missing")), optionFrame(optAbort, nil))},
+		{neg[7], neg[9][4:]},
+	}
+}
+
 func transmissionSeeds() [][]byte {
 	page := make([]byte, 4096)
 	for i := range page {
@@ -153,4 +247,14 @@ func TestWriteFuzzSeeds(t *testing.T) {
 	}
 	write("FuzzNegotiation", negotiationSeeds())
 	write("FuzzTransmission", transmissionSeeds())
+	dir := filepath.Join("testdata", "fuzz", "FuzzTLSNegotiation")
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	for i, s := range tlsSeeds() {
+		body := fmt.Sprintf("go test fuzz v1\n[]byte(%q)\n[]byte(%q)\n", s[0], s[1])
+		if err := os.WriteFile(filepath.Join(dir, fmt.Sprintf("seed-%02d", i)), []byte(body), 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
 }
