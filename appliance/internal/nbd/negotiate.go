@@ -117,8 +117,6 @@ func (c *conn) negotiate(ctx context.Context) bool {
 		return true
 	}
 	switch {
-	case errors.Is(err, errAborted):
-		c.log.Debug("nbd: client aborted negotiation")
 	case ctx.Err() != nil:
 		c.log.Debug("nbd: negotiation interrupted by shutdown")
 	case errors.Is(err, errTLSRefused), errors.Is(err, errNoTLS):
@@ -126,8 +124,11 @@ func (c *conn) negotiate(ctx context.Context) bool {
 		c.srv.stats.refused.Add(1)
 		c.log.Warn("nbd: client refused", "err", err)
 	case c.askedInClear && !c.tlsUp:
+		// However it left (ABORT, EOF), it was refused.
 		c.srv.stats.refused.Add(1)
 		c.log.Warn("nbd: client refused: it asked for exports without TLS and left", "err", err)
+	case errors.Is(err, errAborted):
+		c.log.Debug("nbd: client aborted negotiation")
 	case errors.Is(err, io.EOF), errors.Is(err, io.ErrUnexpectedEOF):
 		c.log.Debug("nbd: client left during negotiation", "err", err)
 	default:

@@ -3,10 +3,16 @@ package nbd
 import (
 	"bufio"
 	"bytes"
+	"context"
 	"crypto/tls"
 	"encoding/binary"
+	"encoding/json"
 	"fmt"
 	"io"
+	"net"
+	"os"
+	"os/exec"
+	"path/filepath"
 	"strings"
 	"testing"
 	"time"
@@ -284,5 +290,71 @@ func TestCheckPlainListen(t *testing.T) {
 		if (err == nil) != c.ok || err != nil && !strings.Contains(err.Error(), c.says) {
 			t.Errorf("CheckPlainListen(%q, %v) = %v", c.addr, c.allowed, err)
 		}
+	}
+}
+
+// gnutlsDir issues role/name a certificate and links its files under the
+// names qemu's tls-creds-x509 and libnbd's tls-certificates look for.
+func gnutlsDir(t *testing.T, kit *pkitest.Kit, role, name string) string {
+	t.Helper()
+	d := kit.Dir(role, name)
+	for link, target := range map[string]string{"ca-cert.pem": pki.CACertFile, "client-cert.pem": pki.NodeCertFile, "client-key.pem": pki.NodeKeyFile} {
+		if err := os.Symlink(target, filepath.Join(d, link)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	return d
+}
+
+// TestTLSThirdPartyClients: libnbd and qemu, with a host certificate, over
+// STARTTLS; with another host's certificate or none, refused.
+func TestTLSThirdPartyClients(t *testing.T) {
+	nbdinfo := needTool(t, "nbdinfo", "libnbd-bin")
+	qemuIO := needTool(t, "qemu-io", "qemu-utils")
+	tc := newTLSCluster(t)
+	certsA := gnutlsDir(t, tc.kit, pki.RoleHost, "A")
+	certsB := gnutlsDir(t, tc.kit, pki.RoleHost, "B")
+
+	out := runTool(t, time.Minute, nbdinfo, "--list", "--json", "nbds://"+tc.addrA+"?tls-certificates="+certsA)
+	var list struct {
+		TLS     bool `json:"TLS"`
+		Exports []struct {
+			Name string `json:"export-name"`
+		} `json:"exports"`
+	}
+	if err := json.Unmarshal(out, &list); err != nil {
+		t.Fatalf("nbdinfo --list: %v\n%s", err, out)
+	}
+	if len(list.Exports) != 2 || list.Exports[0].Name != "a1" || list.Exports[1].Name != "a2" || !list.TLS {
+		t.Fatalf("nbdinfo --list over TLS: %s", out)
+	}
+
+	_, port, _ := net.SplitHostPort(tc.addrA)
+	out = runTool(t, time.Minute, qemuIO, "--object", "tls-creds-x509,id=tls0,dir="+certsA+",endpoint=client",
+		"--image-opts", "driver=nbd,host=127.0.0.1,port="+port+",export=a1,tls-creds=tls0",
+		"-c", "write -P 0xa5 65536 131072", "-c", "read -P 0xa5 65536 131072")
+	if bytes.Contains(out, []byte("failed")) {
+		t.Fatalf("qemu-io over TLS: %s", out)
+	}
+	if got := readVol(t, tc.volA, 65536, 131072); !bytes.Equal(got, bytes.Repeat([]byte{0xa5}, 131072)) {
+		t.Fatal("the volume does not hold the pattern qemu-io wrote over TLS")
+	}
+
+	refused := tc.srvA.Stats().RefusedClients
+	for _, uri := range []string{
+		"nbds://" + tc.addrA + "/a1?tls-certificates=" + certsB, // host B's certificate
+		"nbd://" + tc.addrA + "/a1",                             // no TLS
+	} {
+		ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+		out, err := exec.CommandContext(ctx, nbdinfo, uri).CombinedOutput()
+		cancel()
+		if err == nil {
+			t.Fatalf("nbdinfo %s: opened the export: %s", uri, out)
+		}
+		if bytes.Contains(out, []byte("export-size")) {
+			t.Fatalf("nbdinfo %s: learned the export's size: %s", uri, out)
+		}
+		refused++
+		waitRefused(t, tc.srvA, refused)
 	}
 }
