@@ -121,12 +121,10 @@ func (c *conn) negotiate(ctx context.Context) bool {
 		c.log.Debug("nbd: negotiation interrupted by shutdown")
 	case errors.Is(err, errTLSRefused), errors.Is(err, errNoTLS):
 		// A client without the right certificate: a security event.
-		c.srv.stats.refused.Add(1)
-		c.log.Warn("nbd: client refused", "err", err)
+		c.refused(err.Error())
 	case c.askedInClear && !c.tlsUp:
 		// However it left (ABORT, EOF), it was refused.
-		c.srv.stats.refused.Add(1)
-		c.log.Warn("nbd: client refused: it asked for exports without TLS and left", "err", err)
+		c.refused("it asked for exports without TLS (" + err.Error() + ")")
 	case errors.Is(err, errAborted):
 		c.log.Debug("nbd: client aborted negotiation")
 	case errors.Is(err, io.EOF), errors.Is(err, io.ErrUnexpectedEOF):
@@ -303,6 +301,20 @@ func (c *conn) option(ctx context.Context, opt uint32, data []byte, noZeroes boo
 	}
 }
 
+// refused counts, logs and reports (Server.OnRefused) a refused client.
+// peer is what its certificate claims, verified or not.
+func (c *conn) refused(reason string) {
+	c.srv.stats.refused.Add(1)
+	claims := ""
+	if c.peer != (pki.Peer{}) {
+		claims = c.peer.String()
+	}
+	c.log.Warn("nbd: client refused", "reason", reason, "claims", claims)
+	if c.srv.OnRefused != nil {
+		c.srv.OnRefused(addrString(c.remote), claims, reason)
+	}
+}
+
 // tlsRequiredMsg is the text of every NBD_REP_ERR_TLS_REQD: what the client
 // needs to connect.
 const tlsRequiredMsg = "this server requires TLS with a client certificate of its Cairn cluster " +
@@ -328,6 +340,10 @@ func (c *conn) startTLS(ctx context.Context, data []byte) error {
 	}
 	tc := tls.Server(c.nc, c.srv.TLS)
 	if err := tc.HandshakeContext(ctx); err != nil {
+		// Who the refused certificate claims to be, for the report.
+		if pc := tc.ConnectionState().PeerCertificates; len(pc) > 0 {
+			c.peer, _ = pki.PeerOf(pc[0])
+		}
 		return fmt.Errorf("%w: %v", errTLSRefused, err)
 	}
 	c.dlMu.Lock()

@@ -57,6 +57,11 @@ type Server struct {
 	// accepts (HostTLS: a host certificate of this cluster naming the
 	// served host). Nil serves plain NBD.
 	TLS *tls.Config
+	// OnRefused, if set, is told of each refused client (a failed TLS
+	// handshake, plain NBD on a TLS-only server): its address, the role/name
+	// its certificate claims (empty if none) and why. It must not block (the
+	// refusals package's Reporter.Refused does not).
+	OnRefused func(remote, peer, reason string)
 
 	stats serverStats
 }

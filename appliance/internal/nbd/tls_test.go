@@ -14,6 +14,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -29,6 +30,15 @@ type tlsCluster struct {
 	srvA, srvB   *Server
 	addrA, addrB string
 	volA         blockdev.Volume
+
+	mu      sync.Mutex
+	refusal []string // "peer: reason" from OnRefused, both servers
+}
+
+func (tc *tlsCluster) refusals() []string {
+	tc.mu.Lock()
+	defer tc.mu.Unlock()
+	return append([]string(nil), tc.refusal...)
 }
 
 func newTLSCluster(t *testing.T) *tlsCluster {
@@ -36,10 +46,18 @@ func newTLSCluster(t *testing.T) *tlsCluster {
 	kit := pkitest.New(t)
 	id := kit.Identity(pki.RoleNBD, "nbd1")
 	tc := &tlsCluster{kit: kit, volA: blockdev.NewMemVolume("a1", 1, testSize)}
+	record := func(remote, peer, reason string) {
+		tc.mu.Lock()
+		defer tc.mu.Unlock()
+		if remote == "" {
+			reason = "no remote address: " + reason
+		}
+		tc.refusal = append(tc.refusal, peer+": "+reason)
+	}
 	tc.srvA, tc.addrA = startServer(t, newResolver(tc.volA, blockdev.NewMemVolume("a2", 2, 1<<20)),
-		func(s *Server) { s.TLS = HostTLS(id, "A") })
+		func(s *Server) { s.TLS, s.OnRefused = HostTLS(id, "A"), record })
 	tc.srvB, tc.addrB = startServer(t, newResolver(blockdev.NewMemVolume("b1", 3, 1<<20)),
-		func(s *Server) { s.TLS = HostTLS(id, "B") })
+		func(s *Server) { s.TLS, s.OnRefused = HostTLS(id, "B"), record })
 	return tc
 }
 
@@ -208,13 +226,16 @@ func expectRefused(t *testing.T, rc *rawClient, cfg *tls.Config) {
 
 func TestTLSRefusesWrongCertificates(t *testing.T) {
 	tc := newTLSCluster(t)
-	other := pkitest.New(t) // another cluster's CA
+	// Another cluster's host A, not checking the server (an attacker would
+	// not): the server's own CA check must refuse it.
+	otherCluster := clientTLS(t, pkitest.New(t), pki.RoleHost, "A")
+	otherCluster.VerifyConnection = nil
 	cases := []struct {
 		name string
 		cfg  *tls.Config
 	}{
 		{"no certificate", &tls.Config{InsecureSkipVerify: true}},
-		{"another cluster's host A", clientTLS(t, other, pki.RoleHost, "A")},
+		{"another cluster's host A", otherCluster},
 		{"an sds certificate named A", clientTLS(t, tc.kit, pki.RoleSDS, "A")},
 		{"a client (tool) certificate", clientTLS(t, tc.kit, pki.RoleClient, "A")},
 		{"host B", clientTLS(t, tc.kit, pki.RoleHost, "B")},
@@ -229,6 +250,20 @@ func TestTLSRefusesWrongCertificates(t *testing.T) {
 	}
 	if a := tc.srvA.Stats().AcceptedConnections; a != uint64(len(cases)) {
 		t.Fatalf("accepted %d connections, want %d", a, len(cases))
+	}
+	// Each refusal is reported with what the certificate claims and why.
+	got := tc.refusals()
+	want := []string{": ", "host/A: ", "sds/A: ", "client/A: ", "host/B: "}
+	if len(got) != len(want) {
+		t.Fatalf("OnRefused got %d reports, want %d: %q", len(got), len(want), got)
+	}
+	for i, w := range want {
+		if !strings.HasPrefix(got[i], w) || !strings.Contains(got[i], "TLS handshake refused") {
+			t.Errorf("report %d (%s) = %q, want it to start %q and name the TLS refusal", i, cases[i].name, got[i], w)
+		}
+	}
+	if !strings.Contains(got[4], "exports the volumes of host A only") {
+		t.Errorf("host B's refusal does not say why: %q", got[4])
 	}
 }
 
