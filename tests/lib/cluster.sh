@@ -10,7 +10,7 @@
 #   cluster.sh status STATEDIR
 #
 # start prints the NBD export's URI on a line of its own starting with
-# nbd://. Run again on an existing STATEDIR it resumes the cluster (same
+# nbd:// (nbds:// with CAIRN_NBD_TLS=require). Run again on an existing STATEDIR it resumes the cluster (same
 # ports, same data). Everything lives in STATEDIR: logs/, pids/, data,
 # cairnctl.json (export CAIRNCTL_CONFIG=STATEDIR/cairnctl.json to use it),
 # pki/ (the cluster CA in pki/ca, each daemon's certificate in pki/NAME).
@@ -134,7 +134,19 @@ else
 	for ((i = 1; i <= SDS_COUNT; i++)); do p=SDS${i}_PORT; wait_port --log "$STATE/logs/" 127.0.0.1 "${!p}" 30 "sds$i"; done
 fi
 
-spawn "$STATE" nbd "$CAIRN" nbd --pki "$(pki_dir "$STATE" nbd nbd-local)" --host local --listen "127.0.0.1:$NBD_PORT"
+# NBD for the host "local". CAIRN_NBD_TLS=require: TLS only, the URI is
+# nbds://...?tls-certificates=DIR with the host's certificate (DIR also holds
+# the GnuTLS names qemu and libnbd look for). Otherwise plain NBD on loopback,
+# explicitly allowed: fio's nbd engine (the benchmarks, the QoS suite) cannot
+# load a client certificate from a URI (see docs/operate.md).
+HOST_PKI=$(pki_dir "$STATE" host local)
+ln -sf ca.crt "$HOST_PKI/ca-cert.pem" && ln -sf node.crt "$HOST_PKI/client-cert.pem" && ln -sf node.key "$HOST_PKI/client-key.pem"
+if [ "${CAIRN_NBD_TLS:-off}" = require ]; then
+	NBD_TLS=(--tls require) NBD_URI="nbds://127.0.0.1:$NBD_PORT/$VOL?tls-certificates=$HOST_PKI"
+else
+	NBD_TLS=(--tls off --allow-plain-loopback) NBD_URI="nbd://127.0.0.1:$NBD_PORT/$VOL"
+fi
+spawn "$STATE" nbd "$CAIRN" nbd --pki "$(pki_dir "$STATE" nbd nbd-local)" --host local --listen "127.0.0.1:$NBD_PORT" "${NBD_TLS[@]}"
 wait_port --log "$STATE/logs/" 127.0.0.1 "$NBD_PORT" 30 nbd
 say "cluster up in $(($(date +%s) - t0)) s"
-echo "nbd://127.0.0.1:$NBD_PORT/$VOL"
+echo "$NBD_URI"

@@ -2,6 +2,7 @@ package nbd
 
 import (
 	"context"
+	"crypto/tls"
 	"encoding/binary"
 	"fmt"
 	"io"
@@ -12,6 +13,8 @@ import (
 	"time"
 
 	"github.com/cairn-storage/cairn/appliance/internal/blockdev"
+	"github.com/cairn-storage/cairn/appliance/internal/pki"
+	"github.com/cairn-storage/cairn/appliance/internal/pki/pkitest"
 )
 
 // The fuzz targets feed arbitrary client bytes to one server connection
@@ -22,11 +25,23 @@ import (
 
 const fuzzVolSize = 1 << 20
 
-func fuzzConn(t *testing.T, input []byte) {
+func fuzzConn(t *testing.T, input []byte) { fuzzConnTLS(t, input, nil, nil) }
+
+func fuzzServer(tlsCfg *tls.Config) *Server {
 	r := newResolver(blockdev.NewMemVolume("vol", 1, fuzzVolSize), blockdev.NewMemVolume("", 2, 64<<10))
 	srv := NewServer(r, nil)
 	srv.HandshakeTimeout = 2 * time.Second
 	srv.ShutdownGrace = time.Second
+	srv.TLS = tlsCfg
+	return srv
+}
+
+// fuzzConnTLS: fuzzConn against a server that requires TLS when srvCfg is
+// set. Without cliCfg the input is what a client sends in clear (before, or
+// instead of, STARTTLS); with it, the client first negotiates STARTTLS with
+// that (valid) certificate and sends the input inside TLS.
+func fuzzConnTLS(t *testing.T, input []byte, srvCfg, cliCfg *tls.Config) {
+	srv := fuzzServer(srvCfg)
 	cs, ss := net.Pipe()
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 	defer cancel()
@@ -35,14 +50,18 @@ func fuzzConn(t *testing.T, input []byte) {
 		defer close(served)
 		srv.ServeConn(ctx, ss)
 	}()
+	start := time.Now()
+	cs.SetWriteDeadline(start.Add(5 * time.Second))
+	var c net.Conn = cs
+	if cliCfg != nil {
+		c = fuzzStartTLS(t, cs, cliCfg)
+	}
 	drained := make(chan struct{})
 	go func() {
 		defer close(drained)
-		io.Copy(io.Discard, cs)
+		io.Copy(io.Discard, c)
 	}()
-	start := time.Now()
-	cs.SetWriteDeadline(start.Add(5 * time.Second))
-	cs.Write(input) // fails early if the server hangs up; that is fine
+	c.Write(input) // fails early if the server hangs up; that is fine
 	cs.Close()
 	select {
 	case <-served:
@@ -58,11 +77,51 @@ func fuzzConn(t *testing.T, input []byte) {
 	if a := srv.Stats().ActiveConnections + srv.Stats().Handshaking; a != 0 {
 		t.Fatalf("%d connections still counted after ServeConn returned", a)
 	}
+	if n := srv.Stats().RefusedClients; cliCfg != nil && n != 0 {
+		t.Fatalf("a client with a valid certificate was counted as refused")
+	}
+}
+
+// fuzzStartTLS negotiates STARTTLS as a well-behaved client and returns the
+// TLS connection.
+func fuzzStartTLS(t *testing.T, cs net.Conn, cfg *tls.Config) net.Conn {
+	cs.SetReadDeadline(time.Now().Add(5 * time.Second))
+	defer cs.SetReadDeadline(time.Time{})
+	var greet [18]byte
+	var rep [20]byte
+	if _, err := io.ReadFull(cs, greet[:]); err != nil {
+		t.Fatalf("greeting: %v", err)
+	}
+	cs.Write(append(clientFlags(flagCFixedNewstyle|flagCNoZeroes), optionFrame(optStartTLS, nil)...))
+	if _, err := io.ReadFull(cs, rep[:]); err != nil || binary.BigEndian.Uint32(rep[12:]) != repAck {
+		t.Fatalf("STARTTLS: reply %x, err %v", rep, err)
+	}
+	tc := tls.Client(cs, cfg)
+	if err := tc.Handshake(); err != nil {
+		t.Fatalf("TLS handshake with a valid host certificate: %v", err)
+	}
+	return tc
 }
 
 func FuzzNegotiation(f *testing.F) {
 	// Seeds: testdata/fuzz/FuzzNegotiation (from negotiationSeeds).
 	f.Fuzz(fuzzConn)
+}
+
+// FuzzTLSNegotiation drives a TLS-only server twice per input: pre is
+// everything a client sends in clear (the server must answer only
+// TLS_REQD/ACK and never leak an export), post is what a client holding a
+// valid host certificate sends inside TLS after STARTTLS (the haggling
+// parser again, then transmission).
+func FuzzTLSNegotiation(f *testing.F) {
+	kit := pkitest.New(f)
+	srvCfg := HostTLS(kit.Identity(pki.RoleNBD, "nbd1"), "A")
+	cliCfg := kit.Identity(pki.RoleHost, "A").ClientTLS("", pki.RoleNBD)
+	// Seeds: testdata/fuzz/FuzzTLSNegotiation (from tlsSeeds).
+	f.Fuzz(func(t *testing.T, pre, post []byte) {
+		fuzzConnTLS(t, pre, srvCfg, nil)
+		fuzzConnTLS(t, post, srvCfg, cliCfg)
+	})
 }
 
 func FuzzTransmission(f *testing.F) {
@@ -112,6 +171,23 @@ func negotiationSeeds() [][]byte {
 	}
 }
 
+// tlsSeeds are (pre, post) pairs for FuzzTLSNegotiation: clear-text
+// attempts, and sessions inside TLS.
+func tlsSeeds() [][2][]byte {
+	fl := clientFlags(flagCFixedNewstyle | flagCNoZeroes)
+	neg := negotiationSeeds()
+	return [][2][]byte{
+		{nil, nil},
+		{cat(fl, optionFrame(optList, nil), optionFrame(optGo, infoData("vol")), optionFrame(optExportName, []byte("vol"))),
+			cat(optionFrame(optList, nil), optionFrame(optStartTLS, nil), optionFrame(optGo, infoData("vol", infoName)),
+				requestFrame(cmdRead, 0, 1, 0, 4096, nil), requestFrame(cmdDisc, 0, 2, 0, 0, nil))},
+		{cat(fl, optionFrame(optStartTLS, []byte{1}), optionFrame(optAbort, nil)), cat(optionFrame(optExportName, []byte("vol")),
+			requestFrame(cmdWrite, 0, 1, 0, 512, make([]byte, 512)))},
+		{cat(fl, optionFrame(optStartTLS, nil), optionFrame(optList, nil)), cat(optionFrame(optInfo, infoData("missing")), optionFrame(optAbort, nil))},
+		{neg[7], neg[9][4:]},
+	}
+}
+
 func transmissionSeeds() [][]byte {
 	page := make([]byte, 4096)
 	for i := range page {
@@ -153,4 +229,14 @@ func TestWriteFuzzSeeds(t *testing.T) {
 	}
 	write("FuzzNegotiation", negotiationSeeds())
 	write("FuzzTransmission", transmissionSeeds())
+	dir := filepath.Join("testdata", "fuzz", "FuzzTLSNegotiation")
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	for i, s := range tlsSeeds() {
+		body := fmt.Sprintf("go test fuzz v1\n[]byte(%q)\n[]byte(%q)\n", s[0], s[1])
+		if err := os.WriteFile(filepath.Join(dir, fmt.Sprintf("seed-%02d", i)), []byte(body), 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
 }

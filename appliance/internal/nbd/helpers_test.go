@@ -66,8 +66,9 @@ func testLogger(t testing.TB) *slog.Logger {
 }
 
 // startServer serves r on a loopback TCP port until the test ends, and
-// checks that Serve returns promptly after cancellation.
-func startServer(t testing.TB, r Resolver) (*Server, string) {
+// checks that Serve returns promptly after cancellation. opts adjust the
+// server before it starts (TLS).
+func startServer(t testing.TB, r Resolver, opts ...func(*Server)) (*Server, string) {
 	t.Helper()
 	l, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
@@ -75,6 +76,9 @@ func startServer(t testing.TB, r Resolver) (*Server, string) {
 	}
 	srv := NewServer(r, testLogger(t))
 	srv.ShutdownGrace = 2 * time.Second
+	for _, o := range opts {
+		o(srv)
+	}
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan error, 1)
 	go func() { done <- srv.Serve(ctx, l) }()

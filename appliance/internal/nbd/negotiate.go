@@ -3,6 +3,7 @@ package nbd
 import (
 	"bufio"
 	"context"
+	"crypto/tls"
 	"encoding/binary"
 	"errors"
 	"fmt"
@@ -14,6 +15,7 @@ import (
 	"time"
 
 	"github.com/cairn-storage/cairn/appliance/internal/blockdev"
+	"github.com/cairn-storage/cairn/appliance/internal/pki"
 )
 
 // readBufSize holds many 4 KiB write requests, so a burst is read with one
@@ -25,15 +27,23 @@ const readBufSize = 128 << 10
 // only send replies through reply().
 type conn struct {
 	srv    *Server
-	nc     net.Conn
+	nc     net.Conn // the TLS connection once STARTTLS is done
 	br     *bufio.Reader
 	remote net.Addr
 	log    *slog.Logger
 
 	// dlMu orders deadline changes against interrupt: once closing is set,
-	// the past read deadline that stops the reader must stay.
+	// the past read deadline that stops the reader must stay. It also
+	// guards the switch of nc to TLS, which interrupt may race with.
 	dlMu    sync.Mutex
 	closing bool
+
+	// tlsUp: STARTTLS and the handshake are done; peer is who the client
+	// certificate names (zero without a Cairn certificate).
+	tlsUp bool
+	peer  pki.Peer
+	// askedInClear: a TLS-only server answered an option NBD_REP_ERR_TLS_REQD.
+	askedInClear bool
 
 	// Set by negotiate before transmission starts.
 	vol      blockdev.Volume
@@ -107,10 +117,16 @@ func (c *conn) negotiate(ctx context.Context) bool {
 		return true
 	}
 	switch {
-	case errors.Is(err, errAborted):
-		c.log.Debug("nbd: client aborted negotiation")
 	case ctx.Err() != nil:
 		c.log.Debug("nbd: negotiation interrupted by shutdown")
+	case errors.Is(err, errTLSRefused), errors.Is(err, errNoTLS):
+		// A client without the right certificate: a security event.
+		c.refused(err.Error())
+	case c.askedInClear && !c.tlsUp:
+		// However it left (ABORT, EOF), it was refused.
+		c.refused("it asked for exports without TLS (" + err.Error() + ")")
+	case errors.Is(err, errAborted):
+		c.log.Debug("nbd: client aborted negotiation")
 	case errors.Is(err, io.EOF), errors.Is(err, io.ErrUnexpectedEOF):
 		c.log.Debug("nbd: client left during negotiation", "err", err)
 	default:
@@ -120,6 +136,14 @@ func (c *conn) negotiate(ctx context.Context) bool {
 }
 
 var errAborted = errors.New("client sent NBD_OPT_ABORT")
+
+// errTLSRefused: the TLS handshake failed (no certificate, another
+// cluster's, a wrong role or host). errNoTLS: a client of a TLS-only server
+// tried to enter transmission without TLS.
+var (
+	errTLSRefused = errors.New("TLS handshake refused")
+	errNoTLS      = errors.New("plain NBD refused: this server requires TLS")
+)
 
 func (c *conn) haggle(ctx context.Context) error {
 	var greet [18]byte
@@ -179,6 +203,21 @@ func (c *conn) haggle(ctx context.Context) error {
 
 // option handles one option; done means transmission starts.
 func (c *conn) option(ctx context.Context, opt uint32, data []byte, noZeroes bool) (bool, error) {
+	if c.srv.TLS != nil && !c.tlsUp {
+		// FORCEDTLS: nothing but STARTTLS and ABORT before TLS, so no
+		// export name or size is ever sent in clear.
+		switch opt {
+		case optStartTLS:
+			return false, c.startTLS(ctx, data)
+		case optAbort:
+		case optExportName:
+			// Cannot be answered with an error: the protocol says end it.
+			return false, fmt.Errorf("NBD_OPT_EXPORT_NAME before NBD_OPT_STARTTLS: %w", errNoTLS)
+		default:
+			c.askedInClear = true
+			return false, c.optReply(opt, repErrTLSReqd, []byte(tlsRequiredMsg))
+		}
+	}
 	switch opt {
 	case optExportName:
 		if len(data) > maxNameLen {
@@ -249,11 +288,75 @@ func (c *conn) option(ctx context.Context, opt uint32, data []byte, noZeroes boo
 		c.vol = nil
 		return false, nil
 
+	case optStartTLS:
+		if c.tlsUp {
+			return false, c.optReply(opt, repErrInvalid, []byte("TLS is already running on this connection"))
+		}
+		return false, c.optReply(opt, repErrUnsup, []byte("this server does not offer TLS (cairn nbd --tls off)"))
+
 	default:
-		// STARTTLS (no TLS here), STRUCTURED_REPLY, meta contexts, extended
-		// headers and anything newer: not supported.
+		// STRUCTURED_REPLY, meta contexts, extended headers and anything
+		// newer: not supported.
 		return false, c.optReply(opt, repErrUnsup, nil)
 	}
+}
+
+// refused counts, logs and reports (Server.OnRefused) a refused client.
+// peer is what its certificate claims, verified or not.
+func (c *conn) refused(reason string) {
+	c.srv.stats.refused.Add(1)
+	claims := ""
+	if c.peer != (pki.Peer{}) {
+		claims = c.peer.String()
+	}
+	c.log.Warn("nbd: client refused", "reason", reason, "claims", claims)
+	if c.srv.OnRefused != nil {
+		c.srv.OnRefused(addrString(c.remote), claims, reason)
+	}
+}
+
+// tlsRequiredMsg is the text of every NBD_REP_ERR_TLS_REQD: what the client
+// needs to connect.
+const tlsRequiredMsg = "this server requires TLS with a client certificate of its Cairn cluster " +
+	"(role host, issued with 'cairn pki issue --role host --name HOST'): connect with TLS " +
+	"(qemu: tls-creds-x509 endpoint=client; libnbd: nbds:// URI)"
+
+// startTLS answers STARTTLS and runs the TLS handshake; from then on c.nc
+// and c.br are the TLS connection. Any failure after the ACK ends the
+// connection (the protocol has no way back to clear text).
+func (c *conn) startTLS(ctx context.Context, data []byte) error {
+	if len(data) != 0 {
+		return c.optReply(optStartTLS, repErrInvalid, []byte("NBD_OPT_STARTTLS takes no data"))
+	}
+	if err := c.optReply(optStartTLS, repAck, nil); err != nil {
+		return err
+	}
+	// Bytes already read past STARTTLS were sent before the client saw the
+	// ACK, in clear: a man in the middle may have put them there to be
+	// taken as if they came through TLS (the STARTTLS command injection
+	// attack). A correct client sends nothing until the ACK.
+	if n := c.br.Buffered(); n > 0 {
+		return fmt.Errorf("%d bytes sent after NBD_OPT_STARTTLS before its reply: %w", n, errHardDisconnect)
+	}
+	tc := tls.Server(c.nc, c.srv.TLS)
+	if err := tc.HandshakeContext(ctx); err != nil {
+		// Who the refused certificate claims to be, for the report.
+		if pc := tc.ConnectionState().PeerCertificates; len(pc) > 0 {
+			c.peer, _ = pki.PeerOf(pc[0])
+		}
+		return fmt.Errorf("%w: %v", errTLSRefused, err)
+	}
+	c.dlMu.Lock()
+	c.nc = tc
+	c.dlMu.Unlock()
+	c.br.Reset(tc)
+	c.tlsUp = true
+	if p, err := pki.PeerFromState(tc.ConnectionState()); err == nil {
+		c.peer = p
+		c.log = c.log.With("peer", p.String())
+	}
+	c.log.Debug("nbd: TLS established", "version", tls.VersionName(tc.ConnectionState().Version))
+	return nil
 }
 
 // parseInfoRequest decodes INFO/GO data: u32 name length, name, u16 count,
@@ -300,6 +403,9 @@ func (c *conn) lookup(ctx context.Context, name string) error {
 	}
 	c.vol, c.readOnly, c.size = vol, ro, uint64(size)
 	c.log = c.srv.log.With("remote", addrString(c.remote), "export", name)
+	if c.tlsUp && c.peer != (pki.Peer{}) {
+		c.log = c.log.With("peer", c.peer.String())
+	}
 	return nil
 }
 

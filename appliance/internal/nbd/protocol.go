@@ -6,10 +6,17 @@ package nbd
 // Wire format. The NBD protocol carries no version number; what it has is
 // negotiated features. This server speaks the protocol of
 // NetworkBlockDevice/nbd doc/proto.md: "fixed newstyle" negotiation with the
-// INFO extension (INFO/GO, block sizes), simple replies only; no oldstyle, no
-// TLS, no structured replies, no extended headers, no block status (those
+// INFO extension (INFO/GO, block sizes) and STARTTLS, simple replies only; no
+// oldstyle, no structured replies, no extended headers, no block status (those
 // options get NBD_REP_ERR_UNSUP, so clients fall back). Any change to this
 // set must keep older clients working. All integers are big-endian.
+//
+// TLS (Server.TLS set) is the protocol's FORCEDTLS mode: before STARTTLS
+// every option but STARTTLS and ABORT is answered NBD_REP_ERR_TLS_REQD and
+// EXPORT_NAME ends the connection, so nothing about the exports is said in
+// clear; STARTTLS (no data) is answered NBD_REP_ACK, then the TLS handshake
+// runs on the same connection and haggling goes on inside it (no new
+// greeting, no new client flags). Without TLS, STARTTLS gets ERR_UNSUP.
 //
 // Handshake (server first):
 //
@@ -70,6 +77,7 @@ const (
 	repErrUnsup   uint32 = 1<<31 + 1
 	repErrPolicy  uint32 = 1<<31 + 2
 	repErrInvalid uint32 = 1<<31 + 3
+	repErrTLSReqd uint32 = 1<<31 + 5
 	repErrUnknown uint32 = 1<<31 + 6
 	repErrTooBig  uint32 = 1<<31 + 9
 )

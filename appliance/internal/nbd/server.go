@@ -2,6 +2,7 @@ package nbd
 
 import (
 	"context"
+	"crypto/tls"
 	"errors"
 	"fmt"
 	"log/slog"
@@ -50,13 +51,24 @@ type Server struct {
 	// Serve's context is cancelled before they are cancelled and the
 	// connection dropped. Zero means the default.
 	ShutdownGrace time.Duration
+	// TLS, when set, makes the server TLS-only (the protocol's FORCEDTLS
+	// mode, see protocol.go): clients must send NBD_OPT_STARTTLS before
+	// anything else, and this configuration decides whom the handshake
+	// accepts (HostTLS: a host certificate of this cluster naming the
+	// served host). Nil serves plain NBD.
+	TLS *tls.Config
+	// OnRefused, if set, is told of each refused client (a failed TLS
+	// handshake, plain NBD on a TLS-only server): its address, the role/name
+	// its certificate claims (empty if none) and why. It must not block (the
+	// refusals package's Reporter.Refused does not).
+	OnRefused func(remote, peer, reason string)
 
 	stats serverStats
 }
 
 type serverStats struct {
 	active, handshaking     atomic.Int64
-	accepted                atomic.Uint64
+	accepted, refused       atomic.Uint64
 	requests                [numCommands]atomic.Uint64
 	bytesRead, bytesWritten atomic.Uint64
 	errors                  atomic.Uint64
@@ -68,6 +80,9 @@ type Stats struct {
 	// still negotiating. AcceptedConnections counts every accept.
 	ActiveConnections, Handshaking int64
 	AcceptedConnections            uint64
+	// RefusedClients failed the TLS handshake or tried plain NBD on a
+	// TLS-only server.
+	RefusedClients uint64
 	// Requests by command, and error replies sent.
 	Reads, Writes, Flushes, Trims, WriteZeroes, Caches uint64
 	ErrorReplies                                       uint64
@@ -92,6 +107,7 @@ func (s *Server) Stats() Stats {
 		ActiveConnections:   st.active.Load(),
 		Handshaking:         st.handshaking.Load(),
 		AcceptedConnections: st.accepted.Load(),
+		RefusedClients:      st.refused.Load(),
 		Reads:               st.requests[cmdRead].Load(),
 		Writes:              st.requests[cmdWrite].Load(),
 		Flushes:             st.requests[cmdFlush].Load(),
@@ -167,7 +183,8 @@ func (s *Server) Serve(ctx context.Context, l net.Listener) error {
 // is exported for embedding the server behind other transports.
 func (s *Server) ServeConn(ctx context.Context, nc net.Conn) {
 	c := newConn(s, nc)
-	defer nc.Close()
+	// c.nc, not nc: once TLS is up, closing it sends close_notify first.
+	defer func() { c.nc.Close() }()
 	stop := context.AfterFunc(ctx, c.interrupt)
 	defer stop()
 
