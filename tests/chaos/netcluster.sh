@@ -83,7 +83,7 @@ daemon_cmd() {
 			--peer-url "http://$CORE_IP:$(mdm_peer_port "$n")" --initial-cluster "$INITIAL"
 		;;
 	gateway) echo "$CAIRN" gateway --pki "$STATE/pki/gateway" --mdm "$MDM" --listen "0.0.0.0:$GW_PORT" --state-dir "$STATE/gateway" ;;
-	nbd) echo "$CAIRN" nbd --pki "$STATE/pki/nbd-local" --mdm "$MDM" --host local --listen "127.0.0.1:$NBD_PORT" ;;
+	nbd) echo "$CAIRN" nbd --pki "$STATE/pki/nbd-local" --mdm "$MDM" --host local --listen "127.0.0.1:$NBD_PORT" --tls off --allow-plain-loopback ;;
 	sds*)
 		n=${1#sds}
 		# CAIRN_FAULT_INJECTION: a device fails (EIO) while <path>.fail exists.

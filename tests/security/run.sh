@@ -31,6 +31,7 @@ done
 
 STATE=$(mktemp -d "${TMPDIR:-/tmp}/cairn-rogue.XXXXXX")
 cleanup() {
+	[ -f "$STATE/nbd-tls.pid" ] && stop_pidfiles 5 "$STATE/nbd-tls.pid"
 	"$NC" stop "$STATE" >/dev/null 2>&1 || true
 	[ "${SECURITY_KEEP:-0}" = 1 ] && { echo "state kept in $STATE"; return; }
 	rm -rf "$STATE"
@@ -54,11 +55,20 @@ stolen=$(pki_dir "$STATE/cl" host rogue-host "$SUBNET.250")
 "$CAIRN" pki init --dir "$STATE/forge/ca" --cluster forged >/dev/null
 "$CAIRN" pki issue --ca "$STATE/forge/ca" --out "$STATE/forge/sds1" --role sds --name sds1 --host "$SUBNET.250" >/dev/null
 
+# The cluster's NBD server for host "local" is plain on loopback (fio cannot
+# present a certificate); the one exposed to the network is TLS-only, as in
+# production: a second `cairn nbd` for the same host on the bridge address.
+"$NC" exec "$STATE/cl" core "$CAIRN" nbd --pki "$STATE/cl/pki/nbd-local" --mdm "$MDM" --host local \
+	--listen "$SUBNET.1:10810" >"$STATE/nbd-tls.log" 2>&1 &
+echo $! >"$STATE/nbd-tls.pid"
+wait_port --netns "$CORE" --pidfile "$STATE/nbd-tls.pid" --log "$STATE/nbd-tls.log" "$SUBNET.1" 10810 30 "TLS NBD server" ||
+	{ echo "FAIL the TLS NBD server did not start"; exit 1; }
+
 sds=$(for ((i = 1; i <= SDS_COUNT; i++)); do printf '%s,' "$SUBNET.$((10 + i)):7100"; done)
 core=$SUBNET.1 # the core namespace's bridge address (MDMs, gateway, NBD server)
 mdm=$core:2379,$core:2479,$core:2579
 say "attacking from $SUBNET.250"
-"$NC" exec "$STATE/cl" rogue timeout 300 "$STATE/rogue" --sds "${sds%,}" --mdm "$mdm" --nbd "$core:10809" \
+"$NC" exec "$STATE/cl" rogue timeout 300 "$STATE/rogue" --sds "${sds%,}" --mdm "$mdm" --nbd "$core:10810" \
 	--gateway "$core:8443" --volume "$VOL" --cert "stolen-host=$stolen" --cert "forged-sds=$STATE/forge/sds1" \
 	--guesses 15 | tee "$STATE/rogue.out"
 rc=${PIPESTATUS[0]}

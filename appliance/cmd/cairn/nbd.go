@@ -13,6 +13,7 @@ import (
 	"github.com/cairn-storage/cairn/appliance/internal/frontend"
 	"github.com/cairn-storage/cairn/appliance/internal/nbd"
 	"github.com/cairn-storage/cairn/appliance/internal/pki"
+	"github.com/cairn-storage/cairn/appliance/internal/refusals"
 )
 
 func init() {
@@ -65,6 +66,14 @@ func runNBD(ctx context.Context, args []string) error {
 	go res.IO().Run(ctx, cat.Client(), frontend.StatsInterval, log)
 	srv := nbd.NewServer(res, log)
 	srv.TLS = srvTLS
+	// Refused clients become security events (through the gateways).
+	who := pki.Peer{Role: pki.RoleNBD, Name: "host-" + *host}
+	if c.id != nil {
+		who = c.id.Peer()
+	}
+	rep := refusals.New(who.Role, who.Name, log)
+	go rep.Run(ctx, cat.Client(), 0)
+	srv.OnRefused = func(remote, peer, reason string) { rep.Refused("nbd", remote, peer, reason) }
 	return srv.Serve(ctx, l)
 }
 
