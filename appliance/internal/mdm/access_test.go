@@ -276,3 +276,34 @@ type syncBuf struct {
 
 func (s *syncBuf) Write(p []byte) (int, error) { s.mu.Lock(); defer s.mu.Unlock(); return s.b.Write(p) }
 func (s *syncBuf) String() string              { s.mu.Lock(); defer s.mu.Unlock(); return s.b.String() }
+
+// A scheme that does not match the PKI is refused up front, saying what to
+// give, instead of a dial that times out later.
+func TestSchemeMismatchRefused(t *testing.T) {
+	kit := pkitest.New(t)
+	id := kit.Identity(pki.RoleSDS, "sds1")
+	for _, c := range []struct {
+		url  string
+		id   *pki.Identity
+		want string
+	}{
+		{"http://127.0.0.1:2379", id, "use https://127.0.0.1:2379"},
+		{"https://127.0.0.1:2379", nil, "give --pki DIR"},
+		{"127.0.0.1:2379", nil, "give http(s)://HOST:PORT"},
+	} {
+		if _, err := mdm.ClientConfig([]string{c.url}, c.id, nil); err == nil || !strings.Contains(err.Error(), c.want) {
+			t.Errorf("ClientConfig(%s, pki=%t): %v, want %q", c.url, c.id != nil, err, c.want)
+		}
+	}
+	dir := t.TempDir()
+	_, err := mdm.Start(mdm.Config{Name: "mdm1", DataDir: dir, PeerURL: "http://127.0.0.1:1", ClientURL: "https://127.0.0.1:2",
+		Identity: kit.Identity(pki.RoleMDM, "mdm1")})
+	if err == nil || !strings.Contains(err.Error(), "give https://127.0.0.1:1") {
+		t.Errorf("mdm with --pki and an http peer URL: %v", err)
+	}
+	_, err = mdm.Start(mdm.Config{Name: "mdm1", DataDir: dir, PeerURL: "https://127.0.0.1:1", ClientURL: "https://127.0.0.1:2",
+		InitialCluster: "mdm1=https://127.0.0.1:1,mdm2=http://127.0.0.1:3", Identity: kit.Identity(pki.RoleMDM, "mdm1")})
+	if err == nil || !strings.Contains(err.Error(), "mdm2=http://127.0.0.1:3") {
+		t.Errorf("mdm with an http member in --initial-cluster: %v", err)
+	}
+}
