@@ -75,6 +75,9 @@ func (d *denials) intercept(ctx context.Context, method string, req, reply any, 
 	d.mu.Lock()
 	now := time.Now()
 	logIt := now.Sub(d.last[k]) > time.Minute
+	if len(d.last) >= 1024 { // bounded: a daemon denied on ever new keys
+		clear(d.last)
+	}
 	if logIt {
 		d.last[k] = now
 	}
