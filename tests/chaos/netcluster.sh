@@ -79,8 +79,8 @@ daemon_cmd() {
 	mdm[123])
 		n=${1#mdm}
 		echo "$CAIRN" mdm --name "$1" --data-dir "$STATE/$1" --pki "$STATE/pki/$1" \
-			--client-url "http://$CORE_IP:$(mdm_client_port "$n")" \
-			--peer-url "http://$CORE_IP:$(mdm_peer_port "$n")" --initial-cluster "$INITIAL"
+			--client-url "https://$CORE_IP:$(mdm_client_port "$n")" \
+			--peer-url "https://$CORE_IP:$(mdm_peer_port "$n")" --initial-cluster "$INITIAL"
 		;;
 	gateway) echo "$CAIRN" gateway --pki "$STATE/pki/gateway" --mdm "$MDM" --listen "0.0.0.0:$GW_PORT" --state-dir "$STATE/gateway" ;;
 	nbd) echo "$CAIRN" nbd --pki "$STATE/pki/nbd-local" --mdm "$MDM" --host local --listen "127.0.0.1:$NBD_PORT" --tls off --allow-plain-loopback ;;
@@ -236,8 +236,8 @@ done
 mkdir -p "$STATE/logs" "$STATE/pids" "$STATE/devices"
 
 PREFIX=${CAIRN_CHAOS_PREFIX:-cairnchaos-$$}
-MDM=http://$CORE_IP:2379,http://$CORE_IP:2479,http://$CORE_IP:2579
-INITIAL=mdm1=http://$CORE_IP:2380,mdm2=http://$CORE_IP:2480,mdm3=http://$CORE_IP:2580
+MDM=https://$CORE_IP:2379,https://$CORE_IP:2479,https://$CORE_IP:2579
+INITIAL=mdm1=https://$CORE_IP:2380,mdm2=https://$CORE_IP:2480,mdm3=https://$CORE_IP:2580
 {
 	echo "PREFIX=$PREFIX"
 	echo "CORE=$PREFIX-core"

@@ -79,16 +79,23 @@ if [ ! -f "$STATE/ports.env" ]; then
 fi
 # shellcheck disable=SC1091
 source "$STATE/ports.env"
-MDM=http://127.0.0.1:$MDM1_CLIENT,http://127.0.0.1:$MDM2_CLIENT,http://127.0.0.1:$MDM3_CLIENT
+# The MDMs serve https (their --pki certificate) and admit only clients and
+# peers with a certificate of the cluster CA; each daemon's role is its etcd
+# user (see appliance/internal/mdm/rbac.go).
+MDM=https://127.0.0.1:$MDM1_CLIENT,https://127.0.0.1:$MDM2_CLIENT,https://127.0.0.1:$MDM3_CLIENT
 export CAIRN_MDM=$MDM
-INITIAL=mdm1=http://127.0.0.1:$MDM1_PEER,mdm2=http://127.0.0.1:$MDM2_PEER,mdm3=http://127.0.0.1:$MDM3_PEER
+INITIAL=mdm1=https://127.0.0.1:$MDM1_PEER,mdm2=https://127.0.0.1:$MDM2_PEER,mdm3=https://127.0.0.1:$MDM3_PEER
+
+# The names the MDMs' certificates are valid for: loopback, and 10.0.2.100,
+# where the LIO suites' qemu guests reach MDM 1 (tests/lio/cairn-cluster.sh).
+MDM_HOSTS=127.0.0.1,localhost,10.0.2.100
 
 t0=$(date +%s)
 say "starting 3 MDM members (embedded etcd)"
 for i in 1 2 3; do
 	c=MDM${i}_CLIENT p=MDM${i}_PEER
-	spawn "$STATE" mdm$i "$CAIRN" mdm --name mdm$i --data-dir "$STATE/mdm$i" --pki "$(pki_dir "$STATE" mdm mdm$i)" \
-		--client-url "http://127.0.0.1:${!c}" --peer-url "http://127.0.0.1:${!p}" --initial-cluster "$INITIAL"
+	spawn "$STATE" mdm$i "$CAIRN" mdm --name mdm$i --data-dir "$STATE/mdm$i" --pki "$(pki_dir "$STATE" mdm mdm$i "$MDM_HOSTS")" \
+		--client-url "https://127.0.0.1:${!c}" --peer-url "https://127.0.0.1:${!p}" --initial-cluster "$INITIAL"
 done
 for i in 1 2 3; do c=MDM${i}_CLIENT; wait_port --log "$STATE/logs/" 127.0.0.1 "${!c}" 30 mdm$i; done
 

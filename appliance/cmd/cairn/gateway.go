@@ -31,11 +31,17 @@ func runGateway(ctx context.Context, args []string) error {
 	if cfg.TokenTTL < time.Second {
 		return fmt.Errorf("--token-ttl %s: give at least 1s (default %s)", cfg.TokenTTL, gateway.DefaultTokenTTL)
 	}
+	log := c.logger("gateway")
+	// The gateway's certificate (role gateway: etcd's root user, see
+	// mdm/rbac.go) authenticates its etcd client.
+	if _, err := c.identity(ctx, "gateway", log); err != nil {
+		return err
+	}
 	cli, err := c.etcd(ctx)
 	if err != nil {
 		return err
 	}
 	defer cli.Close()
-	cfg.Etcd, cfg.Logger = cli, c.logger("gateway")
+	cfg.Etcd, cfg.Logger = cli, log
 	return gateway.Run(ctx, cfg)
 }

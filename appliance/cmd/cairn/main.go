@@ -22,8 +22,8 @@ import (
 
 	"github.com/cairn-storage/cairn/appliance/internal/catalog"
 	"github.com/cairn-storage/cairn/appliance/internal/client"
+	"github.com/cairn-storage/cairn/appliance/internal/mdm"
 	"github.com/cairn-storage/cairn/appliance/internal/pki"
-	"go.uber.org/zap"
 )
 
 // command is one subcommand.
@@ -142,11 +142,25 @@ func (c *common) identity(ctx context.Context, role string, log *slog.Logger) (*
 	return id, nil
 }
 
-// etcd connects to the MDM members.
+// etcd connects to the MDM members, with the daemon's certificate when it
+// has --pki (its role is its etcd user). A daemon that did not load its
+// identity yet gets it loaded here, for the role its certificate names.
 func (c *common) etcd(ctx context.Context) (*clientv3.Client, error) {
-	eps := strings.Split(c.mdm, ",")
-	cli, err := clientv3.New(clientv3.Config{Endpoints: eps, DialTimeout: 5 * time.Second, Logger: zap.NewNop(), Context: ctx,
-		DialKeepAliveTime: 2 * time.Second, DialKeepAliveTimeout: 2 * time.Second})
+	if c.id == nil && c.pkiDir != "" {
+		id, err := pki.LoadIdentity(c.pkiDir)
+		if err != nil {
+			return nil, err
+		}
+		if _, err := c.identity(ctx, id.Peer().Role, slog.Default()); err != nil {
+			return nil, err
+		}
+	}
+	cfg, err := mdm.ClientConfig(strings.Split(c.mdm, ","), c.id, slog.Default())
+	if err != nil {
+		return nil, fmt.Errorf("--mdm: %w", err)
+	}
+	cfg.Context, cfg.DialKeepAliveTime, cfg.DialKeepAliveTimeout = ctx, 2*time.Second, 2*time.Second
+	cli, err := clientv3.New(cfg)
 	if err != nil {
 		return nil, fmt.Errorf("connect to MDM %s: %w", c.mdm, err)
 	}

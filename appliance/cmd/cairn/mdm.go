@@ -18,13 +18,18 @@ func runMDM(ctx context.Context, args []string) error {
 	var cfg mdm.Config
 	fs.StringVar(&cfg.Name, "name", "mdm1", "member name, unique in the cluster")
 	fs.StringVar(&cfg.DataDir, "data-dir", "/var/lib/cairn/mdm", "etcd data directory")
-	fs.StringVar(&cfg.PeerURL, "peer-url", "http://127.0.0.1:2380", "peer URL (listen and advertise)")
-	fs.StringVar(&cfg.ClientURL, "client-url", "http://127.0.0.1:2379", "client URL (listen and advertise)")
+	fs.StringVar(&cfg.PeerURL, "peer-url", "http://127.0.0.1:2380", "peer URL (listen and advertise); https with --pki")
+	fs.StringVar(&cfg.ClientURL, "client-url", "http://127.0.0.1:2379", "client URL (listen and advertise); https with --pki")
 	fs.StringVar(&cfg.InitialCluster, "initial-cluster", "", "name=peerURL,... of every member (default: this one alone)")
 	fs.BoolVar(&cfg.TieBreaker, "tie-breaker", false, "vote in the quorum but never lead")
 	if err := parse(fs, args); err != nil {
 		return err
 	}
 	cfg.Logger = c.logger("mdm")
+	id, err := c.identity(ctx, "mdm", cfg.Logger)
+	if err != nil {
+		return err
+	}
+	cfg.Identity = id
 	return mdm.Run(ctx, cfg)
 }

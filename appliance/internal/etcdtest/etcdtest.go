@@ -2,11 +2,16 @@
 package etcdtest
 
 import (
+	"context"
+	"log/slog"
 	"net"
 	"net/url"
 	"testing"
 	"time"
 
+	"github.com/cairn-storage/cairn/appliance/internal/mdm"
+	"github.com/cairn-storage/cairn/appliance/internal/pki"
+	"github.com/cairn-storage/cairn/appliance/internal/pki/pkitest"
 	clientv3 "go.etcd.io/etcd/client/v3"
 	"go.etcd.io/etcd/server/v3/embed"
 )
@@ -49,5 +54,51 @@ func Start(t testing.TB) *clientv3.Client {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { cli.Close(); e.Close() })
+	return cli
+}
+
+// StartTLS runs a single-member etcd the way an MDM with a PKI serves it
+// (mdm.Start with an identity of kit's CA: https, client certificates
+// required, only mdm peers), enables the MDM leader's access control
+// (mdm.EnsureAccess) and returns its client URL. Connect with Client. The
+// member stops when the test ends.
+func StartTLS(t testing.TB, kit *pkitest.Kit) string {
+	t.Helper()
+	cu, pu := freeURL(t), freeURL(t)
+	cu.Scheme, pu.Scheme = "https", "https"
+	cfg := mdm.Config{Name: "mdm1", DataDir: t.TempDir(), PeerURL: pu.String(), ClientURL: cu.String(),
+		Identity: kit.Identity(pki.RoleMDM, "mdm1")}
+	e, err := mdm.Start(cfg)
+	if err != nil {
+		t.Fatalf("start etcd: %v", err)
+	}
+	t.Cleanup(e.Close)
+	select {
+	case <-e.Server.ReadyNotify():
+	case <-time.After(30 * time.Second):
+		t.Fatal("etcd did not become ready in 30s")
+	}
+	root := Client(t, cu.String(), cfg.Identity)
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	if err := mdm.EnsureAccess(ctx, root, slog.New(slog.DiscardHandler)); err != nil {
+		t.Fatalf("etcd access control: %v", err)
+	}
+	return cu.String()
+}
+
+// Client connects to url with id's certificate (through mdm.ClientConfig,
+// as the daemons do); it is closed when the test ends.
+func Client(t testing.TB, url string, id *pki.Identity) *clientv3.Client {
+	t.Helper()
+	cfg, err := mdm.ClientConfig([]string{url}, id, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	cli, err := clientv3.New(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { cli.Close() })
 	return cli
 }

@@ -10,10 +10,13 @@ import (
 	"log/slog"
 	"net/url"
 	"os"
+	"path/filepath"
 	"strings"
 	"time"
 
 	"github.com/cairn-storage/cairn/appliance/internal/model"
+	"github.com/cairn-storage/cairn/appliance/internal/pki"
+	"go.etcd.io/etcd/client/pkg/v3/transport"
 	clientv3 "go.etcd.io/etcd/client/v3"
 	"go.etcd.io/etcd/client/v3/concurrency"
 	"go.etcd.io/etcd/server/v3/embed"
@@ -30,6 +33,13 @@ type Config struct {
 	Logger         *slog.Logger
 	// ElectionTTL in seconds for the leader's session (default 3).
 	ElectionTTL int
+	// Identity is the member's certificate (role mdm, with the IP SANs of
+	// its URLs). With it, etcd serves https on both URLs, requires a
+	// certificate of the cluster's CA from every client and peer, accepts
+	// only mdm peers, and the elected leader sets up and enables etcd's
+	// access control (rbac.go). Without it (tests, a lab) etcd is plain
+	// http and open to anyone who reaches it.
+	Identity *pki.Identity
 }
 
 // Run starts the member and serves until ctx ends.
@@ -54,8 +64,11 @@ func Run(ctx context.Context, cfg Config) error {
 	case err := <-e.Err():
 		return fmt.Errorf("mdm %s: etcd: %w", cfg.Name, err)
 	}
-	log.Info("MDM member ready", "client_url", cfg.ClientURL, "tie_breaker", cfg.TieBreaker)
-	if err := publishRole(ctx, cfg); err != nil {
+	log.Info("MDM member ready", "client_url", cfg.ClientURL, "tie_breaker", cfg.TieBreaker, "authenticated", cfg.Identity != nil)
+	if cfg.Identity == nil {
+		log.Warn("MDM runs without a PKI (--pki): etcd is plain http and anyone who reaches it may read and change the system model")
+	}
+	if err := publishRole(ctx, cfg, log); err != nil {
 		log.Warn("MDM role not published (the API shows it as a full member until it is)", "err", err)
 	}
 	if cfg.TieBreaker {
@@ -66,7 +79,7 @@ func Run(ctx context.Context, cfg Config) error {
 			return fmt.Errorf("mdm %s: etcd: %w", cfg.Name, err)
 		}
 	}
-	cli, err := clientv3.New(clientv3.Config{Endpoints: []string{cfg.ClientURL}, DialTimeout: 5 * time.Second, Logger: quietZap()})
+	cli, err := ownClient(cfg, log)
 	if err != nil {
 		return fmt.Errorf("mdm %s: client: %w", cfg.Name, err)
 	}
@@ -84,8 +97,8 @@ func Run(ctx context.Context, cfg Config) error {
 
 // publishRole records whether this member is a tie-breaker, through its own
 // client URL, once it is ready.
-func publishRole(ctx context.Context, cfg Config) error {
-	cli, err := clientv3.New(clientv3.Config{Endpoints: []string{cfg.ClientURL}, DialTimeout: 5 * time.Second, Logger: quietZap()})
+func publishRole(ctx context.Context, cfg Config, log *slog.Logger) error {
+	cli, err := ownClient(cfg, log)
 	if err != nil {
 		return err
 	}
@@ -94,6 +107,15 @@ func publishRole(ctx context.Context, cfg Config) error {
 	defer cancel()
 	_, err = cli.Put(pctx, model.MDMRolePrefix+cfg.Name, fmt.Sprintf(`{"tie_breaker":%t}`, cfg.TieBreaker))
 	return err
+}
+
+// ownClient is a client of this member's own etcd, as user mdm (root).
+func ownClient(cfg Config, log *slog.Logger) (*clientv3.Client, error) {
+	cc, err := ClientConfig([]string{cfg.ClientURL}, cfg.Identity, log)
+	if err != nil {
+		return nil, err
+	}
+	return clientv3.New(cc)
 }
 
 // Start launches the embedded etcd member.
@@ -115,6 +137,9 @@ func Start(cfg Config) (*embed.Etcd, error) {
 	ec.LogLevel = "error"
 	ec.ListenPeerUrls, ec.AdvertisePeerUrls = []url.URL{*pu}, []url.URL{*pu}
 	ec.ListenClientUrls, ec.AdvertiseClientUrls = []url.URL{*cu}, []url.URL{*cu}
+	if err := serveTLS(ec, cfg, pu, cu); err != nil {
+		return nil, err
+	}
 	ec.InitialCluster = cfg.InitialCluster
 	if ec.InitialCluster == "" {
 		ec.InitialCluster = cfg.Name + "=" + cfg.PeerURL
@@ -138,6 +163,44 @@ func Start(cfg Config) (*embed.Etcd, error) {
 	return e, nil
 }
 
+// serveTLS configures https with client-certificate authentication on both
+// URLs when the member has an identity, and checks the URLs' schemes
+// either way (a member serving http among https peers would never join).
+func serveTLS(ec *embed.Config, cfg Config, urls ...*url.URL) error {
+	want, serves := "http", "without --pki the MDM serves plain http"
+	if cfg.Identity != nil {
+		want, serves = "https", "with --pki the MDM serves https"
+	}
+	for _, u := range urls {
+		if u.Scheme != want {
+			return fmt.Errorf("mdm %s: URL %s: %s; give %s://%s", cfg.Name, u, serves, want, u.Host)
+		}
+	}
+	for _, m := range strings.Split(cfg.InitialCluster, ",") {
+		if _, peer, ok := strings.Cut(m, "="); ok && !strings.HasPrefix(peer, want+"://") {
+			return fmt.Errorf("mdm %s: --initial-cluster member %s: peers serve %s here; give %s:// URLs", cfg.Name, m, want, want)
+		}
+	}
+	if cfg.Identity == nil {
+		return nil
+	}
+	dir := cfg.Identity.Dir()
+	info := transport.TLSInfo{
+		CertFile:      filepath.Join(dir, pki.NodeCertFile),
+		KeyFile:       filepath.Join(dir, pki.NodeKeyFile),
+		TrustedCAFile: filepath.Join(dir, pki.CACertFile),
+		// A client must present a certificate of the cluster CA; etcd
+		// takes its common name (the role) as the etcd user (rbac.go).
+		ClientCertAuth: true,
+	}
+	ec.ClientTLSInfo = info
+	// Peers: only MDM certificates may join the raft group. etcd checks
+	// the CN on both sides of a peer connection.
+	info.AllowedCNs = []string{pki.RoleMDM}
+	ec.PeerTLSInfo = info
+	return nil
+}
+
 // campaign competes for leadership and runs the control loop while leader.
 func campaign(ctx context.Context, cli *clientv3.Client, cfg Config, log *slog.Logger) error {
 	for ctx.Err() == nil {
@@ -154,6 +217,19 @@ func campaign(ctx context.Context, cli *clientv3.Client, cfg Config, log *slog.L
 			continue
 		}
 		log.Info("MDM leader elected", "leader", cfg.Name)
+		if cfg.Identity != nil {
+			// Access control before the control loop: daemons of every
+			// role may already be waiting to connect.
+			if err := EnsureAccess(ctx, cli, log); err != nil {
+				log.Error("etcd access control not set up; resigning and retrying", "err", err)
+				rctx, rcancel := context.WithTimeout(context.Background(), time.Second)
+				_ = el.Resign(rctx)
+				rcancel()
+				sess.Close()
+				sleep(ctx, 2*time.Second)
+				continue
+			}
+		}
 		lctx, cancel := context.WithCancel(ctx)
 		go func() {
 			select {

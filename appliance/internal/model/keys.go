@@ -35,6 +35,14 @@ import (
 //	LogPrefix+"alertactive/<kind>/<obj>"   id of the active alert    gateway                           gateway (raise once, clear)              while the condition holds
 //	LogPrefix+"job/<id>"                   gateway jobRecord         gateway                           gateway (any gateway runs any job)       1000 finished, 7 days after finishing
 //
+// Who may write (etcd access control, internal/mdm/rbac.go): each daemon's
+// etcd user is its certificate's role. mdm and gateway are etcd's root; sds,
+// target, nbd and client read Prefix and write only the keys the table above
+// says they write (sds: live/sds, stats/sds, filled; target and nbd:
+// stats/frontend; each: cert/<its role>/). Not yet enforced per name: any
+// sds may write any SDS's keys. LogPrefix is the gateway's alone. A new key
+// written by a daemon that is not root needs its line in mdm/rbac.go.
+//
 // Tokens are stored only as the SHA-256 of the token (tokenHash): reading
 // etcd does not reveal a usable token.
 //
