@@ -12,6 +12,7 @@ import (
 	"github.com/cairn-storage/cairn/appliance/internal/mdm"
 	"github.com/cairn-storage/cairn/appliance/internal/pki"
 	"github.com/cairn-storage/cairn/appliance/internal/pki/pkitest"
+	"github.com/cairn-storage/cairn/appliance/internal/refusals"
 	clientv3 "go.etcd.io/etcd/client/v3"
 	"go.etcd.io/etcd/server/v3/embed"
 )
@@ -64,10 +65,19 @@ func Start(t testing.TB) *clientv3.Client {
 // member stops when the test ends.
 func StartTLS(t testing.TB, kit *pkitest.Kit) string {
 	t.Helper()
+	u, _ := StartTLSReporting(t, kit)
+	return u
+}
+
+// StartTLSReporting is StartTLS, also returning the reporter that receives
+// the connections etcd refused (as `cairn mdm` has).
+func StartTLSReporting(t testing.TB, kit *pkitest.Kit) (string, *refusals.Reporter) {
+	t.Helper()
 	cu, pu := freeURL(t), freeURL(t)
 	cu.Scheme, pu.Scheme = "https", "https"
+	rep := refusals.New(pki.RoleMDM, "mdm1", slog.New(slog.DiscardHandler))
 	cfg := mdm.Config{Name: "mdm1", DataDir: t.TempDir(), PeerURL: pu.String(), ClientURL: cu.String(),
-		Identity: kit.Identity(pki.RoleMDM, "mdm1")}
+		Identity: kit.Identity(pki.RoleMDM, "mdm1"), Refusals: rep}
 	e, err := mdm.Start(cfg)
 	if err != nil {
 		t.Fatalf("start etcd: %v", err)
@@ -84,7 +94,7 @@ func StartTLS(t testing.TB, kit *pkitest.Kit) string {
 	if err := mdm.EnsureAccess(ctx, root, slog.New(slog.DiscardHandler)); err != nil {
 		t.Fatalf("etcd access control: %v", err)
 	}
-	return cu.String()
+	return cu.String(), rep
 }
 
 // Client connects to url with id's certificate (through mdm.ClientConfig,

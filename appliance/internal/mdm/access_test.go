@@ -20,6 +20,7 @@ import (
 	"github.com/cairn-storage/cairn/appliance/internal/model"
 	"github.com/cairn-storage/cairn/appliance/internal/pki"
 	"github.com/cairn-storage/cairn/appliance/internal/pki/pkitest"
+	"github.com/cairn-storage/cairn/appliance/internal/refusals"
 	"go.etcd.io/etcd/api/v3/v3rpc/rpctypes"
 	clientv3 "go.etcd.io/etcd/client/v3"
 )
@@ -36,7 +37,7 @@ func denied(err error) bool { return errors.Is(err, rpctypes.ErrPermissionDenied
 // fails (TLS handshake refused), nothing is read or written.
 func TestUnauthenticatedClientsRefused(t *testing.T) {
 	kit := pkitest.New(t)
-	u := etcdtest.StartTLS(t, kit)
+	u, rep := etcdtest.StartTLSReporting(t, kit)
 	ctx := ctxT(t)
 	gw := etcdtest.Client(t, u, kit.Identity(pki.RoleGateway, "gw"))
 	if _, err := gw.Put(ctx, model.SystemKey, "{}"); err != nil {
@@ -70,6 +71,18 @@ func TestUnauthenticatedClientsRefused(t *testing.T) {
 	r, err := gw.Get(ctx, model.SystemKey)
 	if err != nil || len(r.Kvs) != 1 || string(r.Kvs[0].Value) != "{}" {
 		t.Fatalf("system key changed: %v %v", r, err)
+	}
+	// Each kind of refusal reached the reporter (the security events).
+	seen := map[string]bool{}
+	for _, f := range refusals.Pending(rep) {
+		for _, s := range []string{"didn't provide a certificate", "does not look like a TLS handshake"} {
+			if f.Service == "etcd client port" && strings.Contains(f.Reason, s) {
+				seen[s] = true
+			}
+		}
+	}
+	if len(seen) != 2 {
+		t.Errorf("refusals reported: %+v", refusals.Pending(rep))
 	}
 }
 

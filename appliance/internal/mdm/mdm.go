@@ -16,6 +16,7 @@ import (
 
 	"github.com/cairn-storage/cairn/appliance/internal/model"
 	"github.com/cairn-storage/cairn/appliance/internal/pki"
+	"github.com/cairn-storage/cairn/appliance/internal/refusals"
 	"go.etcd.io/etcd/client/pkg/v3/transport"
 	clientv3 "go.etcd.io/etcd/client/v3"
 	"go.etcd.io/etcd/client/v3/concurrency"
@@ -40,6 +41,9 @@ type Config struct {
 	// access control (rbac.go). Without it (tests, a lab) etcd is plain
 	// http and open to anyone who reaches it.
 	Identity *pki.Identity
+	// Refusals receives the connections etcd refused (no or a foreign
+	// certificate, plain text on a TLS port); Run makes one if nil.
+	Refusals *refusals.Reporter
 }
 
 // Run starts the member and serves until ctx ends.
@@ -51,6 +55,9 @@ func Run(ctx context.Context, cfg Config) error {
 	log = log.With("mdm", cfg.Name)
 	if cfg.ElectionTTL == 0 {
 		cfg.ElectionTTL = 3
+	}
+	if cfg.Refusals == nil {
+		cfg.Refusals = refusals.New(pki.RoleMDM, cfg.Name, log)
 	}
 	e, err := Start(cfg)
 	if err != nil {
@@ -70,6 +77,10 @@ func Run(ctx context.Context, cfg Config) error {
 	}
 	if err := publishRole(ctx, cfg, log); err != nil {
 		log.Warn("MDM role not published (the API shows it as a full member until it is)", "err", err)
+	}
+	if rc, err := ownClient(cfg, log); err == nil {
+		defer rc.Close()
+		go cfg.Refusals.Run(ctx, rc, 0)
 	}
 	if cfg.TieBreaker {
 		select {
@@ -135,6 +146,9 @@ func Start(cfg Config) (*embed.Etcd, error) {
 	ec.Name = cfg.Name
 	ec.Dir = cfg.DataDir
 	ec.LogLevel = "error"
+	if cfg.Refusals != nil {
+		ec.ZapLoggerBuilder = embed.NewZapLoggerBuilder(refusalLogger(cfg.Refusals))
+	}
 	ec.ListenPeerUrls, ec.AdvertisePeerUrls = []url.URL{*pu}, []url.URL{*pu}
 	ec.ListenClientUrls, ec.AdvertiseClientUrls = []url.URL{*cu}, []url.URL{*cu}
 	if err := serveTLS(ec, cfg, pu, cu); err != nil {

@@ -54,20 +54,24 @@ var access = map[string][]perm{
 		{model.SDSStatsPrefix, authpb.WRITE},
 		{model.FilledPrefix, authpb.WRITE},
 		{model.CertPrefix + pki.RoleSDS + "/", authpb.WRITE},
+		{model.RefusedPrefix + pki.RoleSDS + "/", authpb.WRITE}, // refusals.Reporter
 	},
 	pki.RoleTarget: {
 		{model.Prefix, authpb.READ},
 		{model.FrontendStatsPrefix, authpb.WRITE},
 		{model.CertPrefix + pki.RoleTarget + "/", authpb.WRITE},
+		{model.RefusedPrefix + pki.RoleTarget + "/", authpb.WRITE}, // refusals.Reporter
 	},
 	pki.RoleNBD: {
 		{model.Prefix, authpb.READ},
 		{model.FrontendStatsPrefix, authpb.WRITE},
 		{model.CertPrefix + pki.RoleNBD + "/", authpb.WRITE},
+		{model.RefusedPrefix + pki.RoleNBD + "/", authpb.WRITE}, // refusals.Reporter
 	},
 	pki.RoleClient: {
 		{model.Prefix, authpb.READ},
 		{model.CertPrefix + pki.RoleClient + "/", authpb.WRITE},
+		{model.RefusedPrefix + pki.RoleClient + "/", authpb.WRITE}, // refusals.Reporter
 	},
 }
 

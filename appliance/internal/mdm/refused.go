@@ -1,6 +1,7 @@
 package mdm
 
 import (
+	"os"
 	"strings"
 
 	"github.com/cairn-storage/cairn/appliance/internal/refusals"
@@ -8,13 +9,15 @@ import (
 	"go.uber.org/zap/zapcore"
 )
 
-// refusalLogger is the embedded etcd's logger: it drops everything but the
-// warnings etcd writes when it refuses a TLS connection ("rejected
-// connection on client endpoint" / "... peer endpoint": no certificate,
-// another CA's, plain text on a TLS port), which go to rep and so become
-// security events.
+// refusalLogger is the embedded etcd's logger: errors go to stderr as
+// before (etcd's LogLevel "error"), and the warnings etcd writes when it
+// refuses a TLS connection ("rejected connection on client endpoint" /
+// "... peer endpoint": no certificate, another CA's, plain text on a TLS
+// port) go to rep, and so become security events.
 func refusalLogger(rep *refusals.Reporter) *zap.Logger {
-	return zap.New(refusalCore{rep: rep})
+	enc := zapcore.NewJSONEncoder(zap.NewProductionEncoderConfig())
+	stderr := zapcore.NewCore(enc, zapcore.Lock(zapcore.AddSync(os.Stderr)), zapcore.ErrorLevel)
+	return zap.New(zapcore.NewTee(stderr, refusalCore{rep: rep}))
 }
 
 type refusalCore struct {
