@@ -489,7 +489,11 @@ func serveConn(ctx context.Context, c net.Conn, sec *Security, h Handler, inline
 			c.Close()
 			host, _, _ := net.SplitHostPort(c.RemoteAddr().String())
 			if ok, n := refusals.Allow(host + " " + err.Error()); ok && ctx.Err() == nil {
-				log.Warn("data-path connection refused", "remote", c.RemoteAddr().String(), "peer", peer.String(), "err", err, "suppressed", n)
+				attrs := []any{"remote", c.RemoteAddr().String(), "err", err, "suppressed", n}
+				if peer.Role != "" {
+					attrs = append(attrs, "peer", peer.String())
+				}
+				log.Warn("data-path connection refused", attrs...)
 			}
 			return
 		}
