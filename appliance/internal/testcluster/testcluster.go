@@ -7,6 +7,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"io"
 	"log/slog"
 	"net"
 	"os"
@@ -67,6 +68,9 @@ type Options struct {
 	// DataSecurity of every SDS and of the client: "" is authenticated
 	// (certificates from a throw-away CA), or "secure", or "none".
 	DataSecurity string
+	// LogTo receives the cluster's log (default stderr), at warning level
+	// unless CAIRN_TEST_LOG=info.
+	LogTo io.Writer
 }
 
 func freeAddr(t testing.TB) string {
@@ -97,7 +101,10 @@ func Start(t testing.TB, o Options) *Cluster {
 	if os.Getenv("CAIRN_TEST_LOG") == "info" {
 		lvl = slog.LevelInfo
 	}
-	log := slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: lvl}))
+	if o.LogTo == nil {
+		o.LogTo = os.Stderr
+	}
+	log := slog.New(slog.NewTextHandler(o.LogTo, &slog.HandlerOptions{Level: lvl}))
 	mode := wire.ModeAuthenticated
 	if o.DataSecurity != "" {
 		var err error
