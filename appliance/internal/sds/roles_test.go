@@ -57,9 +57,9 @@ func TestRogueFrontendCannotWriteCopies(t *testing.T) {
 	}
 	requests := func(epoch uint64) map[string]*wire.Request {
 		return map[string]*wire.Request{
-			"opcode 32": {Op: wire.OpChunkPut, Volume: vol.ID(), Offset: 0, Length: model.ChunkSize, Epoch: epoch, Payload: rogueData},
+			"opcode 32":                 {Op: wire.OpChunkPut, Volume: vol.ID(), Offset: 0, Length: model.ChunkSize, Epoch: epoch, Payload: rogueData},
 			"opcode 3 with FlagReplica": {Op: wire.OpWrite, Flags: wire.FlagReplica, Volume: vol.ID(), Offset: 0, Length: 4096, Epoch: epoch, Payload: rogueData[:4096]},
-			"opcode 30": {Op: wire.OpChunkList, Offset: 0, Epoch: epoch, Payload: []byte(c.PoolID)},
+			"opcode 30":                 {Op: wire.OpChunkList, Offset: 0, Epoch: epoch, Payload: []byte(c.PoolID)},
 		}
 	}
 	send := func(sec *wire.Security, addr string, req *wire.Request) error {
