@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/cairn-storage/cairn/appliance/internal/gateway"
+	"github.com/cairn-storage/cairn/appliance/internal/pki"
 	"github.com/cairn-storage/cairn/appliance/internal/sdsrpc"
 )
 
@@ -31,11 +32,18 @@ func runGateway(ctx context.Context, args []string) error {
 	if cfg.TokenTTL < time.Second {
 		return fmt.Errorf("--token-ttl %s: give at least 1s (default %s)", cfg.TokenTTL, gateway.DefaultTokenTTL)
 	}
+	log := c.logger("gateway")
+	// Adding a device asks its SDS to prepare it over the data path.
+	sec, err := c.dataSecurity(ctx, pki.RoleGateway, dataSecurityDefault(), log)
+	if err != nil {
+		return err
+	}
+	cfg.Devices = sdsrpc.Prober{Security: sec}
 	cli, err := c.etcd(ctx)
 	if err != nil {
 		return err
 	}
 	defer cli.Close()
-	cfg.Etcd, cfg.Logger = cli, c.logger("gateway")
+	cfg.Etcd, cfg.Logger = cli, log
 	return gateway.Run(ctx, cfg)
 }
