@@ -5,8 +5,6 @@ import (
 	"context"
 	"crypto/rand"
 	"os"
-	"strings"
-	"sync"
 	"testing"
 	"time"
 
@@ -16,24 +14,6 @@ import (
 	"github.com/cairn-storage/cairn/appliance/internal/wire"
 )
 
-// lockedBuffer collects the cluster's log while its SDSs write it.
-type lockedBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (l *lockedBuffer) Write(p []byte) (int, error) {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.b.Write(p)
-}
-
-func (l *lockedBuffer) String() string {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.b.String()
-}
-
 // TestRogueFrontendCannotWriteCopies: a frontend's certificate (nbd) and a
 // gateway's may not send what only SDSs send — whole-chunk puts, replica
 // writes behind the primary's back, chunk lists — nor may the gateway
@@ -42,7 +22,7 @@ func (l *lockedBuffer) String() string {
 // certificate are not forbidden (the role, not the request's form, is what
 // is refused).
 func TestRogueFrontendCannotWriteCopies(t *testing.T) {
-	log := &lockedBuffer{}
+	log := &testcluster.LogBuffer{}
 	c := testcluster.Start(t, testcluster.Options{SDSs: 2, DevicesPerSDS: 1, DeviceSize: 64 * MiB, PGCount: 8, LogTo: log})
 	vol := c.CreateVolume("v", 8*MiB, true)
 	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
@@ -105,10 +85,10 @@ func TestRogueFrontendCannotWriteCopies(t *testing.T) {
 	// Every refusal is logged (each SDS logs each kind once at least).
 	for what := range requests(0) {
 		for _, s := range c.SDSs {
-			waitLine(t, log, "data-path request refused", "sds="+s.Name, "rogue-nbd", what)
+			log.WaitLine(t, "data-path request refused", "sds="+s.Name, "rogue-nbd", what)
 		}
 	}
-	waitLine(t, log, "data-path request refused", "rogue-gateway", "opcode 3")
+	log.WaitLine(t, "data-path request refused", "rogue-gateway", "opcode 3")
 
 	// Control: the same requests from an SDS certificate pass the role
 	// check (whatever the SDS then answers), so the refusals above were
@@ -119,25 +99,5 @@ func TestRogueFrontendCannotWriteCopies(t *testing.T) {
 		if err := send(peer, c.SDSs[0].Addr, req); wire.IsStatus(err, wire.StatusForbidden) {
 			t.Fatalf("sds certificate refused %s: %v", what, err)
 		}
-	}
-}
-
-func waitLine(t *testing.T, log *lockedBuffer, want ...string) {
-	t.Helper()
-	deadline := time.Now().Add(5 * time.Second)
-	for {
-		for _, line := range strings.Split(log.String(), "\n") {
-			all := true
-			for _, w := range want {
-				all = all && strings.Contains(line, w)
-			}
-			if all {
-				return
-			}
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("no log line with all of %q", want)
-		}
-		time.Sleep(20 * time.Millisecond)
 	}
 }
