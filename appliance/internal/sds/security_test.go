@@ -13,8 +13,8 @@ import (
 )
 
 // TestMirroredIOInEveryMode: writes mirrored SDS to SDS and read back in
-// each data-path security mode, both copies
-// checked on the devices, nothing refused.
+// each data-path security mode, both copies checked on the devices,
+// nothing refused.
 func TestMirroredIOInEveryMode(t *testing.T) {
 	for _, mode := range []string{"authenticated", "secure", "none"} {
 		t.Run(mode, func(t *testing.T) {
