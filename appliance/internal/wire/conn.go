@@ -488,7 +488,7 @@ func serveConn(ctx context.Context, c net.Conn, sec *Security, h Handler, inline
 		if err != nil {
 			c.Close()
 			host, _, _ := net.SplitHostPort(c.RemoteAddr().String())
-			if ok, n := refusals.Allow(host + " " + err.Error()); ok && ctx.Err() == nil {
+			if ok, n := refusals.Allow(host + " " + refusalKind(err)); ok && ctx.Err() == nil {
 				attrs := []any{"remote", c.RemoteAddr().String(), "err", err, "suppressed", n}
 				if peer.Role != "" {
 					attrs = append(attrs, "peer", peer.String())
@@ -501,6 +501,17 @@ func serveConn(ctx context.Context, c net.Conn, sec *Security, h Handler, inline
 	}
 	sc := &serverConn{c: c, bw: bufio.NewWriterSize(c, 256<<10)}
 	sc.serve(ctx, h, inline, log)
+}
+
+// refusalKind is what a refused connection's log line is rate-limited by
+// (with the remote host): the error without the addresses and ports of a
+// network error, which differ on every connection.
+func refusalKind(err error) string {
+	var op *net.OpError
+	if errors.As(err, &op) && op.Err != nil {
+		return op.Err.Error()
+	}
+	return err.Error()
 }
 
 // maxHeld bounds the inline replies buffered before a flush.

@@ -236,7 +236,7 @@ func refusePlain(c net.Conn, first [4]byte, floor Mode) error {
 	var rh [RespHeader]byte
 	PutResponseHeader(rh[:], &resp)
 	_, _ = c.Write(append(rh[:], resp.Payload...))
-	return fmt.Errorf("%w: a client without TLS (mode none) from %s", ErrForbidden, c.RemoteAddr())
+	return fmt.Errorf("%w: a client without TLS (mode none)", ErrForbidden)
 }
 
 // dial runs the client side of the handshake on a connected c and returns
