@@ -411,3 +411,37 @@ func FuzzAccept(f *testing.F) {
 		}
 	})
 }
+
+// BenchmarkHandshake: connect, handshake and one ping, per mode: the cost
+// of a (re)connection, not of an I/O.
+func BenchmarkHandshake(b *testing.B) {
+	k := pkitest.New(b)
+	for _, mode := range []Mode{ModeNone, ModeAuthenticated, ModeSecure} {
+		b.Run(mode.String(), func(b *testing.B) {
+			var srvSec, cliSec *Security
+			if mode != ModeNone {
+				srvSec, cliSec = sec(b, k, mode, pki.RoleSDS, "sds1"), sec(b, k, mode, pki.RoleClient, "bench")
+			}
+			l, err := net.Listen("tcp", "127.0.0.1:0")
+			if err != nil {
+				b.Fatal(err)
+			}
+			ctx, cancel := context.WithCancel(context.Background())
+			done := make(chan struct{})
+			go func() {
+				defer close(done)
+				ServeSecure(ctx, l, srvSec, func(context.Context, *Request) (Response, func()) { return Response{}, nil }, nil, slog.New(slog.DiscardHandler))
+			}()
+			defer func() { cancel(); <-done }()
+			b.ResetTimer()
+			for i := 0; i < b.N; i++ {
+				c := NewClient(l.Addr().String(), 1)
+				c.Security = cliSec
+				if _, err := c.Do(ctx, &Request{Op: OpPing}, nil); err != nil {
+					b.Fatal(err)
+				}
+				c.Close()
+			}
+		})
+	}
+}
