@@ -7,6 +7,7 @@ import (
 	"os"
 	"time"
 
+	"github.com/cairn-storage/cairn/appliance/internal/pki"
 	"github.com/cairn-storage/cairn/appliance/internal/torture"
 )
 
@@ -25,6 +26,7 @@ func runATSTorture(ctx context.Context, args []string) error {
 	fs.Int64Var(&cfg.Offset, "offset", 0, "byte offset of the block (a multiple of 512)")
 	fs.DurationVar(&cfg.Duration, "duration", time.Minute, "stop after this long")
 	fs.Int64Var(&cfg.Seed, "seed", 1, "random seed")
+	security := dataSecurityFlag(fs)
 	history := fs.String("history", "", "file for the JSON-lines history (default stdout)")
 	if err := parse(fs, args); err != nil {
 		return err
@@ -33,7 +35,7 @@ func runATSTorture(ctx context.Context, args []string) error {
 		return errorf("--volume is required")
 	}
 	log := c.logger("ats-torture")
-	_, cl, closeClient, err := c.dataClient(ctx, log)
+	_, cl, closeClient, err := c.dataClientAs(ctx, log, pki.RoleClient, *security)
 	if err != nil {
 		return err
 	}

@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/cairn-storage/cairn/appliance/internal/gateway"
+	"github.com/cairn-storage/cairn/appliance/internal/pki"
 	"github.com/cairn-storage/cairn/appliance/internal/sdsrpc"
 )
 
@@ -34,9 +35,15 @@ func runGateway(ctx context.Context, args []string) error {
 	log := c.logger("gateway")
 	// The gateway's certificate (role gateway: etcd's root user, see
 	// mdm/rbac.go) authenticates its etcd client.
-	if _, err := c.identity(ctx, "gateway", log); err != nil {
+	if _, err := c.identity(ctx, pki.RoleGateway, log); err != nil {
 		return err
 	}
+	// Adding a device asks its SDS to prepare it over the data path.
+	sec, err := c.dataSecurity(ctx, pki.RoleGateway, dataSecurityDefault(), log)
+	if err != nil {
+		return err
+	}
+	cfg.Devices = sdsrpc.Prober{Security: sec}
 	cli, err := c.etcd(ctx)
 	if err != nil {
 		return err

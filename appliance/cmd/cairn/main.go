@@ -167,20 +167,12 @@ func (c *common) etcd(ctx context.Context) (*clientv3.Client, error) {
 	return cli, nil
 }
 
-// dataClient connects to the MDM and opens the data client a frontend or
-// tool reads and writes volumes with. close releases both.
+// dataClient connects to the MDM and opens the data client the NBD
+// frontend reads and writes volumes with, in the data-path security mode of
+// $CAIRN_DATA_SECURITY (default authenticated) with its nbd certificate
+// (--pki). close releases both. Other roles use dataClientAs.
 func (c *common) dataClient(ctx context.Context, log *slog.Logger) (*catalog.Catalog, *client.Cluster, func(), error) {
-	cli, err := c.etcd(ctx)
-	if err != nil {
-		return nil, nil, nil, err
-	}
-	cat, err := catalog.Open(ctx, cli, log)
-	if err != nil {
-		cli.Close()
-		return nil, nil, nil, err
-	}
-	cl := client.New(cat, log)
-	return cat, cl, func() { cl.Close(); cli.Close() }, nil
+	return c.dataClientAs(ctx, log, pki.RoleNBD, dataSecurityDefault())
 }
 
 func parse(fs *flag.FlagSet, args []string) error {

@@ -4,6 +4,7 @@ import (
 	"context"
 	"flag"
 
+	"github.com/cairn-storage/cairn/appliance/internal/pki"
 	"github.com/cairn-storage/cairn/appliance/internal/sds"
 )
 
@@ -20,6 +21,7 @@ func runSDS(ctx context.Context, args []string) error {
 	fs.StringVar(&cfg.Listen, "listen", "127.0.0.1:7100", "data-path listen address")
 	fs.StringVar(&cfg.Advertise, "advertise", "", "address clients use (default: the listen address)")
 	fs.StringVar(&cfg.StateDir, "state-dir", "/var/lib/cairn/sds", "chunk index directory")
+	security := dataSecurityFlag(fs)
 	fs.BoolVar(&cfg.ReadCache, "read-cache", true, "serve reads through the page cache (writes stay direct); --read-cache=false reads the devices directly")
 	if err := parse(fs, args); err != nil {
 		return err
@@ -27,11 +29,16 @@ func runSDS(ctx context.Context, args []string) error {
 	if cfg.Name == "" {
 		return errorf("--name is required: the SDS's name as added with 'cairnctl sds create'")
 	}
+	log := c.logger("sds")
+	sec, err := c.dataSecurity(ctx, pki.RoleSDS, *security, log)
+	if err != nil {
+		return err
+	}
 	cli, err := c.etcd(ctx)
 	if err != nil {
 		return err
 	}
 	defer cli.Close()
-	cfg.Etcd, cfg.Logger = cli, c.logger("sds")
+	cfg.Etcd, cfg.Logger, cfg.Security = cli, log, sec
 	return sds.Run(ctx, cfg)
 }

@@ -12,6 +12,7 @@ import (
 	"github.com/cairn-storage/cairn/appliance/internal/frontend"
 	"github.com/cairn-storage/cairn/appliance/internal/lio"
 	"github.com/cairn-storage/cairn/appliance/internal/model"
+	"github.com/cairn-storage/cairn/appliance/internal/pki"
 	"github.com/cairn-storage/cairn/appliance/internal/scsi"
 	"github.com/cairn-storage/cairn/appliance/internal/target"
 )
@@ -29,6 +30,7 @@ func runTarget(ctx context.Context, args []string) error {
 	port := fs.Int("port-number", 1, "this SVM's relative target port (unique per SVM, 1..65535)")
 	group := fs.String("group-ports", "", "comma-separated relative port numbers of every SVM (for REPORT TARGET PORT GROUPS); default: this one")
 	prefix := fs.String("backstore-prefix", "", "backstore name prefix (tests running two targets in one kernel)")
+	security := dataSecurityFlag(fs)
 	addrMap := fs.String("sds-addr-map", "", "rewrite SDS addresses: from=to[,from=to] on the host part (NAT, test guests)")
 	if err := parse(fs, args); err != nil {
 		return err
@@ -61,7 +63,7 @@ func runTarget(ctx context.Context, args []string) error {
 		}
 	}
 	log := c.logger("target")
-	cat, cl, closeClient, err := c.dataClient(ctx, log)
+	cat, cl, closeClient, err := c.dataClientAs(ctx, log, pki.RoleTarget, *security)
 	if err != nil {
 		return err
 	}

@@ -35,6 +35,12 @@ type Cluster struct {
 	// MapAddr rewrites SDS addresses before dialling (nil: as registered),
 	// for clients behind NAT or port forwarding (e.g. a test guest).
 	MapAddr func(addr string) string
+	// Security is the handshake every connection to an SDS runs (set
+	// before the first request; nil: mode none). The client accepts any
+	// server holding an sds certificate of the cluster, not a particular
+	// name: the catalog's SDS names can be changed through the API, the
+	// name in a certificate cannot, and every SDS may hold any chunk.
+	Security *wire.Security
 
 	mu    sync.RWMutex
 	peers map[string]*wire.Client
@@ -118,6 +124,7 @@ func (c *Cluster) Peer(addr string) *wire.Client {
 			dial = c.MapAddr(addr)
 		}
 		p = wire.NewClient(dial, c.ConnsPerSDS)
+		p.Security = c.Security
 		p.OnIdle = c.runIdle
 		c.peers[addr] = p
 	}

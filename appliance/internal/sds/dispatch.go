@@ -29,6 +29,9 @@ func errAnswer(status uint16, err error) wire.Response {
 
 // handle serves one data-path request.
 func (s *Server) handle(ctx context.Context, req *wire.Request) (wire.Response, func()) {
+	if peer, ok := wire.PeerFrom(ctx); ok && !mayDo(peer.Role, req) {
+		return s.forbid(peer, req)
+	}
 	switch req.Op {
 	case wire.OpPing:
 		return ok()

@@ -44,6 +44,10 @@ type Config struct {
 	// ReadCache serves chunk reads through the kernel's page cache (the
 	// SDS read cache, like ScaleIO's RAM read cache); writes stay direct.
 	ReadCache bool
+	// Security is the data path's handshake, for connections to this SDS
+	// (its mode is the floor clients must meet) and from it to other SDSs.
+	// nil: mode none, no handshake, no role checks.
+	Security *wire.Security
 }
 
 // Server is a running SDS.
@@ -68,6 +72,8 @@ type Server struct {
 	// leaseValidUntil (Unix ns): until then this SDS holds a current
 	// liveness lease and may acknowledge writes that reached only its copy.
 	leaseValidUntil atomic.Int64
+
+	refusals wire.LogLimiter // refused requests (roles.go)
 
 	started time.Time // this run's start: the published counters begin here
 	statsMu sync.RWMutex
@@ -96,6 +102,7 @@ func Run(ctx context.Context, cfg Config) error {
 	}
 	s := &Server{cfg: cfg, log: log, cat: cat, cl: client.New(cat, log), locks: newRangeLocks(),
 		devices: map[string]*device{}, prepared: map[string]*device{}, vols: map[uint64]*volCounters{}, kick: make(chan struct{}, 1), started: time.Now().UTC()}
+	s.cl.Security = cfg.Security
 	s.heal = newHealer(s)
 	defer s.cl.Close()
 
@@ -152,8 +159,8 @@ func Run(ctx context.Context, cfg Config) error {
 	go func() { defer wg.Done(); s.liveness(wctx) }()
 	go func() { defer wg.Done(); s.followDevices(wctx) }()
 	go func() { defer wg.Done(); s.publishStats(wctx) }()
-	log.Info("SDS serving", "id", s.id, "address", s.addr, "devices", len(s.devices))
-	err = wire.ServeInline(wctx, l, s.handle, inlineOp, log)
+	log.Info("SDS serving", "id", s.id, "address", s.addr, "devices", len(s.devices), "data_security", cfg.Security.String())
+	err = wire.ServeSecure(wctx, l, cfg.Security, s.handle, inlineOp, log)
 	cancel()
 	if err2 := s.flush(); err2 != nil {
 		log.Error("final flush failed", "err", err2)

@@ -71,11 +71,17 @@ func unreachable(peer *wire.Client, err error) error {
 // Prober asks SDSs to take devices; the gateway uses it when an
 // administrator adds a device, so that a bad device is refused at once with
 // the SDS's reason.
-type Prober struct{}
+type Prober struct {
+	// Security is the data-path handshake (the gateway's certificate;
+	// nil: mode none). SDSs accept OpPrepareDevice only from the gateway
+	// and MDM roles.
+	Security *wire.Security
+}
 
 // PrepareDevice implements gateway.DeviceProber.
-func (Prober) PrepareDevice(ctx context.Context, sdsAddress, clusterID, deviceID, path string, force bool) (int64, error) {
+func (p Prober) PrepareDevice(ctx context.Context, sdsAddress, clusterID, deviceID, path string, force bool) (int64, error) {
 	peer := wire.NewClient(sdsAddress, 1)
+	peer.Security = p.Security
 	defer peer.Close()
 	// Preparing zeroes the data area: hole punching is quick, but a block
 	// device without discard is written in full.

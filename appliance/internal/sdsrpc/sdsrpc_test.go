@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/cairn-storage/cairn/appliance/internal/model"
+	"github.com/cairn-storage/cairn/appliance/internal/pki"
 	"github.com/cairn-storage/cairn/appliance/internal/sdsrpc"
 	"github.com/cairn-storage/cairn/appliance/internal/testcluster"
 )
@@ -26,7 +27,7 @@ func TestPrepareDeviceAnswers(t *testing.T) {
 		t.Fatal(err)
 	}
 	sds := c.SDSs[0]
-	var prober sdsrpc.Prober
+	prober := sdsrpc.Prober{Security: c.Security(pki.RoleGateway, "gateway")}
 	newFile := func(name string, head []byte, size int64) string {
 		t.Helper()
 		path := filepath.Join(t.TempDir(), name)

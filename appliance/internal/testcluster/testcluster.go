@@ -7,6 +7,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"io"
 	"log/slog"
 	"net"
 	"os"
@@ -22,6 +23,8 @@ import (
 	"github.com/cairn-storage/cairn/appliance/internal/etcdtest"
 	"github.com/cairn-storage/cairn/appliance/internal/mdm"
 	"github.com/cairn-storage/cairn/appliance/internal/model"
+	"github.com/cairn-storage/cairn/appliance/internal/pki"
+	"github.com/cairn-storage/cairn/appliance/internal/pki/pkitest"
 	"github.com/cairn-storage/cairn/appliance/internal/sds"
 	"github.com/cairn-storage/cairn/appliance/internal/sdsrpc"
 	"github.com/cairn-storage/cairn/appliance/internal/wire"
@@ -38,6 +41,10 @@ type Cluster struct {
 	Dir    string
 	SDSs   []*SDS
 	Log    *slog.Logger
+	// PKI is the cluster's CA (nil with DataSecurity none): tests issue
+	// more certificates from it (Security).
+	PKI    *pkitest.Kit
+	mode   wire.Mode
 	ctx    context.Context
 	cancel context.CancelFunc
 	wg     sync.WaitGroup
@@ -49,6 +56,7 @@ type SDS struct {
 	Devices               []string
 	cancel                context.CancelFunc
 	done                  chan error
+	sec                   *wire.Security // issued at its first start, kept across restarts
 }
 
 // Options size the cluster.
@@ -57,6 +65,12 @@ type Options struct {
 	DevicesPerSDS int   // default 2
 	DeviceSize    int64 // default 256 MiB (sparse files)
 	PGCount       int   // default 64
+	// DataSecurity of every SDS and of the client: "" is authenticated
+	// (certificates from a throw-away CA), or "secure", or "none".
+	DataSecurity string
+	// LogTo receives the cluster's log (default stderr), at warning level
+	// unless CAIRN_TEST_LOG=info.
+	LogTo io.Writer
 }
 
 func freeAddr(t testing.TB) string {
@@ -87,10 +101,23 @@ func Start(t testing.TB, o Options) *Cluster {
 	if os.Getenv("CAIRN_TEST_LOG") == "info" {
 		lvl = slog.LevelInfo
 	}
-	log := slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: lvl}))
+	if o.LogTo == nil {
+		o.LogTo = os.Stderr
+	}
+	log := slog.New(slog.NewTextHandler(o.LogTo, &slog.HandlerOptions{Level: lvl}))
+	mode := wire.ModeAuthenticated
+	if o.DataSecurity != "" {
+		var err error
+		if mode, err = wire.ParseMode(o.DataSecurity); err != nil {
+			t.Fatal(err)
+		}
+	}
 	cli := etcdtest.Start(t)
 	ctx, cancel := context.WithCancel(context.Background())
-	c := &Cluster{T: t, Etcd: cli, Store: model.NewStore(cli), Dir: t.TempDir(), Log: log, ctx: ctx, cancel: cancel}
+	c := &Cluster{T: t, Etcd: cli, Store: model.NewStore(cli), Dir: t.TempDir(), Log: log, mode: mode, ctx: ctx, cancel: cancel}
+	if mode != wire.ModeNone {
+		c.PKI = pkitest.New(t)
+	}
 	t.Cleanup(c.Stop)
 
 	must := func(err error) {
@@ -122,7 +149,9 @@ func Start(t testing.TB, o Options) *Cluster {
 	must(err)
 	c.Cat = cat
 	c.Client = client.New(cat, log)
+	c.Client.Security = c.Security(pki.RoleClient, "testclient")
 	c.Client.RetryFor = 20 * time.Second
+	prober := c.Security(pki.RoleGateway, "testgateway")
 	for i, s := range c.SDSs {
 		c.waitLive(s.ID)
 		for d := 0; d < o.DevicesPerSDS; d++ {
@@ -133,6 +162,7 @@ func Start(t testing.TB, o Options) *Cluster {
 			f.Close()
 			id := model.NewID()
 			peer := wire.NewClient(s.Addr, 1)
+			peer.Security = prober
 			capacity, err := sdsrpc.PrepareDevice(ctx, peer, sdsrpc.PrepareDeviceRequest{ClusterID: sys.ID, DeviceID: id, Path: path})
 			peer.Close()
 			must(err)
@@ -179,14 +209,32 @@ func (c *Cluster) waitLive(id string) {
 // StartSDS (re)starts SDS i.
 func (c *Cluster) StartSDS(i int) {
 	s := c.SDSs[i]
+	if s.sec == nil {
+		s.sec = c.Security(pki.RoleSDS, s.Name)
+	}
 	ctx, cancel := context.WithCancel(c.ctx)
 	s.cancel, s.done = cancel, make(chan error, 1)
 	go func() {
-		s.done <- sds.Run(ctx, sds.Config{Name: s.Name, Listen: s.Addr, StateDir: s.State, Etcd: c.Etcd, Logger: c.Log, StatsInterval: 500 * time.Millisecond, ReadCache: true})
+		s.done <- sds.Run(ctx, sds.Config{Name: s.Name, Listen: s.Addr, StateDir: s.State, Etcd: c.Etcd, Logger: c.Log, StatsInterval: 500 * time.Millisecond, ReadCache: true,
+			Security: s.sec})
 	}()
 	if c.Cat != nil {
 		c.waitLive(s.ID)
 	}
+}
+
+// Security is the data-path security, in the cluster's mode, of a new
+// certificate for role/name from the cluster's CA (nil in mode none).
+func (c *Cluster) Security(role, name string) *wire.Security {
+	c.T.Helper()
+	if c.mode == wire.ModeNone {
+		return nil
+	}
+	sec, err := wire.NewSecurity(c.mode, c.PKI.Identity(role, name))
+	if err != nil {
+		c.T.Fatal(err)
+	}
+	return sec
 }
 
 // StopSDS stops SDS i gracefully.

@@ -28,6 +28,9 @@ type Client struct {
 	dialMu  sync.Mutex
 	closed  atomic.Bool
 	Timeout time.Duration // dial timeout
+	// Security, if set (before the first request), runs the handshake on
+	// every connection (see secure.go); nil is mode none.
+	Security *Security
 	// OnIdle, if set (before the first request), runs on a connection's
 	// reader each time it has handled the answers that had arrived and is
 	// about to wait for more, and after callbacks run elsewhere (timeouts,
@@ -76,6 +79,14 @@ func (c *Client) conn(ctx context.Context) (*clientConn, error) {
 	}
 	if tc, ok := nc.(*net.TCPConn); ok {
 		_ = tc.SetNoDelay(true)
+	}
+	if c.Security.mode() != ModeNone {
+		hc, _, err := c.Security.dial(ctx, nc)
+		if err != nil {
+			nc.Close()
+			return nil, fmt.Errorf("connect %s: %w", c.addr, err)
+		}
+		nc = hc
 	}
 	cc := &clientConn{c: nc, bw: bufio.NewWriterSize(nc, 256<<10), pending: map[uint64]*call{}, gone: make(chan struct{}), onIdle: c.OnIdle}
 	go cc.readLoop()
@@ -407,9 +418,10 @@ type Handler func(ctx context.Context, req *Request) (Response, func())
 // MaxInFlight bounds concurrently served requests per connection.
 const MaxInFlight = 256
 
-// Serve accepts connections on l and serves them with h until ctx ends.
+// Serve accepts connections on l and serves them with h until ctx ends,
+// without a handshake (mode none).
 func Serve(ctx context.Context, l net.Listener, h Handler, log *slog.Logger) error {
-	return ServeInline(ctx, l, h, nil, log)
+	return ServeSecure(ctx, l, nil, h, nil, log)
 }
 
 // ServeInline is Serve where requests for which inline returns true are
@@ -417,11 +429,19 @@ func Serve(ctx context.Context, l net.Listener, h Handler, log *slog.Logger) err
 // replies are sent together while more requests are already buffered (one
 // send for a burst). It suits short requests such as small reads: no
 // goroutine hand-off, fewer system calls. Everything else gets its own
-// goroutine, as with Serve.
+// goroutine, as with Serve. There is no handshake (mode none).
 func ServeInline(ctx context.Context, l net.Listener, h Handler, inline func(*Request) bool, log *slog.Logger) error {
+	return ServeSecure(ctx, l, nil, h, inline, log)
+}
+
+// ServeSecure is ServeInline with sec's handshake on every connection
+// before its first frame (sec nil: mode none); h finds the verified peer
+// with PeerFrom(ctx).
+func ServeSecure(ctx context.Context, l net.Listener, sec *Security, h Handler, inline func(*Request) bool, log *slog.Logger) error {
 	var wg sync.WaitGroup
 	conns := map[net.Conn]struct{}{}
 	var mu sync.Mutex
+	var refusals LogLimiter
 	go func() {
 		<-ctx.Done()
 		l.Close()
@@ -453,13 +473,45 @@ func ServeInline(ctx context.Context, l net.Listener, h Handler, inline func(*Re
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			sc := &serverConn{c: c, bw: bufio.NewWriterSize(c, 256<<10)}
-			sc.serve(ctx, h, inline, log)
+			serveConn(ctx, c, sec, h, inline, log, &refusals)
 			mu.Lock()
 			delete(conns, c)
 			mu.Unlock()
 		}()
 	}
+}
+
+// serveConn runs sec's handshake on c, if any, then serves its frames.
+func serveConn(ctx context.Context, c net.Conn, sec *Security, h Handler, inline func(*Request) bool, log *slog.Logger, refusals *LogLimiter) {
+	if sec.mode() != ModeNone {
+		hc, peer, err := sec.accept(ctx, c)
+		if err != nil {
+			c.Close()
+			host, _, _ := net.SplitHostPort(c.RemoteAddr().String())
+			if ok, n := refusals.Allow(host + " " + refusalKind(err)); ok && ctx.Err() == nil {
+				attrs := []any{"remote", c.RemoteAddr().String(), "err", err, "suppressed", n}
+				if peer.Role != "" {
+					attrs = append(attrs, "peer", peer.String())
+				}
+				log.Warn("data-path connection refused", attrs...)
+			}
+			return
+		}
+		ctx, c = context.WithValue(ctx, peerKey{}, peer), hc
+	}
+	sc := &serverConn{c: c, bw: bufio.NewWriterSize(c, 256<<10)}
+	sc.serve(ctx, h, inline, log)
+}
+
+// refusalKind is what a refused connection's log line is rate-limited by
+// (with the remote host): the error without the addresses and ports of a
+// network error, which differ on every connection.
+func refusalKind(err error) string {
+	var op *net.OpError
+	if errors.As(err, &op) && op.Err != nil {
+		return op.Err.Error()
+	}
+	return err.Error()
 }
 
 // maxHeld bounds the inline replies buffered before a flush.

@@ -67,6 +67,20 @@
 // offset of the first difference; zero otherwise. Its epoch is the
 // responder's current epoch.
 //
+// Before the first frame, every connection runs the handshake of
+// secure.go (mutual TLS 1.3 with the cluster's certificates, then frames on
+// the raw stream in mode authenticated or inside TLS in mode secure), unless
+// both ends run the explicit mode none. The SDS then knows the sender's role
+// and refuses, with StatusForbidden, what that role may not do:
+//
+//	role                      may send
+//	target, nbd, client       OpPing, OpFlush, OpRead to OpExtents (not FlagReplica)
+//	sds                       all of the above, FlagReplica writes, OpChunkList, OpChunkPut
+//	gateway, mdm              OpPing, OpPrepareDevice
+//
+// A client that sends a frame without a handshake to an SDS that requires
+// one gets that frame answered StatusForbidden, and the connection closed.
+//
 // An error response's payload is a UTF-8 message. A receiver drops the
 // connection on a bad magic, a payload over MaxPayload or a checksum
 // mismatch: the stream can no longer be trusted.
@@ -132,6 +146,7 @@ const (
 	StatusNotFound    = 10
 	StatusRefused     = 11 // a control request refused: message says why; OpPrepareDevice: the device is taken (in use, or holds data only force may destroy)
 	StatusInternal    = 12
+	StatusForbidden   = 13 // the sender's role may not do this (or it is not authenticated): message says who and what
 )
 
 var castagnoli = crc32.MakeTable(crc32.Castagnoli)
@@ -309,6 +324,8 @@ func StatusName(s uint16) string {
 		return "refused"
 	case StatusInternal:
 		return "internal error"
+	case StatusForbidden:
+		return "forbidden"
 	}
 	return fmt.Sprintf("status %d", s)
 }
