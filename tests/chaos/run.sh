@@ -335,7 +335,9 @@ scenario_ats-linearizable() {
 	grep -qw ats-torture <<<"$usage" ||
 		fail "no 'cairn ats-torture' command yet (needed from the lead: see tests/chaos/linearize/README.md)"
 	local pid t_kill
-	(timeout -k 5 120 "$NC" exec "$S" core "$BIN/cairn" ats-torture --mdm "$MDM" --volume "$VOL" \
+	local cert
+	cert=$(CAIRN=$BIN/cairn pki_dir "$S" client ats-torture) # a data client's certificate
+	(timeout -k 5 120 "$NC" exec "$S" core "$BIN/cairn" ats-torture --mdm "$MDM" --pki "$cert" --volume "$VOL" \
 		--clients 4 --ops 1000000 --duration 12s --history "$S/history.jsonl" >"$S/torture.out" 2>&1) &
 	pid=$!
 	sleep 5

@@ -40,7 +40,7 @@ if [ -z "${CAIRN_TARGET_CMD:-}" ] && [ "${ATS_BACKEND:-cluster}" = cluster ]; th
   # shellcheck source=cairn-cluster.sh
   . "$HERE/cairn-cluster.sh"
   export GUESTFWD
-  common="--mdm http://10.0.2.100:$MDM1_CLIENT --sds-addr-map 127.0.0.1=10.0.2.100 --group-ports 1,2 --log-level warn"
+  common="$CAIRN_TARGET_AUTH --sds-addr-map 127.0.0.1=10.0.2.100 --group-ports 1,2 --log-level warn"
   CAIRN_TARGET_CMD="sh -c 'env GOMAXPROCS=1 /cairn/cairn target --iqn $IQN1 --port-number 1 $common & env GOMAXPROCS=1 /cairn/cairn target --iqn $IQN2 --port-number 2 --backstore-prefix cairn-b- $common & wait'"
 elif [ -z "${CAIRN_TARGET_CMD:-}" ]; then
   (cd "$REPO/appliance" && CGO_ENABLED=0 nice go build -o "$WORK/stage/memtarget" ./internal/target/memtarget)

@@ -74,7 +74,7 @@ start() {
   # cairn-cluster.sh exits the shell on failure: run it in a subshell first
   # would lose its variables, so it is sourced; CL_STATE keeps it in STATEDIR.
   local vol_mib=$(( MIB > 1024 ? MIB : 1024 ))
-  CLUSTER_VOLUME_SIZE=${vol_mib}MiB CLUSTER_INITIATORS="$FIO_INI $INI1"
+  CLUSTER_VOLUME_SIZE=${vol_mib}MiB CLUSTER_INITIATORS="$FIO_INI $INI1" CAIRN_STAGE=$STATE/stage
   # shellcheck source=cairn-cluster.sh
   . "$HERE/cairn-cluster.sh"
   export GUESTFWD

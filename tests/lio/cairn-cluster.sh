@@ -5,7 +5,10 @@
 # is 127.0.0.1 on the host; nothing else is reachable: restrict=on).
 # Env: CL_STATE (cluster state directory; default: a new /tmp directory,
 # removed by cluster_down), CLUSTER_VOLUME_SIZE (1GiB), CLUSTER_INITIATORS
-# (initiator IQNs the volume is mapped to; default "$INI1 $INI2").
+# (initiator IQNs the volume is mapped to; default "$INI1 $INI2"), CAIRN_STAGE
+# (the directory the guest mounts at /cairn; default $WORK/stage): the
+# target's certificate goes there, as pki/. Sets CAIRN_TARGET_AUTH (the
+# target's --mdm and --pki flags) and CAIRN_TARGET_CMD.
 _root=$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)
 if [ -z "${CL_STATE:-}" ]; then CL_STATE=$(mktemp -d /tmp/cairn-lio.XXXXXX); _cl_owned=1; else mkdir -p "$CL_STATE"; _cl_owned=0; fi
 "$_root/tests/lib/cluster.sh" start "$CL_STATE" --volume-size "${CLUSTER_VOLUME_SIZE:-1GiB}" --volume lun0 >"$CL_STATE/start.log" 2>&1 ||
@@ -24,7 +27,16 @@ for ((_i = 1; _i <= SDS_COUNT; _i++)); do
 	_p=SDS${_i}_PORT
 	GUESTFWD="$GUESTFWD 10.0.2.100:${!_p}=${!_p}"
 done
-CAIRN_TARGET_CMD="env GOMAXPROCS=1 /cairn/cairn target --mdm http://10.0.2.100:$MDM1_CLIENT --iqn $CAIRN_IQN --sds-addr-map 127.0.0.1=10.0.2.100 --log-level warn"
+# The guest's targets authenticate like any target: a certificate of role
+# target from the cluster's CA, on the disk that becomes /cairn in the guest
+# (CAIRN_STAGE), for etcd (https; the MDM certificates name 10.0.2.100) and
+# the data path.
+. "$_root/tests/lib/common.sh"
+_stage=${CAIRN_STAGE:-$WORK/stage}
+rm -rf "$_stage/pki"
+cp -a "$(CAIRN=$_root/appliance/bin/cairn pki_dir "$CL_STATE" target lio-target)" "$_stage/pki"
+CAIRN_TARGET_AUTH="--mdm https://10.0.2.100:$MDM1_CLIENT --pki /cairn/pki"
+CAIRN_TARGET_CMD="env GOMAXPROCS=1 /cairn/cairn target $CAIRN_TARGET_AUTH --iqn $CAIRN_IQN --sds-addr-map 127.0.0.1=10.0.2.100 --log-level warn"
 cluster_down() {
 	"$_root/tests/lib/cluster.sh" stop "$CL_STATE" >/dev/null 2>&1 || true
 	[ "${KEEP_STATE:-0}" = 1 ] || [ "$_cl_owned" = 0 ] || rm -rf "$CL_STATE"

@@ -80,6 +80,9 @@ type common struct {
 	debug    string
 	pkiDir   string
 	id       *pki.Identity // loaded by identity()
+	// published: the certificate's Info is kept in etcd (pki.Publish) by
+	// the first etcd client.
+	published bool
 }
 
 func (c *common) add(fs *flag.FlagSet) {
@@ -164,12 +167,17 @@ func (c *common) etcd(ctx context.Context) (*clientv3.Client, error) {
 	if err != nil {
 		return nil, fmt.Errorf("connect to MDM %s: %w", c.mdm, err)
 	}
+	if c.id != nil && !c.published {
+		// Its expiry in the API (GET /system/certificates) while it runs.
+		c.published = true
+		go pki.Publish(ctx, cli, c.id, slog.Default())
+	}
 	return cli, nil
 }
 
 // dataClient connects to the MDM and opens the data client the NBD
 // frontend reads and writes volumes with, in the data-path security mode of
-// $CAIRN_DATA_SECURITY (default authenticated) with its nbd certificate
+// $CAIRN_DATA_SECURITY (default: authenticated with --pki) with its nbd certificate
 // (--pki). close releases both. Other roles use dataClientAs.
 func (c *common) dataClient(ctx context.Context, log *slog.Logger) (*catalog.Catalog, *client.Cluster, func(), error) {
 	return c.dataClientAs(ctx, log, pki.RoleNBD, dataSecurityDefault())

@@ -40,6 +40,7 @@ func (s *Server) forbid(peer pki.Peer, req *wire.Request) (wire.Response, func()
 	if req.Flags&wire.FlagReplica != 0 {
 		what += " with FlagReplica"
 	}
+	s.reporter.Refused("data path", "", peer.String(), "may not send "+what)
 	if ok, n := s.refusals.Allow(peer.String() + " " + what); ok {
 		s.log.Warn("data-path request refused: the sender's role may not send it", "peer", peer.String(), "request", what, "volume", fmt.Sprintf("%016x", req.Volume), "offset", req.Offset, "suppressed", n)
 	}

@@ -26,6 +26,8 @@ import (
 
 	"github.com/cairn-storage/cairn/appliance/internal/catalog"
 	"github.com/cairn-storage/cairn/appliance/internal/client"
+	"github.com/cairn-storage/cairn/appliance/internal/pki"
+	"github.com/cairn-storage/cairn/appliance/internal/refusals"
 	"github.com/cairn-storage/cairn/appliance/internal/wire"
 )
 
@@ -73,7 +75,8 @@ type Server struct {
 	// liveness lease and may acknowledge writes that reached only its copy.
 	leaseValidUntil atomic.Int64
 
-	refusals wire.LogLimiter // refused requests (roles.go)
+	refusals wire.LogLimiter    // refused requests, for the log (roles.go)
+	reporter *refusals.Reporter // refused connections and requests, for the events
 
 	started time.Time // this run's start: the published counters begin here
 	statsMu sync.RWMutex
@@ -159,8 +162,18 @@ func Run(ctx context.Context, cfg Config) error {
 	go func() { defer wg.Done(); s.liveness(wctx) }()
 	go func() { defer wg.Done(); s.followDevices(wctx) }()
 	go func() { defer wg.Done(); s.publishStats(wctx) }()
+	// Refused connections and requests become security events.
+	s.reporter = refusals.New(pki.RoleSDS, cfg.Name, log)
+	wg.Add(1)
+	go func() { defer wg.Done(); s.reporter.Run(wctx, cfg.Etcd, 0) }()
+	sec := cfg.Security
+	if sec != nil {
+		c := *sec
+		c.OnRefused = func(remote, peer, reason string) { s.reporter.Refused("data path", remote, peer, reason) }
+		sec = &c
+	}
 	log.Info("SDS serving", "id", s.id, "address", s.addr, "devices", len(s.devices), "data_security", cfg.Security.String())
-	err = wire.ServeSecure(wctx, l, cfg.Security, s.handle, inlineOp, log)
+	err = wire.ServeSecure(wctx, l, sec, s.handle, inlineOp, log)
 	cancel()
 	if err2 := s.flush(); err2 != nil {
 		log.Error("final flush failed", "err", err2)

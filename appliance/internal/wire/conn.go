@@ -487,6 +487,13 @@ func serveConn(ctx context.Context, c net.Conn, sec *Security, h Handler, inline
 		hc, peer, err := sec.accept(ctx, c)
 		if err != nil {
 			c.Close()
+			if sec.OnRefused != nil && ctx.Err() == nil {
+				p := ""
+				if peer.Role != "" {
+					p = peer.String()
+				}
+				sec.OnRefused(c.RemoteAddr().String(), p, err.Error())
+			}
 			host, _, _ := net.SplitHostPort(c.RemoteAddr().String())
 			if ok, n := refusals.Allow(host + " " + refusalKind(err)); ok && ctx.Err() == nil {
 				attrs := []any{"remote", c.RemoteAddr().String(), "err", err, "suppressed", n}

@@ -122,6 +122,10 @@ type Security struct {
 	ID   *pki.Identity
 	// Timeout bounds the handshake (default HandshakeTimeout).
 	Timeout time.Duration
+	// OnRefused, if set, hears of every connection a server refused (its
+	// address, the role/name its certificate claimed if any, why), unlike
+	// the log, which is rate-limited. It must not block.
+	OnRefused func(remote, peer, reason string)
 }
 
 // NewSecurity checks that mode and identity go together: every mode but
