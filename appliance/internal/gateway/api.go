@@ -143,7 +143,7 @@ func (s *Server) buildHandler() http.Handler {
 	mux.HandleFunc("/", func(w http.ResponseWriter, r *http.Request) {
 		writeError(w, http.StatusNotFound, CodeNotFound, fmt.Sprintf("no endpoint %s %s; the API is described at %s/openapi.json", r.Method, r.URL.Path, APIPrefix))
 	})
-	return mux
+	return withSecurityHeaders(mux)
 }
 
 // wrap authenticates, authorises, runs the handler, writes the response and
