@@ -88,6 +88,7 @@ func (s *Server) apiRoutes() []route {
 		{"GET", p("/openapi.json"), "", "", s.openapi},
 		{"GET", p("/system"), M, "", s.getSystem},
 		{"POST", p("/system/bootstrap"), A, "", s.bootstrap},
+		{"GET", p("/system/certificates"), M, "", s.listCertificates},
 		{"GET", "/metrics", "", "", s.metrics},
 	}
 	for _, k := range s.kinds() {

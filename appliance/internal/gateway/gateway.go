@@ -189,7 +189,9 @@ func Serve(ctx context.Context, cfg Config, ln net.Listener) error {
 	bctx, stopBackground := context.WithCancel(ctx)
 	background := make(chan struct{})
 	go func() { defer close(background); s.Run(bctx) }()
-	defer func() { stopBackground(); <-background }()
+	published := make(chan struct{})
+	go func() { defer close(published); s.publishHTTPSCert(bctx) }()
+	defer func() { stopBackground(); <-background; <-published }()
 	select {
 	case err := <-errc:
 		return fmt.Errorf("gateway: serve: %w", err)
