@@ -2,10 +2,8 @@ package cli
 
 import (
 	"context"
-	"encoding/json"
 	"flag"
 	"fmt"
-	"net/http"
 )
 
 func init() {
@@ -16,22 +14,11 @@ func init() {
 				if err := needArgs(args, 0, "no arguments"); err != nil {
 					return err
 				}
-				if err := s.setup(); err != nil {
+				rows, err := s.listRowsAt(ctx, "/system/certificates", []column{{"ROLE", str("role")}, {"NAME", str("name")},
+					{"SERIAL", str("serial")}, {"NOT AFTER", str("not_after")}, {"DAYS LEFT", str("days_left")}, {"STATUS", str("status")}})
+				if err != nil {
 					return err
 				}
-				var raw json.RawMessage
-				if err := s.api.call(ctx, http.MethodGet, "/system/certificates", nil, &raw); err != nil {
-					return err
-				}
-				if s.opts.json {
-					return printJSON(s.out, raw)
-				}
-				var rows []map[string]any
-				if err := json.Unmarshal(raw, &rows); err != nil {
-					return fmt.Errorf("gateway answer for /system/certificates is not a list: %w", err)
-				}
-				printTable(s.out, []column{{"ROLE", str("role")}, {"NAME", str("name")}, {"SERIAL", str("serial")},
-					{"NOT AFTER", str("not_after")}, {"DAYS LEFT", str("days_left")}, {"STATUS", str("status")}}, rows)
 				due := 0
 				for _, r := range rows {
 					if r["status"] != "ok" {

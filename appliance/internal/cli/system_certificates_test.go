@@ -1,10 +1,7 @@
 package cli
 
 import (
-	"context"
 	"encoding/json"
-	"io"
-	"log/slog"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -28,13 +25,7 @@ func TestSystemCertificates(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	ctx, cancel := context.WithCancel(context.Background())
-	done := make(chan struct{})
-	go func() {
-		defer close(done)
-		pki.Publish(ctx, h.etcd, id, slog.New(slog.NewTextHandler(io.Discard, nil)))
-	}()
-	t.Cleanup(func() { cancel(); <-done })
+	pkitest.Publish(t, h.etcd, id)
 
 	var rows []map[string]any
 	deadline := time.Now().Add(20 * time.Second)

@@ -13,16 +13,7 @@ import (
 	"github.com/cairn-storage/cairn/appliance/internal/model"
 	"github.com/cairn-storage/cairn/appliance/internal/pki"
 	"github.com/cairn-storage/cairn/appliance/internal/pki/pkitest"
-	clientv3 "go.etcd.io/etcd/client/v3"
 )
-
-// publishIdentity runs the product's pki.Publish for id until the test ends.
-func publishIdentity(t *testing.T, c *clientv3.Client, id *pki.Identity, e *env) {
-	ctx, cancel := context.WithCancel(context.Background())
-	done := make(chan struct{})
-	go func() { defer close(done); pki.Publish(ctx, c, id, e.srv.log) }()
-	t.Cleanup(func() { cancel(); <-done })
-}
 
 // certsByName lists GET /system/certificates as token, by role/name.
 func (e *env) certsByName(token string) map[string]map[string]any {
@@ -63,7 +54,7 @@ func TestCertificatesListedAndAlerted(t *testing.T) {
 	kit := pkitest.New(t)
 
 	sds := kit.Identity(pki.RoleSDS, "sds1")
-	publishIdentity(t, e.etcd, sds, e)
+	pkitest.Publish(t, e.etcd, sds)
 	shortDir := filepath.Join(t.TempDir(), "gw-short")
 	if err := kit.CA.IssueTo(shortDir, pki.Request{Role: pki.RoleGateway, Name: "gw-short", Validity: 10 * 24 * time.Hour}); err != nil {
 		t.Fatal(err)
@@ -72,7 +63,7 @@ func TestCertificatesListedAndAlerted(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	publishIdentity(t, e.etcd, short, e)
+	pkitest.Publish(t, e.etcd, short)
 	// An expired certificate, as a daemon that published it before its end
 	// would have left it.
 	certPEM, _, err := kit.CA.Issue(pki.Request{Role: pki.RoleNBD, Name: "nbd-old", Validity: time.Millisecond})
