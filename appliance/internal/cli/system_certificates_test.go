@@ -2,7 +2,6 @@ package cli
 
 import (
 	"encoding/json"
-	"path/filepath"
 	"strings"
 	"testing"
 	"time"
@@ -17,14 +16,7 @@ func TestSystemCertificates(t *testing.T) {
 	h := newHarness(t, time.Hour)
 	h.login()
 	kit := pkitest.New(t)
-	dir := filepath.Join(t.TempDir(), "sds-short")
-	if err := kit.CA.IssueTo(dir, pki.Request{Role: pki.RoleSDS, Name: "sds-short", Validity: 5 * 24 * time.Hour}); err != nil {
-		t.Fatal(err)
-	}
-	id, err := pki.LoadIdentity(dir)
-	if err != nil {
-		t.Fatal(err)
-	}
+	id := kit.IdentityFor(pki.Request{Role: pki.RoleSDS, Name: "sds-short", Validity: 5 * 24 * time.Hour})
 	pkitest.Publish(t, h.etcd, id)
 
 	var rows []map[string]any

@@ -5,7 +5,6 @@ import (
 	"crypto/x509"
 	"encoding/json"
 	"encoding/pem"
-	"path/filepath"
 	"strings"
 	"testing"
 	"time"
@@ -55,14 +54,7 @@ func TestCertificatesListedAndAlerted(t *testing.T) {
 
 	sds := kit.Identity(pki.RoleSDS, "sds1")
 	pkitest.Publish(t, e.etcd, sds)
-	shortDir := filepath.Join(t.TempDir(), "gw-short")
-	if err := kit.CA.IssueTo(shortDir, pki.Request{Role: pki.RoleGateway, Name: "gw-short", Validity: 10 * 24 * time.Hour}); err != nil {
-		t.Fatal(err)
-	}
-	short, err := pki.LoadIdentity(shortDir)
-	if err != nil {
-		t.Fatal(err)
-	}
+	short := kit.IdentityFor(pki.Request{Role: pki.RoleGateway, Name: "gw-short", Validity: 10 * 24 * time.Hour})
 	pkitest.Publish(t, e.etcd, short)
 	// An expired certificate, as a daemon that published it before its end
 	// would have left it.
@@ -122,7 +114,7 @@ func TestCertificatesListedAndAlerted(t *testing.T) {
 	}
 
 	// Renewed in place: the daemon reloads, republishes, the alert clears.
-	if err := kit.CA.IssueTo(shortDir, pki.Request{Role: pki.RoleGateway, Name: "gw-short"}); err != nil {
+	if err := kit.CA.IssueTo(short.Dir(), pki.Request{Role: pki.RoleGateway, Name: "gw-short"}); err != nil {
 		t.Fatal(err)
 	}
 	if err := short.Reload(); err != nil {

@@ -4,6 +4,7 @@ import (
 	"context"
 	"io"
 	"log/slog"
+	"path/filepath"
 	"testing"
 
 	"github.com/cairn-storage/cairn/appliance/internal/pki"
@@ -18,4 +19,20 @@ func Publish(t testing.TB, c *clientv3.Client, id *pki.Identity) {
 	done := make(chan struct{})
 	go func() { defer close(done); pki.Publish(ctx, c, id, slog.New(slog.NewTextHandler(io.Discard, nil))) }()
 	t.Cleanup(func() { cancel(); <-done })
+}
+
+// IdentityFor issues a certificate for r (a validity of its own, say) into
+// a PKI directory of its own and loads it; Identity.Dir names the directory,
+// where a test can issue the renewal.
+func (k *Kit) IdentityFor(r pki.Request) *pki.Identity {
+	k.t.Helper()
+	d := filepath.Join(k.dir, r.Role+"-"+r.Name)
+	if err := k.CA.IssueTo(d, r); err != nil {
+		k.t.Fatal(err)
+	}
+	id, err := pki.LoadIdentity(d)
+	if err != nil {
+		k.t.Fatal(err)
+	}
+	return id
 }
