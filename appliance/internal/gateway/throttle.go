@@ -10,10 +10,15 @@ package gateway
 //
 // Counting before the check, not after, is what makes a burst useless: a
 // thousand guesses sent at once are all counted before any of them is
-// hashed, so at most the limit get through. A success refunds its count
-// (the name's counter is deleted, the address's decremented), so clients
-// that log in often and right are never slowed; an error that is not a
-// wrong password (etcd down) refunds too.
+// hashed, so at most the limit get through. An attempt is "pending" until
+// its password is checked; one that finds its key at the limit while
+// attempts are pending waits (up to pendingWait) for them to settle rather
+// than starting a lockout, so that a client logging in several times at
+// once with the right password (the vSphere plugin's first requests) is
+// not locked out by its own logins. A success refunds its count (the
+// name's counter is deleted, the address's decremented), so clients that
+// log in often and right are never slowed; an error that is not a wrong
+// password (etcd down) refunds too.
 //
 // A key whose counter has reached its limit within Window is locked out at
 // its next attempt: that attempt and all others until the lockout ends get
@@ -26,7 +31,10 @@ package gateway
 // also when the lockout level returns to zero. Layout v1:
 //
 //	key   model.ThrottleUserKey(name) or model.ThrottleAddrKey(address)
-//	value {"attempts": n, "last": RFC 3339, "lockouts": k, "until": RFC 3339}
+//	value {"attempts": n, "pending": p, "last": RFC 3339, "lockouts": k, "until": RFC 3339}
+//
+// attempts counts the attempts of the window (pending ones included),
+// pending those whose password is being checked.
 
 import (
 	"context"
@@ -107,6 +115,7 @@ func (t LoginThrottle) delay(k int) time.Duration {
 
 type throttleRecord struct {
 	Attempts int       `json:"attempts"`
+	Pending  int       `json:"pending"`
 	Last     time.Time `json:"last"`
 	Lockouts int       `json:"lockouts"`
 	Until    time.Time `json:"until"`
@@ -118,8 +127,15 @@ type throttleKey struct {
 	what  string // for people: `user "x"`, `address 192.0.2.1`
 	limit int
 	rec   throttleRecord
-	rev   int64 // ModRevision read (0: absent)
+	rev   int64            // ModRevision read (0: absent)
+	lease clientv3.LeaseID // lease read (revoked once the key moved to a new one)
 }
+
+// pendingWait bounds how long an attempt at the limit waits for pending
+// attempts to settle (a password check takes well under a second; a
+// gateway that died mid-check leaves its pending count until the lease
+// ends, and then the waiter proceeds as if it had failed).
+const pendingWait = 5 * time.Second
 
 // clientAddress is the throttle's key for the peer of r: its IP, or the
 // /64 an IPv6 peer is in (one host commonly holds a whole /64).
@@ -157,6 +173,9 @@ func (s *Server) admitLogin(c *call, name string) (*loginGate, error) {
 	t := s.cfg.Throttle
 	addr := clientAddress(c.r)
 	shown := name
+	if name == bootstrapThrottleName {
+		shown = "bootstrap-token"
+	}
 	if len(shown) > 64 {
 		shown = shown[:64] + "..."
 	}
@@ -164,7 +183,8 @@ func (s *Server) admitLogin(c *call, name string) (*loginGate, error) {
 	if name == bootstrapThrottleName {
 		who = "the bootstrap token"
 	}
-	for range 20 {
+	waitUntil := time.Now().Add(pendingWait)
+	for try := 0; try < 200; try++ {
 		keys := []throttleKey{
 			{key: model.ThrottleUserKey(name), what: who, limit: t.UserLimit},
 			{key: model.ThrottleAddrKey(addr), what: "address " + addr, limit: t.AddrLimit},
@@ -175,7 +195,7 @@ func (s *Server) admitLogin(c *call, name string) (*loginGate, error) {
 		}
 		for i := range keys {
 			if kvs := tr.Responses[i].GetResponseRange().Kvs; len(kvs) == 1 {
-				keys[i].rev = kvs[0].ModRevision
+				keys[i].rev, keys[i].lease = kvs[0].ModRevision, clientv3.LeaseID(kvs[0].Lease)
 				_ = json.Unmarshal(kvs[0].Value, &keys[i].rec) // unreadable: start again
 			}
 		}
@@ -190,18 +210,34 @@ func (s *Server) admitLogin(c *call, name string) (*loginGate, error) {
 		if wait > 0 {
 			return nil, s.throttled(c, wait)
 		}
-		// Count the attempt, or start a lockout on a key at its limit.
+		// Count the attempt, or start a lockout on a key at its limit, or
+		// wait for the pending attempts that brought it there.
 		var started []throttleKey
+		wait = 0
 		for i := range keys {
 			k := &keys[i]
-			if now.Sub(k.rec.Last) > t.Window {
+			if now.Sub(k.rec.Last) > t.Window && k.rec.Pending == 0 {
 				k.rec.Attempts = 0
 			}
+			if k.rec.Attempts >= k.limit && k.rec.Pending > 0 && now.Before(waitUntil) {
+				wait = 100 * time.Millisecond
+			}
+		}
+		if wait > 0 {
+			select {
+			case <-c.ctx.Done():
+				return nil, errorf(http.StatusServiceUnavailable, "login attempt abandoned while earlier attempts were checked: %v", c.ctx.Err())
+			case <-time.After(wait):
+			}
+			continue
+		}
+		for i := range keys {
+			k := &keys[i]
 			if k.rec.Attempts >= k.limit {
 				k.rec.Lockouts++
 				k.rec.Until = now.Add(t.delay(k.rec.Lockouts))
 				// One more attempt when this lockout ends, then the next.
-				k.rec.Attempts = k.limit - 1
+				k.rec.Attempts, k.rec.Pending = k.limit-1, 0
 				started = append(started, *k)
 				wait = max(wait, k.rec.Until.Sub(now))
 			}
@@ -209,6 +245,7 @@ func (s *Server) admitLogin(c *call, name string) (*loginGate, error) {
 		for i := range keys {
 			if len(started) == 0 {
 				keys[i].rec.Attempts++
+				keys[i].rec.Pending++
 			}
 			keys[i].rec.Last = now
 		}
@@ -233,34 +270,47 @@ func (s *Server) admitLogin(c *call, name string) (*loginGate, error) {
 	return nil, errorf(http.StatusServiceUnavailable, "the login throttle is too busy (many attempts on one user or address at once); retry")
 }
 
-// putThrottle writes keys (compare-and-swap on the revisions read) under
-// one lease that ends Window after now or after the longest lockout.
+// putThrottle writes keys (compare-and-swap on the revisions read), each
+// under a lease of its own that ends Window after now or after its
+// lockout. A lease per key, never shared, so that the old one can be
+// revoked as soon as its key moved on: a stream of attempts does not pile
+// up leases.
 func (s *Server) putThrottle(ctx context.Context, keys []throttleKey, now time.Time) (bool, error) {
-	end := now
 	var cmps []clientv3.Cmp
-	for _, k := range keys {
-		end = maxTime(end, k.rec.Until)
-		cmps = append(cmps, clientv3.Compare(clientv3.ModRevision(k.key), "=", k.rev))
-	}
-	ttl := int64((end.Sub(now) + s.cfg.Throttle.Window + time.Second - 1) / time.Second)
-	lease, err := s.cfg.Etcd.Grant(ctx, ttl)
-	if err != nil {
-		return false, errorf(http.StatusServiceUnavailable, "cannot record the login attempt: etcd unavailable (%v); retry", err)
-	}
 	var ops []clientv3.Op
+	var granted []clientv3.LeaseID
+	revokeAll := func(ids []clientv3.LeaseID) {
+		for _, id := range ids {
+			_, _ = s.cfg.Etcd.Revoke(ctx, id)
+		}
+	}
 	for _, k := range keys {
+		ttl := int64((maxTime(now, k.rec.Until).Sub(now) + s.cfg.Throttle.Window + time.Second - 1) / time.Second)
+		lease, err := s.cfg.Etcd.Grant(ctx, ttl)
+		if err != nil {
+			revokeAll(granted)
+			return false, errorf(http.StatusServiceUnavailable, "cannot record the login attempt: etcd unavailable (%v); retry", err)
+		}
+		granted = append(granted, lease.ID)
 		b, _ := json.Marshal(k.rec)
+		cmps = append(cmps, clientv3.Compare(clientv3.ModRevision(k.key), "=", k.rev))
 		ops = append(ops, clientv3.OpPut(k.key, string(b), clientv3.WithLease(lease.ID)))
 	}
 	tr, err := s.cfg.Etcd.Txn(ctx).If(cmps...).Then(ops...).Commit()
 	if err != nil {
+		revokeAll(granted)
 		return false, errorf(http.StatusServiceUnavailable, "cannot record the login attempt: etcd unavailable (%v); retry", err)
 	}
 	if !tr.Succeeded {
-		// The lease holds nothing: let it go now rather than at its TTL.
-		_, _ = s.cfg.Etcd.Revoke(ctx, lease.ID)
+		revokeAll(granted)
+		return false, nil
 	}
-	return tr.Succeeded, nil
+	for _, k := range keys {
+		if k.lease != 0 {
+			revokeAll([]clientv3.LeaseID{k.lease})
+		}
+	}
+	return true, nil
 }
 
 func maxTime(a, b time.Time) time.Time {
@@ -279,30 +329,45 @@ func (s *Server) throttled(c *call, wait time.Duration) error {
 		msg: fmt.Sprintf("too many login attempts for this user name or from this address: wait %d s (Retry-After) and retry; each further lockout doubles the wait, up to %s, and a successful login resets it", secs, s.cfg.Throttle.Max)}
 }
 
-// done settles an admitted attempt. Errors are logged, not returned: the
-// counters lapse with their lease anyway.
+// done settles an admitted attempt: it is no longer pending; a success
+// deletes the name's counter and takes the attempt back from the address;
+// a neutral outcome takes it back from both. Errors are logged, not
+// returned: the counters lapse with their lease anyway.
 func (g *loginGate) done(ctx context.Context, outcome int) {
-	if outcome == attemptFailed {
-		return
-	}
 	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 5*time.Second)
 	defer cancel()
 	for i, k := range g.keys {
-		if i == 0 && outcome == attemptSucceeded {
-			if _, err := g.s.cfg.Etcd.Delete(ctx, k.key); err != nil {
-				g.s.log.Warn("login throttle: counter not reset", "key", k.what, "err", err)
-			}
-			continue
+		var err error
+		switch {
+		case i == 0 && outcome == attemptSucceeded:
+			err = g.s.resetThrottle(ctx, k.key)
+		case outcome == attemptFailed:
+			err = g.s.settle(ctx, k.key, 0)
+		default:
+			err = g.s.settle(ctx, k.key, 1)
 		}
-		if err := g.s.refund(ctx, k.key); err != nil {
-			g.s.log.Warn("login throttle: attempt not refunded", "key", k.what, "err", err)
+		if err != nil {
+			g.s.log.Warn("login throttle: attempt not settled", "key", k.what, "err", err)
 		}
 	}
 }
 
-// refund takes one attempt back from key (keeping its lease and lockout).
-func (s *Server) refund(ctx context.Context, key string) error {
-	for range 20 {
+// resetThrottle deletes key and revokes its lease (it holds only key).
+func (s *Server) resetThrottle(ctx context.Context, key string) error {
+	r, err := s.cfg.Etcd.Delete(ctx, key, clientv3.WithPrevKV())
+	if err != nil {
+		return err
+	}
+	if len(r.PrevKvs) == 1 && r.PrevKvs[0].Lease != 0 {
+		_, err = s.cfg.Etcd.Revoke(ctx, clientv3.LeaseID(r.PrevKvs[0].Lease))
+	}
+	return err
+}
+
+// settle ends one pending attempt on key and takes refund attempts back
+// (keeping the key's lease and lockout).
+func (s *Server) settle(ctx context.Context, key string, refund int) error {
+	for range 50 {
 		r, err := s.cfg.Etcd.Get(ctx, key)
 		if err != nil {
 			return err
@@ -311,10 +376,11 @@ func (s *Server) refund(ctx context.Context, key string) error {
 			return nil
 		}
 		var rec throttleRecord
-		if json.Unmarshal(r.Kvs[0].Value, &rec) != nil || rec.Attempts == 0 {
+		if json.Unmarshal(r.Kvs[0].Value, &rec) != nil {
 			return nil
 		}
-		rec.Attempts--
+		rec.Pending = max(rec.Pending-1, 0)
+		rec.Attempts = max(rec.Attempts-refund, 0)
 		b, _ := json.Marshal(rec)
 		tr, err := s.cfg.Etcd.Txn(ctx).If(clientv3.Compare(clientv3.ModRevision(key), "=", r.Kvs[0].ModRevision)).
 			Then(clientv3.OpPut(key, string(b), clientv3.WithIgnoreLease())).Commit()

@@ -15,6 +15,9 @@ import (
 	"sync"
 	"testing"
 	"time"
+
+	"github.com/cairn-storage/cairn/appliance/internal/model"
+	clientv3 "go.etcd.io/etcd/client/v3"
 )
 
 // rogue is an HTTP client whose connections come from one loopback
@@ -193,6 +196,59 @@ func TestThrottlePerAddress(t *testing.T) {
 	for i := 0; i < 2*testThrottle.AddrLimit; i++ {
 		if st, m, _ := good.login(e.url, "ops", "ops-password-1"); st != 200 {
 			t.Fatalf("successful login %d: %d %v", i, st, m)
+		}
+	}
+	// Lease hygiene: every lease in etcd holds a session or a counter;
+	// none is left over by the attempts.
+	ctx := context.Background()
+	leases, err := e.etcd.Leases(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	held := map[int64]bool{}
+	for _, prefix := range []string{model.SessionPrefix, model.ThrottlePrefix} {
+		r, err := e.etcd.Get(ctx, prefix, clientv3.WithPrefix())
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, kv := range r.Kvs {
+			held[kv.Lease] = true
+		}
+	}
+	for _, l := range leases.Leases {
+		if !held[int64(l.ID)] {
+			t.Errorf("lease %x holds neither a session nor a login counter", l.ID)
+		}
+	}
+}
+
+// TestThrottleConcurrentRightLogins: a client logging in many times at once
+// with the right password is never throttled by its own attempts.
+func TestThrottleConcurrentRightLogins(t *testing.T) {
+	e := newEnv(t, func(c *Config) { c.Throttle = testThrottle })
+	// Checks as slow as the product's (2 at a time) so that the logins
+	// really are in flight together.
+	saved := model.PasswordHashParams
+	model.PasswordHashParams = model.Argon2Default
+	t.Cleanup(func() { model.PasswordHashParams = saved })
+	e.ok(201, "POST", "/api/v1/users", e.admin, `{"name":"ops","role":"operator","password":"ops-password-1"}`)
+	r := from(t, "127.0.0.12")
+	const n = 8 * 3 // eight times the user limit
+	statuses := make(chan int, n)
+	var wg sync.WaitGroup
+	for range n {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			st, _, _ := r.login(e.url, "ops", "ops-password-1")
+			statuses <- st
+		}()
+	}
+	wg.Wait()
+	close(statuses)
+	for st := range statuses {
+		if st != 200 {
+			t.Fatalf("a concurrent login with the right password got %d", st)
 		}
 	}
 }
