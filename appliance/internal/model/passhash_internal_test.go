@@ -55,3 +55,25 @@ func BenchmarkArgon2Default(b *testing.B) {
 		}
 	}
 }
+
+// FuzzParsePHC: a stored hash of any shape is parsed without panicking or
+// allocating beyond the bounds, and what parses encodes back to itself.
+func FuzzParsePHC(f *testing.F) {
+	f.Add(encodePHC(Argon2Default, make([]byte, argonSaltLen), make([]byte, argonKeyLen)))
+	f.Add("$argon2id$v=19$m=64,t=1,p=1$c2FsdHNhbHQ$aGFzaGhhc2hoYXNoaGFzaA")
+	f.Add("$argon2id$v=19$m=4294967295,t=1,p=255$$")
+	f.Add("$2a$04$abcdefghijklmnopqrstuu")
+	f.Fuzz(func(t *testing.T, s string) {
+		p, salt, key, err := parsePHC(s)
+		if err != nil {
+			return
+		}
+		if p.MemoryKiB > maxArgonMemoryKiB || p.Passes > maxArgonPasses || p.Lanes < 1 || len(key) > 64 {
+			t.Fatalf("%q parsed to out-of-bounds parameters %+v (key %d bytes)", s, p, len(key))
+		}
+		p2, salt2, key2, err := parsePHC(encodePHC(p, salt, key))
+		if err != nil || p2 != p || string(salt2) != string(salt) || string(key2) != string(key) {
+			t.Fatalf("%q does not round-trip: %v", s, err)
+		}
+	})
+}
