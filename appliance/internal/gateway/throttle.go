@@ -132,10 +132,16 @@ type throttleKey struct {
 }
 
 // pendingWait bounds how long an attempt at the limit waits for pending
-// attempts to settle (a password check takes well under a second; a
-// gateway that died mid-check leaves its pending count until the lease
-// ends, and then the waiter proceeds as if it had failed).
-const pendingWait = 5 * time.Second
+// attempts to settle without any of them settling (a password check takes
+// well under a second, but many queue for the hashing slots); a gateway
+// that died mid-check leaves its pending count behind, and the waiter then
+// proceeds as if those attempts had failed. admitMax bounds an admission
+// in all (waits and compare-and-swap retries).
+// Variables so that a test can shorten them.
+var (
+	pendingWait = 5 * time.Second
+	admitMax    = 30 * time.Second
+)
 
 // clientAddress is the throttle's key for the peer of r: its IP, or the
 // /64 an IPv6 peer is in (one host commonly holds a whole /64).
@@ -183,8 +189,10 @@ func (s *Server) admitLogin(c *call, name string) (*loginGate, error) {
 	if name == bootstrapThrottleName {
 		who = "the bootstrap token"
 	}
+	giveUp := time.Now().Add(admitMax)
 	waitUntil := time.Now().Add(pendingWait)
-	for try := 0; try < 200; try++ {
+	var lastRev int64
+	for time.Now().Before(giveUp) {
 		keys := []throttleKey{
 			{key: model.ThrottleUserKey(name), what: who, limit: t.UserLimit},
 			{key: model.ThrottleAddrKey(addr), what: "address " + addr, limit: t.AddrLimit},
@@ -211,7 +219,11 @@ func (s *Server) admitLogin(c *call, name string) (*loginGate, error) {
 			return nil, s.throttled(c, wait)
 		}
 		// Count the attempt, or start a lockout on a key at its limit, or
-		// wait for the pending attempts that brought it there.
+		// wait for the pending attempts that brought it there (for as long
+		// as they keep settling).
+		if rev := max(keys[0].rev, keys[1].rev); rev != lastRev {
+			lastRev, waitUntil = rev, time.Now().Add(pendingWait)
+		}
 		var started []throttleKey
 		wait = 0
 		for i := range keys {
@@ -267,7 +279,7 @@ func (s *Server) admitLogin(c *call, name string) (*loginGate, error) {
 		}
 		return &loginGate{s: s, keys: keys}, nil
 	}
-	return nil, errorf(http.StatusServiceUnavailable, "the login throttle is too busy (many attempts on one user or address at once); retry")
+	return nil, errorf(http.StatusServiceUnavailable, "the login throttle is too busy (many attempts on one user or address at once, for %s); retry", admitMax)
 }
 
 // putThrottle writes keys (compare-and-swap on the revisions read), each

@@ -226,7 +226,7 @@ func TestThrottlePerAddress(t *testing.T) {
 // with the right password is never throttled by its own attempts.
 func TestThrottleConcurrentRightLogins(t *testing.T) {
 	e := newEnv(t, func(c *Config) { c.Throttle = testThrottle })
-	// Checks as slow as the product's (2 at a time) so that the logins
+	// Checks as slow as the product's (2 at a time), so that the logins
 	// really are in flight together.
 	saved := model.PasswordHashParams
 	model.PasswordHashParams = model.Argon2Default
@@ -323,4 +323,70 @@ func (e *env) secondGateway() string {
 	hs := httptest.NewServer(s2.Handler())
 	e.t.Cleanup(hs.Close)
 	return hs.URL
+}
+
+// TestThrottleWaitsForPending: an attempt that finds its name at the limit
+// with attempts still being checked (here: on another gateway) waits for
+// them; if they never settle (that gateway died), it proceeds as if they
+// had failed once pendingWait passes without progress.
+func TestThrottleWaitsForPending(t *testing.T) {
+	saved := pendingWait
+	pendingWait = 1500 * time.Millisecond
+	t.Cleanup(func() { pendingWait = saved })
+	e := newEnv(t, func(c *Config) { c.Throttle = testThrottle })
+	e.ok(201, "POST", "/api/v1/users", e.admin, `{"name":"ops","role":"operator","password":"ops-password-1"}`)
+	ctx := context.Background()
+	key := model.ThrottleUserKey("ops")
+	inFlight, _ := json.Marshal(throttleRecord{Attempts: testThrottle.UserLimit, Pending: 1, Last: time.Now().UTC()})
+	must(e.etcd.Put(ctx, key, string(inFlight)))
+
+	r := from(t, "127.0.0.13")
+	type answer struct {
+		st int
+		at time.Time
+	}
+	got := make(chan answer, 1)
+	go func() {
+		st, _, _ := r.login(e.url, "ops", "ops-password-1")
+		got <- answer{st, time.Now()}
+	}()
+	time.Sleep(700 * time.Millisecond)
+	select {
+	case a := <-got:
+		t.Fatalf("the login did not wait for the pending attempt: %d", a.st)
+	default:
+	}
+	settled := time.Now()
+	if err := e.srv.settle(ctx, key, 0); err != nil { // the other attempt failed
+		t.Fatal(err)
+	}
+	// Still at the limit, nothing pending: this attempt starts a lockout.
+	if a := <-got; a.st != 429 || a.at.Sub(settled) > time.Second {
+		t.Fatalf("after the pending attempt failed: %d after %s; want 429 at once", a.st, a.at.Sub(settled))
+	}
+
+	// A pending attempt that settles as a success lets the waiter in.
+	e2 := newEnv(t, func(c *Config) { c.Throttle = testThrottle })
+	e2.ok(201, "POST", "/api/v1/users", e2.admin, `{"name":"ops","role":"operator","password":"ops-password-1"}`)
+	must(e2.etcd.Put(ctx, key, string(inFlight)))
+	go func() {
+		st, _, _ := r.login(e2.url, "ops", "ops-password-1")
+		got <- answer{st, time.Now()}
+	}()
+	time.Sleep(700 * time.Millisecond)
+	if err := e2.srv.resetThrottle(ctx, key); err != nil { // the other attempt succeeded
+		t.Fatal(err)
+	}
+	if a := <-got; a.st != 200 {
+		t.Fatalf("after the pending attempt succeeded: %d, want 200", a.st)
+	}
+
+	// A pending count that never settles (its gateway died) holds the
+	// waiter only pendingWait, then counts as failed.
+	must(e2.etcd.Put(ctx, key, string(inFlight)))
+	start := time.Now()
+	st, _, _ := r.login(e2.url, "ops", "ops-password-1")
+	if d := time.Since(start); st != 429 || d < pendingWait || d > pendingWait+3*time.Second {
+		t.Fatalf("with a pending count that never settles: %d after %s; want 429 after about %s", st, d, pendingWait)
+	}
 }
