@@ -272,8 +272,8 @@ func (s *Server) admitLogin(c *call, name string) (*loginGate, error) {
 			for _, k := range started {
 				s.log.Warn("login throttled", "key", k.what, "lockout", k.rec.Lockouts, "for", k.rec.Until.Sub(now).Round(time.Second))
 				s.emit(c.ctx, Event{Severity: SeverityWarning, Kind: EventLoginThrottled, User: shown,
-					Message: fmt.Sprintf("login throttled: %d password attempts for %s from address %s within %s; %s is locked out for %s (lockout %d)",
-						k.limit, who, addr, t.Window, k.what, k.rec.Until.Sub(now).Round(time.Second), k.rec.Lockouts)})
+					Message: fmt.Sprintf("login throttled: %s reached %d password attempts within %s and is locked out for %s (lockout %d); the refused attempt was for %s from address %s",
+						k.what, k.limit, t.Window, k.rec.Until.Sub(now).Round(time.Second), k.rec.Lockouts, who, addr)})
 			}
 			return nil, s.throttled(c, wait)
 		}
