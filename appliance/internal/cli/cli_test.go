@@ -19,10 +19,15 @@ import (
 	"github.com/cairn-storage/cairn/appliance/internal/etcdtest"
 	"github.com/cairn-storage/cairn/appliance/internal/gateway"
 	"github.com/cairn-storage/cairn/appliance/internal/model"
+	clientv3 "go.etcd.io/etcd/client/v3"
 	"golang.org/x/crypto/bcrypt"
 )
 
-func init() { model.BcryptCost = bcrypt.MinCost }
+// Cheap password hashes: the cost of the real ones is the point of them.
+func init() {
+	model.BcryptCost = bcrypt.MinCost
+	model.PasswordHashParams = model.Argon2Params{MemoryKiB: 64, Passes: 1, Lanes: 1}
+}
 
 // prober plays the SDSs for device creation.
 type prober struct{}
@@ -41,12 +46,13 @@ type harness struct {
 	url     string
 	state   string // gateway state dir: cert.pem, admin-password
 	cfgPath string
+	etcd    *clientv3.Client
 }
 
 func newHarness(t *testing.T, ttl time.Duration) *harness {
 	t.Helper()
 	etcd := etcdtest.Start(t)
-	h := &harness{t: t, state: t.TempDir(), cfgPath: filepath.Join(t.TempDir(), "conf", "cairnctl.json")}
+	h := &harness{t: t, state: t.TempDir(), cfgPath: filepath.Join(t.TempDir(), "conf", "cairnctl.json"), etcd: etcd}
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		t.Fatal(err)

@@ -16,7 +16,7 @@ func init() {
 			fs.StringVar(&after, "after", "", "only events after this event id")
 			fs.StringVar(&severity, "severity", "", "that level and above: info, warning, error, critical")
 			fs.StringVar(&object, "object", "", "only events about this object (name or id)")
-			fs.StringVar(&kind, "kind", "", "audit, login, state, rebuild or alert")
+			fs.StringVar(&kind, "kind", "", "audit, login, login-throttled, state, rebuild or alert")
 			fs.IntVar(&limit, "limit", 0, "at most this many (default 100, at most 1000)")
 			return func(ctx context.Context, s *session, args []string) error {
 				if err := needArgs(args, 0, "no arguments"); err != nil {

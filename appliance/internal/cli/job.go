@@ -111,20 +111,27 @@ func (s *session) followJob(ctx context.Context, id string) error {
 
 // listAt prints the list at path (with a query) as a table or JSON.
 func (s *session) listAt(ctx context.Context, path string, cols []column) error {
+	_, err := s.listRowsAt(ctx, path, cols)
+	return err
+}
+
+// listRowsAt is listAt that also returns the rows it printed (nil with
+// --json), for a command that adds a note under its table.
+func (s *session) listRowsAt(ctx context.Context, path string, cols []column) ([]map[string]any, error) {
 	if err := s.setup(); err != nil {
-		return err
+		return nil, err
 	}
 	var raw json.RawMessage
 	if err := s.api.call(ctx, http.MethodGet, path, nil, &raw); err != nil {
-		return err
+		return nil, err
 	}
 	if s.opts.json {
-		return printJSON(s.out, raw)
+		return nil, printJSON(s.out, raw)
 	}
 	var rows []map[string]any
 	if err := json.Unmarshal(raw, &rows); err != nil {
-		return fmt.Errorf("gateway answer for %s is not a list: %w", path, err)
+		return nil, fmt.Errorf("gateway answer for %s is not a list: %w", path, err)
 	}
 	printTable(s.out, cols, rows)
-	return nil
+	return rows, nil
 }

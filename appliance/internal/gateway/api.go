@@ -88,6 +88,7 @@ func (s *Server) apiRoutes() []route {
 		{"GET", p("/openapi.json"), "", "", s.openapi},
 		{"GET", p("/system"), M, "", s.getSystem},
 		{"POST", p("/system/bootstrap"), A, "", s.bootstrap},
+		{"GET", p("/system/certificates"), M, "", s.listCertificates},
 		{"GET", "/metrics", "", "", s.metrics},
 	}
 	for _, k := range s.kinds() {
@@ -143,7 +144,7 @@ func (s *Server) buildHandler() http.Handler {
 	mux.HandleFunc("/", func(w http.ResponseWriter, r *http.Request) {
 		writeError(w, http.StatusNotFound, CodeNotFound, fmt.Sprintf("no endpoint %s %s; the API is described at %s/openapi.json", r.Method, r.URL.Path, APIPrefix))
 	})
-	return mux
+	return withSecurityHeaders(mux)
 }
 
 // wrap authenticates, authorises, runs the handler, writes the response and

@@ -83,7 +83,12 @@ func (s *Server) login(c *call) (int, any, error) {
 	if req.Username == "" || req.Password == "" {
 		return 0, nil, errorf(http.StatusBadRequest, "give username and password")
 	}
+	gate, err := s.admitLogin(c, req.Username)
+	if err != nil {
+		return 0, nil, err
+	}
 	u, err := s.store.Authenticate(c.ctx, req.Username, req.Password)
+	gate.done(c.ctx, outcomeOf(err))
 	if errors.Is(err, model.ErrBadCredentials) {
 		return 0, nil, errorf(http.StatusUnauthorized, "wrong user name or password")
 	}

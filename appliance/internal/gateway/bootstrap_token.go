@@ -64,7 +64,12 @@ func (s *Server) redeemBootstrapToken(c *call) (int, any, error) {
 	if req.Token == "" || req.Password == "" {
 		return 0, nil, errorf(http.StatusBadRequest, "give token and password")
 	}
+	gate, err := s.admitLogin(c, bootstrapThrottleName)
+	if err != nil {
+		return 0, nil, err
+	}
 	u, err := s.store.RedeemBootstrapToken(c.ctx, req.Token, req.Password)
+	gate.done(c.ctx, outcomeOf(err))
 	if errors.Is(err, model.ErrBadCredentials) {
 		return 0, nil, errorf(http.StatusUnauthorized, "bootstrap token unknown, expired or already used: log in as admin with the password in %s on the SVM of the system's first gateway instead",
 			filepath.Join("<gateway state dir>", AdminPasswordFile))

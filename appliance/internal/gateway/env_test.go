@@ -27,7 +27,11 @@ import (
 	"golang.org/x/crypto/bcrypt"
 )
 
-func init() { model.BcryptCost = bcrypt.MinCost }
+// Cheap password hashes: the cost of the real ones is the point of them.
+func init() {
+	model.BcryptCost = bcrypt.MinCost
+	model.PasswordHashParams = model.Argon2Params{MemoryKiB: 64, Passes: 1, Lanes: 1}
+}
 
 const GiB = int64(model.AllocationUnit)
 
@@ -200,13 +204,14 @@ func (e *env) failsWith(want int, code, field, msg, method, path, token, body st
 // validCode: the codes each status may carry (docs/api.md section 2).
 func validCode(status int, code any) bool {
 	ok := map[int][]string{400: {CodeInvalid, CodeNoChange}, 401: {CodeUnauthorized}, 403: {CodeForbidden}, 404: {CodeNotFound},
-		405: {CodeInvalid}, 409: {CodeAlreadyExists, CodeInUse, CodeConflict}, 412: {CodeConflict}, 503: {CodeUnavailable}, 500: {CodeInternal}}
+		405: {CodeInvalid}, 409: {CodeAlreadyExists, CodeInUse, CodeConflict}, 412: {CodeConflict}, 429: {CodeThrottled}, 503: {CodeUnavailable}, 500: {CodeInternal}}
 	c, _ := code.(string)
 	return slices.Contains(ok[status], c)
 }
 
 // state returns every key's mod revision, except the event log's (every
-// mutating request, a refused one too, is an audit event) and what running
+// mutating request, a refused one too, is an audit event), the login
+// throttle's counters (every password attempt is counted) and what running
 // SDSs publish on their own (statistics, liveness, fill markers), which the
 // gateway never writes.
 func (e *env) state() map[string]int64 {
@@ -217,7 +222,7 @@ func (e *env) state() map[string]int64 {
 	out := map[string]int64{}
 	for _, kv := range r.Kvs {
 		k := string(kv.Key)
-		if strings.HasPrefix(k, model.EventPrefix) || k == model.EventSeqKey || strings.HasPrefix(k, model.StatsPrefix) || strings.HasPrefix(k, model.LivePrefix) ||
+		if strings.HasPrefix(k, model.EventPrefix) || k == model.EventSeqKey || strings.HasPrefix(k, model.ThrottlePrefix) || strings.HasPrefix(k, model.StatsPrefix) || strings.HasPrefix(k, model.LivePrefix) ||
 			strings.HasPrefix(k, model.FilledPrefix) {
 			continue
 		}

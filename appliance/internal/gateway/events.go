@@ -18,6 +18,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"maps"
 	"net/http"
 	"sort"
 	"strconv"
@@ -393,6 +394,11 @@ func (s *Server) observe(ctx context.Context) error {
 		return err
 	}
 	want := w.conditions(s.prog.rebuildView(w))
+	certs, err := s.certificateConditions(ctx, time.Now())
+	if err != nil {
+		return err
+	}
+	maps.Copy(want, certs)
 	r, err := s.cfg.Etcd.Get(ctx, model.AlertActivePrefix, clientv3.WithPrefix())
 	if err != nil {
 		return err

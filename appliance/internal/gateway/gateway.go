@@ -58,6 +58,8 @@ type Config struct {
 	// admin password (bootstrap_token.go). "" = none.
 	BootstrapTokenFile string
 	BootstrapTokenTTL  time.Duration
+	// Throttle of password attempts (throttle.go); zero fields take defaults.
+	Throttle LoginThrottle
 }
 
 // Defaults.
@@ -68,7 +70,18 @@ const (
 	DefaultObserveInterval = 2 * time.Second
 	// maxBody bounds every request body.
 	maxBody = 1 << 20
+	// maxHeaderBytes bounds the request line and headers (a bearer token
+	// and an If-Match are all the API reads; 431 beyond).
+	maxHeaderBytes = 64 << 10
 )
+
+// Connection limits against slow clients (slowloris): the TLS handshake
+// and the headers must arrive within headerTimeout, the whole request
+// within 60 s (a body is at most maxBody), the response must be written
+// within 60 s (the event stream extends its own deadline per write), and
+// an idle keep-alive connection is closed after 2 minutes. A variable so
+// that a test can shorten it.
+var headerTimeout = 10 * time.Second
 
 // Server is a configured gateway; Handler serves the API.
 type Server struct {
@@ -103,6 +116,7 @@ func New(ctx context.Context, cfg Config) (*Server, error) {
 	if cfg.ObserveInterval <= 0 {
 		cfg.ObserveInterval = DefaultObserveInterval
 	}
+	cfg.Throttle = cfg.Throttle.withDefaults()
 	if err := os.MkdirAll(cfg.StateDir, 0o700); err != nil {
 		return nil, fmt.Errorf("gateway: create state directory: %w", err)
 	}
@@ -153,11 +167,11 @@ func Serve(ctx context.Context, cfg Config, ln net.Listener) error {
 	}
 	hs := &http.Server{
 		Handler:           s.handler,
-		ReadHeaderTimeout: 10 * time.Second,
+		ReadHeaderTimeout: headerTimeout,
 		ReadTimeout:       60 * time.Second,
 		WriteTimeout:      60 * time.Second,
 		IdleTimeout:       2 * time.Minute,
-		MaxHeaderBytes:    64 << 10,
+		MaxHeaderBytes:    maxHeaderBytes,
 		ErrorLog:          slog.NewLogLogger(s.log.Handler(), slog.LevelWarn),
 	}
 	scheme := "http"
@@ -175,7 +189,9 @@ func Serve(ctx context.Context, cfg Config, ln net.Listener) error {
 	bctx, stopBackground := context.WithCancel(ctx)
 	background := make(chan struct{})
 	go func() { defer close(background); s.Run(bctx) }()
-	defer func() { stopBackground(); <-background }()
+	published := make(chan struct{})
+	go func() { defer close(published); s.publishHTTPSCert(bctx) }()
+	defer func() { stopBackground(); <-background; <-published }()
 	select {
 	case err := <-errc:
 		return fmt.Errorf("gateway: serve: %w", err)

@@ -3,47 +3,22 @@
 package gateway
 
 import (
-	"context"
 	"crypto/tls"
 	"crypto/x509"
-	"log/slog"
-	"net"
 	"net/http"
 	"os"
 	"path/filepath"
 	"strings"
 	"testing"
 	"time"
-
-	"github.com/cairn-storage/cairn/appliance/internal/etcdtest"
 )
 
 func TestTLS(t *testing.T) {
-	c := etcdtest.Start(t)
 	dir := t.TempDir()
-	logs := &syncBuffer{}
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	addr, logs := runGateway(t, Config{StateDir: dir, TLS: true})
+	pem, err := os.ReadFile(filepath.Join(dir, CertFile))
 	if err != nil {
 		t.Fatal(err)
-	}
-	addr := ln.Addr().String()
-	ctx, cancel := context.WithCancel(context.Background())
-	done := make(chan error, 1)
-	go func() {
-		done <- Serve(ctx, Config{Etcd: c, StateDir: dir, TLS: true, Logger: slog.New(slog.NewTextHandler(logs, nil))}, ln)
-	}()
-	t.Cleanup(func() {
-		cancel()
-		if err := <-done; err != nil {
-			t.Errorf("serve: %v", err)
-		}
-	})
-	var pem []byte
-	for i := 0; i < 100; i++ {
-		if pem, err = os.ReadFile(filepath.Join(dir, CertFile)); err == nil && strings.Contains(logs.String(), "gateway listening") {
-			break
-		}
-		time.Sleep(50 * time.Millisecond)
 	}
 	if st, err := os.Stat(filepath.Join(dir, KeyFile)); err != nil || st.Mode().Perm() != 0o600 {
 		t.Fatalf("key.pem: %v %v", st, err)

@@ -25,6 +25,8 @@ import (
 //	Prefix+"filled/<pool>/<pg>/<device>"   copy's Since (dec.)       SDS primary, when a fill is done  MDM controller (deletes in map txn)      until consumed
 //	Prefix+"session/<sha256 hex>"          gateway session           gateway, at login                 gateway, on every request                lease (session TTL)
 //	Prefix+"token/bootstrap/<sha256 hex>"  bootstrap record          Store.PutBootstrapToken           Store.RedeemBootstrapToken               lease (token TTL); deleted when redeemed
+//	Prefix+"throttle/user/<sha256 hex>"   failed-login counter      gateway, at each login attempt    gateway, before checking a password      lease (window + lockout); deleted on success
+//	Prefix+"throttle/addr/<address>"      failed-login counter      gateway, at each login attempt    gateway, before checking a password      lease (window + lockout)
 //	Prefix+"cert/<role>/<name>"            pki.Info (no secret)      each daemon with --pki, at start  gateway (certificates, expiry alerts)     lease (the daemon)
 //	Prefix+"refused/<role>/<name>/<seq>"   refusals.Batch            a daemon that refused connections gateway (one event each, then deletes)     lease (1 h) or until consumed
 //	Prefix+"election/..."                  etcd election keys        MDM members (concurrency)         MDM members                              lease (leader session)
@@ -136,6 +138,19 @@ func tokenHash(token string) string {
 	sum := sha256.Sum256([]byte(token))
 	return hex.EncodeToString(sum[:])
 }
+
+// ThrottlePrefix is where the gateways count failed logins (the gateway's
+// throttle.go has the value's layout), shared so that every gateway of the
+// cluster refuses a locked-out user or address.
+const ThrottlePrefix = Prefix + "throttle/"
+
+// ThrottleUserKey returns the counter key of a login name (hashed: a name
+// in a request is unbounded and need not exist).
+func ThrottleUserKey(name string) string { return ThrottlePrefix + "user/" + tokenHash(name) }
+
+// ThrottleAddrKey returns the counter key of a client address (an IP, or an
+// IPv6 /64 prefix, as text).
+func ThrottleAddrKey(addr string) string { return ThrottlePrefix + "addr/" + addr }
 
 // Certificates.
 

@@ -7,7 +7,6 @@ import (
 	"time"
 
 	clientv3 "go.etcd.io/etcd/client/v3"
-	"golang.org/x/crypto/bcrypt"
 )
 
 // Bootstrap tokens let the deployer of a new system set the admin credential once,
@@ -65,11 +64,11 @@ func (s *Store) RedeemBootstrapToken(ctx context.Context, token, password string
 	if err := checkPassword(u.Name, password); err != nil {
 		return User{}, err
 	}
-	hash, err := bcrypt.GenerateFromPassword([]byte(password), BcryptCost)
+	hash, err := hashPassword(ctx, password)
 	if err != nil {
-		return User{}, fmt.Errorf("hash password: %w", err)
+		return User{}, err
 	}
-	u.PasswordHash = string(hash)
+	u.PasswordHash = hash
 	b, err := json.Marshal(u)
 	if err != nil {
 		return User{}, err

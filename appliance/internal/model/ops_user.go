@@ -5,18 +5,19 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"sync"
 	"unicode/utf8"
 
 	clientv3 "go.etcd.io/etcd/client/v3"
 	"golang.org/x/crypto/bcrypt"
 )
 
-// BcryptCost is the work factor of stored password hashes. Tests lower it.
+// BcryptCost is the work factor of bcrypt hashes, which Cairn no longer
+// makes (passhash.go): only tests use it, to store legacy hashes.
 var BcryptCost = bcrypt.DefaultCost
 
-// Password limits: bcrypt uses only the first 72 bytes, so longer passwords
-// are refused rather than silently truncated.
+// Password limits. 72 bytes was bcrypt's limit (it ignored the rest); it is
+// kept so that every password valid before argon2id is valid now and the
+// other way round.
 const (
 	MinPasswordLen = 8
 	MaxPasswordLen = 72
@@ -55,7 +56,7 @@ func checkRole(user, role string) error {
 	return nil
 }
 
-// CreateUser stores a user with a bcrypt hash of the password.
+// CreateUser stores a user with an argon2id hash of the password.
 func (s *Store) CreateUser(ctx context.Context, spec UserSpec) (User, error) {
 	if err := ValidateName(KindUser, spec.Name); err != nil {
 		return User{}, err
@@ -66,11 +67,11 @@ func (s *Store) CreateUser(ctx context.Context, spec UserSpec) (User, error) {
 	if err := checkPassword(spec.Name, spec.Password); err != nil {
 		return User{}, err
 	}
-	hash, err := bcrypt.GenerateFromPassword([]byte(spec.Password), BcryptCost)
+	hash, err := hashPassword(ctx, spec.Password)
 	if err != nil {
-		return User{}, fmt.Errorf("hash password: %w", err)
+		return User{}, err
 	}
-	u := User{Name: spec.Name, Role: spec.Role, PasswordHash: string(hash)}
+	u := User{Name: spec.Name, Role: spec.Role, PasswordHash: hash}
 	return u, s.create(ctx, KindUser, u.Name, u.Name, u, nil)
 }
 
@@ -106,11 +107,11 @@ func (s *Store) UpdateUser(ctx context.Context, name string, up UserUpdate) (Use
 		if err := checkPassword(name, up.Password); err != nil {
 			return u, err
 		}
-		hash, err := bcrypt.GenerateFromPassword([]byte(up.Password), BcryptCost)
+		hash, err := hashPassword(ctx, up.Password)
 		if err != nil {
-			return u, fmt.Errorf("hash password: %w", err)
+			return u, err
 		}
-		u.PasswordHash = string(hash)
+		u.PasswordHash = hash
 	}
 	b, err := json.Marshal(u)
 	if err != nil {
@@ -157,28 +158,43 @@ func (s *Store) DeleteUser(ctx context.Context, name string) error {
 	return s.deleteObj(ctx, KindUser, u.Name, u.Name, rev, cmps)
 }
 
-// dummyHash keeps the time of a login with an unknown user name equal to
-// one with a wrong password.
-// Computed on first use: hashing costs tens of milliseconds.
-var dummyHash = sync.OnceValue(func() []byte {
-	h, _ := bcrypt.GenerateFromPassword([]byte("cairn-timing-equaliser"), BcryptCost)
-	return h
-})
-
 // Authenticate checks a password; it returns ErrBadCredentials for an
-// unknown user or a wrong password alike.
+// unknown user or a wrong password alike (and takes the same time for both:
+// an unknown user is checked against dummyHash). A right password whose hash
+// is bcrypt or has older argon2id parameters is re-hashed with today's; if
+// that write fails (the user changed meanwhile, etcd busy) the login still
+// succeeds and the next one tries again.
 func (s *Store) Authenticate(ctx context.Context, name, password string) (User, error) {
 	var u User
-	_, err := s.Get(ctx, Key(KindUser, name), &u)
+	rev, err := s.Get(ctx, Key(KindUser, name), &u)
 	if err != nil && !errors.Is(err, ErrNotFound) {
 		return User{}, unavailable(err)
 	}
 	if err != nil || name == "" {
-		_ = bcrypt.CompareHashAndPassword(dummyHash(), []byte(password))
+		if _, _, err := checkPasswordHash(ctx, dummyHash(), password); err != nil {
+			return User{}, err
+		}
 		return User{}, ErrBadCredentials
 	}
-	if bcrypt.CompareHashAndPassword([]byte(u.PasswordHash), []byte(password)) != nil {
+	ok, rehash, err := checkPasswordHash(ctx, u.PasswordHash, password)
+	if err != nil {
+		return User{}, err
+	}
+	if !ok {
 		return User{}, ErrBadCredentials
+	}
+	if rehash {
+		if hash, err := hashPassword(ctx, password); err == nil {
+			nu := u
+			nu.PasswordHash = hash
+			if b, err := json.Marshal(nu); err == nil {
+				key := Key(KindUser, u.Name)
+				tr, err := s.C.Txn(ctx).If(clientv3.Compare(clientv3.ModRevision(key), "=", rev)).Then(clientv3.OpPut(key, string(b))).Commit()
+				if err == nil && tr.Succeeded {
+					u = nu
+				}
+			}
+		}
 	}
 	return u, nil
 }

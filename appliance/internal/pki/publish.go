@@ -16,11 +16,16 @@ import (
 // renewed certificate shows its new expiry). Errors are logged and retried:
 // a daemon runs without its certificate listed.
 func Publish(ctx context.Context, cli *clientv3.Client, id *Identity, log *slog.Logger) {
+	publish(ctx, cli, func() Info { return InfoOf(id.Leaf()) }, log)
+}
+
+// publish keeps current() published (see Publish and PublishInfo).
+func publish(ctx context.Context, cli *clientv3.Client, current func() Info, log *slog.Logger) {
 	var lease clientv3.LeaseID
 	var serial string
 	lost := new(atomic.Bool)
 	for ctx.Err() == nil {
-		info := InfoOf(id.Leaf())
+		info := current()
 		if lost.Swap(false) {
 			lease = 0 // the keep-alive ended: the key went with its lease
 		}
