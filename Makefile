@@ -24,7 +24,7 @@ demo-stop:
 ## test: the whole default suite (what CI runs); each suite prints its time
 # Installs what the suites need first (scripts/deps.sh: only what is missing,
 # and it says what); each suite target below also does so for itself alone.
-TEST_SUITES ?= test-go test-integration test-plugin test-ui test-installer test-ansible test-packer test-qos test-chaos test-e2e test-lio
+TEST_SUITES ?= test-go test-integration test-plugin test-ui test-installer test-ansible test-packer test-qos test-security test-chaos test-e2e test-lio
 test:
 	@scripts/deps.sh test
 	@scripts/run-suites.sh $(TEST_SUITES)
