@@ -88,6 +88,21 @@ else
 	bad "no event names the throttled guesser $SUBNET.250 ($(wc -l <"$STATE/events.jsonl") events read)"
 fi
 
+# So are the refused connections: every daemon attacked reports them (the
+# SDSs' data path, the TLS NBD server, etcd on the MDMs) and a gateway turns
+# each report into a security event naming the attacker's address.
+for who in "sds sds" "nbd nbd" "mdm mdm"; do
+	set -- $who
+	found=""
+	for ((i = 0; i < 30; i++)); do
+		"$NC" ctl "$STATE/cl" --json event ls --kind security --limit 1000 2>/dev/null |
+			jq -r '(if type == "array" then . else .items end)[] | .message' >"$STATE/security-events.txt" 2>/dev/null
+		found=$(grep "^$1 " "$STATE/security-events.txt" | grep -m1 "$SUBNET.250") && break
+		sleep 1
+	done
+	if [ -n "$found" ]; then ok "the $2 refusals are events: $found"; else bad "no security event from a $2 naming $SUBNET.250 within 30 s"; fi
+done
+
 # The legitimate clients still work: the cluster answers and the NBD server
 # (which holds the cluster's certificates) still has the volume.
 if "$NC" ctl "$STATE/cl" --json system info >/dev/null 2>&1; then ok "the admin still manages the cluster"; else bad "the gateway no longer answers the admin"; fi

@@ -73,7 +73,7 @@ func runNBD(ctx context.Context, args []string) error {
 	}
 	rep := refusals.New(who.Role, who.Name, log)
 	go rep.Run(ctx, cat.Client(), 0)
-	srv.OnRefused = func(remote, peer, reason string) { rep.Refused("nbd", remote, peer, reason) }
+	srv.OnRefused = func(remote, peer, reason string) { rep.Refused("NBD port", remote, peer, reason) }
 	return srv.Serve(ctx, l)
 }
 

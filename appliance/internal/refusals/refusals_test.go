@@ -11,7 +11,7 @@ func TestBatchingBoundsMemoryAndLog(t *testing.T) {
 	var logbuf bytes.Buffer
 	r := New("nbd", "n1", slog.New(slog.NewTextHandler(&logbuf, nil)))
 	for i := 0; i < 1000; i++ {
-		r.Refused("nbd", "10.0.0.9:1234", "", "no certificate")
+		r.Refused("NBD port", "10.0.0.9:1234", "", "no certificate")
 	}
 	b, _, ok := r.take()
 	if !ok || len(b.Refusals) != MaxPerBatch || b.More != 1000-MaxPerBatch {
@@ -23,7 +23,7 @@ func TestBatchingBoundsMemoryAndLog(t *testing.T) {
 	if _, _, ok := r.take(); ok {
 		t.Error("a second batch from nothing")
 	}
-	want := "nbd n1 refused 10.0.0.9:1234 on the nbd: no certificate; and 999 more refusals"
+	want := "nbd n1 refused 10.0.0.9:1234 on the NBD port: no certificate; and 999 more refusals"
 	if got := b.Message(); got != want {
 		t.Errorf("message %q, want %q", got, want)
 	}

@@ -165,6 +165,8 @@ const (
 	opRead    = 2
 	opWrite   = 3
 	opChunk   = 32 // OpChunkPut
+
+	statusForbidden = 13 // the sender may not send this (wire.StatusForbidden)
 )
 
 var castagnoli = crc32.MakeTable(crc32.Castagnoli)
@@ -210,7 +212,15 @@ func talk(c net.Conn) (string, bool) {
 	if binary.BigEndian.Uint32(h) != respMagic {
 		return fmt.Sprintf("not a data-path answer (% x)", h[:8]), false
 	}
-	return fmt.Sprintf("answered status %d, epoch %d", binary.BigEndian.Uint16(h[4:]), binary.BigEndian.Uint64(h[16:])), true
+	status := binary.BigEndian.Uint16(h[4:])
+	if status == statusForbidden {
+		// A refusal in the protocol's own words (wire.StatusForbidden):
+		// nothing was read or written.
+		msg := make([]byte, min(int(binary.BigEndian.Uint32(h[32:])), 200))
+		_, _ = io.ReadFull(c, msg)
+		return fmt.Sprintf("answered forbidden: %s", msg), false
+	}
+	return fmt.Sprintf("answered status %d, epoch %d", status, binary.BigEndian.Uint64(h[16:])), true
 }
 
 func probeSDSPlain(addr string) {
