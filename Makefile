@@ -4,7 +4,7 @@ export GOFLAGS := -buildvcs=false
 DEMO_STATE ?= $(CURDIR)/demo-state
 GO_TEST_FLAGS ?= -race -count=1 -timeout 20m
 
-.PHONY: all build demo demo-stop test test-go test-integration test-chaos test-lio test-lio-full test-e2e \
+.PHONY: all build demo demo-stop test test-go test-fuzz fuzz test-security test-integration test-chaos test-lio test-lio-full test-e2e \
 	test-appliance test-packer test-plugin test-qos test-security test-installer test-ansible test-ansible-roles print-test-suites demo-vsphere bench bench-smoke test-bench clean build-ui test-ui
 
 all: build
@@ -24,7 +24,7 @@ demo-stop:
 ## test: the whole default suite (what CI runs); each suite prints its time
 # Installs what the suites need first (scripts/deps.sh: only what is missing,
 # and it says what); each suite target below also does so for itself alone.
-TEST_SUITES ?= test-go test-integration test-plugin test-ui test-installer test-ansible test-packer test-qos test-security test-chaos test-e2e test-lio
+TEST_SUITES ?= test-go test-fuzz test-integration test-plugin test-ui test-installer test-ansible test-packer test-qos test-security test-chaos test-e2e test-lio
 test:
 	@scripts/deps.sh test
 	@scripts/run-suites.sh $(TEST_SUITES)
@@ -114,6 +114,16 @@ test-installer: build
 test-go:
 	@scripts/deps.sh go
 	cd appliance && go vet ./... && CAIRN_TEST_STRICT=1 go test $(GO_TEST_FLAGS) ./...
+
+# every Fuzz* target of the appliance (network and input parsers), 5 s each;
+# `make fuzz` runs them 120 s each (FUZZ_SECONDS)
+test-fuzz:
+	@scripts/deps.sh go
+	scripts/fuzz.sh 5
+
+fuzz:
+	@scripts/deps.sh go
+	scripts/fuzz.sh $(or $(FUZZ_SECONDS),120)
 
 test-integration: build
 	@scripts/deps.sh integration

@@ -1,0 +1,33 @@
+#!/usr/bin/env bash
+# Fuzzes every network and input parser of the appliance (every Fuzz*
+# function under appliance/, found by name, so a new one is included without
+# an edit here) for a bounded time each.
+#
+#   scripts/fuzz.sh [SECONDS]    default 5 (what `make test` runs: test-fuzz);
+#                                `make fuzz` runs 120 s each
+#
+# Each target's corpus of earlier findings stays in Go's cache; a crasher is
+# written to the package's testdata/fuzz/<target>/ and fails the run, with
+# the command that replays it.
+set -euo pipefail
+ROOT=$(cd "$(dirname "$0")/.." && pwd)
+secs=${1:-5}
+cd "$ROOT/appliance"
+t0=$(date +%s)
+n=0 failed=()
+while IFS=: read -r file fn; do
+	pkg=./$(dirname "$file")
+	n=$((n + 1))
+	s=$(date +%s)
+	if nice go test -run '^$' -fuzz "^${fn}\$" -fuzztime "${secs}s" -parallel 2 "$pkg" >"/tmp/cairn-fuzz.$$.log" 2>&1; then
+		echo "fuzz $fn ($pkg): ok in $(($(date +%s) - s)) s"
+	else
+		tail -20 "/tmp/cairn-fuzz.$$.log"
+		echo "FAIL fuzz $fn ($pkg): replay with: cd appliance && go test -run '^${fn}\$' $pkg"
+		failed+=("$fn")
+	fi
+done < <(grep -rHo --include='*_test.go' '^func Fuzz[A-Za-z0-9_]*' internal contract 2>/dev/null | sed 's/:func /:/' | sort)
+rm -f "/tmp/cairn-fuzz.$$.log"
+echo "fuzz: $n targets, ${secs} s each, ${#failed[@]} failed, in $(($(date +%s) - t0)) s"
+[ "$n" -gt 0 ] || { echo "FAIL no fuzz targets found"; exit 1; }
+[ "${#failed[@]}" -eq 0 ]
