@@ -5,7 +5,6 @@
 package gateway
 
 import (
-	"bytes"
 	"context"
 	"encoding/json"
 	"fmt"
@@ -23,6 +22,7 @@ import (
 
 	"github.com/cairn-storage/cairn/appliance/internal/etcdtest"
 	"github.com/cairn-storage/cairn/appliance/internal/model"
+	"github.com/cairn-storage/cairn/appliance/internal/testlog"
 	clientv3 "go.etcd.io/etcd/client/v3"
 	"golang.org/x/crypto/bcrypt"
 )
@@ -55,31 +55,13 @@ func (p *fakeProber) PrepareDevice(ctx context.Context, addr, clusterID, deviceI
 	return 100 * GiB, nil
 }
 
-// syncBuffer is a log sink safe for concurrent handlers.
-type syncBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (s *syncBuffer) Write(p []byte) (int, error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.Write(p)
-}
-
-func (s *syncBuffer) String() string {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.String()
-}
-
 type env struct {
 	t      *testing.T
 	etcd   *clientv3.Client
 	srv    *Server
 	url    string
 	dir    string
-	logs   *syncBuffer
+	logs   *testlog.Buffer
 	prober *fakeProber
 	admin  string            // token
 	hdr    map[string]string // extra request headers of do
@@ -87,7 +69,7 @@ type env struct {
 
 func newEnv(t *testing.T, mod ...func(*Config)) *env {
 	t.Helper()
-	e := &env{t: t, etcd: etcdtest.Start(t), dir: t.TempDir(), logs: &syncBuffer{}, prober: &fakeProber{}}
+	e := &env{t: t, etcd: etcdtest.Start(t), dir: t.TempDir(), logs: &testlog.Buffer{}, prober: &fakeProber{}}
 	cfg := Config{Etcd: e.etcd, StateDir: e.dir, Devices: e.prober,
 		Logger: slog.New(slog.NewTextHandler(e.logs, nil))}
 	for _, f := range mod {

@@ -13,12 +13,13 @@ import (
 	"time"
 
 	"github.com/cairn-storage/cairn/appliance/internal/etcdtest"
+	"github.com/cairn-storage/cairn/appliance/internal/testlog"
 )
 
 // runGateway serves cfg (etcd and state directory filled in when missing)
 // with Serve on a loopback port until the test ends; it returns the address
 // and the gateway's log.
-func runGateway(t *testing.T, cfg Config) (string, *syncBuffer) {
+func runGateway(t *testing.T, cfg Config) (string, *testlog.Buffer) {
 	t.Helper()
 	if cfg.Etcd == nil {
 		cfg.Etcd = etcdtest.Start(t)
@@ -26,7 +27,7 @@ func runGateway(t *testing.T, cfg Config) (string, *syncBuffer) {
 	if cfg.StateDir == "" {
 		cfg.StateDir = t.TempDir()
 	}
-	logs := &syncBuffer{}
+	logs := &testlog.Buffer{}
 	cfg.Logger = slog.New(slog.NewTextHandler(logs, nil))
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {

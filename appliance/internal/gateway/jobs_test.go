@@ -12,6 +12,7 @@ import (
 
 	"github.com/cairn-storage/cairn/appliance/internal/model"
 	"github.com/cairn-storage/cairn/appliance/internal/testcluster"
+	"github.com/cairn-storage/cairn/appliance/internal/testlog"
 )
 
 // TestDrainRemoveJobs: drain-and-remove of an SDS and of a device over a
@@ -70,7 +71,7 @@ func TestDrainRemoveJobs(t *testing.T) {
 
 	// The first gateway goes away; a new one (another SVM's) carries on,
 	// with its observer running and its own session.
-	restarted := &env{t: t, etcd: c.Etcd, dir: t.TempDir(), logs: &syncBuffer{}}
+	restarted := &env{t: t, etcd: c.Etcd, dir: t.TempDir(), logs: &testlog.Buffer{}}
 	srv, err := New(ctx, Config{Etcd: c.Etcd, StateDir: restarted.dir, ObserveInterval: 200 * time.Millisecond, Logger: slog.New(slog.NewTextHandler(io.Discard, nil))})
 	if err != nil {
 		t.Fatal(err)

@@ -14,6 +14,7 @@ import (
 
 	"github.com/cairn-storage/cairn/appliance/internal/model"
 	"github.com/cairn-storage/cairn/appliance/internal/testcluster"
+	"github.com/cairn-storage/cairn/appliance/internal/testlog"
 	clientv3 "go.etcd.io/etcd/client/v3"
 	"go.etcd.io/etcd/client/v3/concurrency"
 )
@@ -23,7 +24,7 @@ const MiB = 1 << 20
 // newClusterEnv serves a gateway on a running test cluster's etcd.
 func newClusterEnv(t *testing.T, c *testcluster.Cluster) *env {
 	t.Helper()
-	e := &env{t: t, etcd: c.Etcd, dir: t.TempDir(), logs: &syncBuffer{}}
+	e := &env{t: t, etcd: c.Etcd, dir: t.TempDir(), logs: &testlog.Buffer{}}
 	e.serve(Config{Etcd: c.Etcd, StateDir: e.dir, Logger: slog.New(slog.NewTextHandler(io.Discard, nil))})
 	return e
 }

@@ -14,6 +14,7 @@ import (
 	"time"
 
 	"github.com/cairn-storage/cairn/appliance/internal/mdm"
+	"github.com/cairn-storage/cairn/appliance/internal/testlog"
 	clientv3 "go.etcd.io/etcd/client/v3"
 )
 
@@ -58,7 +59,7 @@ func TestMDMLeaderMove(t *testing.T) {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { cli.Close() })
-	e := &env{t: t, etcd: cli, dir: t.TempDir(), logs: &syncBuffer{}}
+	e := &env{t: t, etcd: cli, dir: t.TempDir(), logs: &testlog.Buffer{}}
 	var srv *Server
 	waitFor(t, 30*time.Second, "MDM cluster up", func() bool {
 		srv, err = New(ctx, Config{Etcd: cli, StateDir: e.dir, Logger: slog.New(slog.NewTextHandler(io.Discard, nil))})

@@ -1,7 +1,6 @@
 package mdm_test
 
 import (
-	"bytes"
 	"context"
 	"crypto/tls"
 	"crypto/x509"
@@ -21,6 +20,7 @@ import (
 	"github.com/cairn-storage/cairn/appliance/internal/pki"
 	"github.com/cairn-storage/cairn/appliance/internal/pki/pkitest"
 	"github.com/cairn-storage/cairn/appliance/internal/refusals"
+	"github.com/cairn-storage/cairn/appliance/internal/testlog"
 	"go.etcd.io/etcd/api/v3/v3rpc/rpctypes"
 	clientv3 "go.etcd.io/etcd/client/v3"
 )
@@ -105,7 +105,7 @@ func TestRolePermissions(t *testing.T) {
 		t.Fatalf("gateway status (MDM health): %v", err)
 	}
 
-	var logBuf syncBuf
+	var logBuf testlog.Buffer
 	cfg, err := mdm.ClientConfig([]string{u}, kit.Identity(pki.RoleSDS, "sds1"), slog.New(slog.NewTextHandler(&logBuf, nil)))
 	if err != nil {
 		t.Fatal(err)
@@ -280,15 +280,6 @@ func freeAddr(t *testing.T) string {
 	defer l.Close()
 	return l.Addr().String()
 }
-
-// syncBuf is a bytes.Buffer safe for the client's goroutines.
-type syncBuf struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (s *syncBuf) Write(p []byte) (int, error) { s.mu.Lock(); defer s.mu.Unlock(); return s.b.Write(p) }
-func (s *syncBuf) String() string              { s.mu.Lock(); defer s.mu.Unlock(); return s.b.String() }
 
 // A scheme that does not match the PKI is refused up front, saying what to
 // give, instead of a dial that times out later.

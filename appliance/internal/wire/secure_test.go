@@ -17,32 +17,15 @@ import (
 
 	"github.com/cairn-storage/cairn/appliance/internal/pki"
 	"github.com/cairn-storage/cairn/appliance/internal/pki/pkitest"
+	"github.com/cairn-storage/cairn/appliance/internal/testlog"
 )
-
-// syncBuffer is a log destination tests read while servers write it.
-type syncBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (s *syncBuffer) Write(p []byte) (int, error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.Write(p)
-}
-
-func (s *syncBuffer) String() string {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.String()
-}
 
 // secureServer serves an echo handler with sec on loopback; it records the
 // peers it served and the bytes each request carried. Returns the address
 // and the server's log.
 type secureServer struct {
 	addr  string
-	log   *syncBuffer
+	log   *testlog.Buffer
 	mu    sync.Mutex
 	peers map[pki.Peer]int
 	calls atomic.Int64
@@ -54,7 +37,7 @@ func startSecure(t *testing.T, sec *Security) *secureServer {
 	if err != nil {
 		t.Fatal(err)
 	}
-	s := &secureServer{addr: l.Addr().String(), log: &syncBuffer{}, peers: map[pki.Peer]int{}}
+	s := &secureServer{addr: l.Addr().String(), log: &testlog.Buffer{}, peers: map[pki.Peer]int{}}
 	h := func(ctx context.Context, r *Request) (Response, func()) {
 		s.calls.Add(1)
 		p, ok := PeerFrom(ctx)
@@ -344,7 +327,7 @@ func TestHandshakeDeadline(t *testing.T) {
 	}
 }
 
-func waitLog(t *testing.T, log *syncBuffer, want ...string) {
+func waitLog(t *testing.T, log *testlog.Buffer, want ...string) {
 	t.Helper()
 	deadline := time.Now().Add(5 * time.Second)
 	for {
