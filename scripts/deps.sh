@@ -5,7 +5,7 @@
 #
 #   scripts/deps.sh SUITE...    suites: demo go integration plugin packer chaos
 #                               e2e lio appliance bench ui installer ansible
-#                               ansible-roles qos security test
+#                               ansible-roles qos security fuzz test
 #                               (test = everything `make test` runs)
 #
 # Every `make` target calls it for its own suite, so `make test-lio` on a
@@ -30,10 +30,11 @@ declare -A PKGS=(
 	[bench]="nbdkit gnuplot-nox ceph-mon ceph-osd ceph-mgr ceph-common uuid-runtime libiscsi-bin libiscsi-dev qemu-system-x86 busybox-static cpio kmod xz-utils e2fsprogs debootstrap gcc socat fio libnbd-bin"
 	[ui]="chromium"
 	[installer]="python3-venv qemu-utils openssl"
-	[ansible]="python3-venv libnbd-bin"
+	[ansible]="python3-venv libnbd-bin etcd-client"
 	[ansible-roles]="python3-venv openssh-client qemu-system-x86 qemu-utils debootstrap e2fsprogs libnbd-bin"
 	[qos]="fio libnbd-bin"
 	[security]="jq nftables iproute2"
+	[fuzz]=""
 )
 # Suites whose scripts read apt's package lists (apt-cache, apt-get download).
 NEEDS_APT_LISTS=" lio appliance bench ansible-roles "

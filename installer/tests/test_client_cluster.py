@@ -54,7 +54,7 @@ def cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Cluster]:
         )
         assert r.returncode == 0, f"cluster.sh start failed:\n{r.stdout[-3000:]}\n{r.stderr[-3000:]}"
         ports = dict(line.split("=", 1) for line in (d / "ports.env").read_text().split())
-        mdm = ",".join(f"http://127.0.0.1:{ports[f'MDM{i}_CLIENT']}" for i in (1, 2, 3))
+        mdm = ",".join(f"https://127.0.0.1:{ports[f'MDM{i}_CLIENT']}" for i in (1, 2, 3))
         port2 = free_port()
         # The second gateway serves the cluster's certificate, as an admin
         # installs one certificate on every gateway (two self-signed ones with
@@ -73,6 +73,10 @@ def cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Cluster]:
                 str(d / "gateway2"),
                 "--token-ttl",
                 "3s",
+                # The cluster's gateway certificate: etcd and the SDSs
+                # authenticate every gateway by it (cluster.sh issued it).
+                "--pki",
+                str(d / "pki" / "gateway"),
             ],
             env=dict(env, CAIRN_MDM=mdm),
             stdout=log,

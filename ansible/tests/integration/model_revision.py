@@ -5,43 +5,61 @@ name index, the system). Sessions, events, statistics and liveness keys move on 
 (a login writes a session; SDSs publish statistics every 2 s) and are left out, so the
 number moves exactly when an object is created, changed or deleted.
 
-Reads etcd's JSON gateway (POST /v3/kv/range) on an MDM client URL: no etcdctl needed.
-Usage: model_revision.py http://127.0.0.1:PORT
+Reads etcd with etcdctl (Debian's etcd-client) over an MDM client URL.
+Usage: model_revision.py https://127.0.0.1:PORT PKI_DIR
+PKI_DIR is a certificate of the cluster (cairn pki issue --role client): ca.crt, node.crt,
+node.key. etcd authenticates every client by its certificate's common name (role client may
+read the model); etcd's JSON gateway ignores client certificates, hence etcdctl.
 """
 
 from __future__ import annotations
 
-import base64
 import json
+import subprocess
 import sys
-import urllib.request
+from pathlib import Path
 
 PREFIX = "/cairn/v1/"
 MODEL = ["pd/", "faultset/", "sds/", "device/", "pool/", "volume/", "host/", "user/", "name/", "system"]
 
 
-def prefix_end(p: bytes) -> bytes:
-    return p[:-1] + bytes([p[-1] + 1])
-
-
-def max_mod_revision(url: str, key: str) -> int:
-    if not url.startswith(("http://", "https://")):
-        raise SystemExit(f"model_revision: {url!r} is not an MDM client URL (http://host:port)")
-    k = key.encode()
-    body = {"key": base64.b64encode(k).decode(), "range_end": base64.b64encode(prefix_end(k)).decode(), "keys_only": True}
-    req = urllib.request.Request(  # noqa: S310 (the scheme is checked above)
-        url.rstrip("/") + "/v3/kv/range",
-        data=json.dumps(body).encode(),
-        headers={"Content-Type": "application/json"},
-    )
-    with urllib.request.urlopen(req, timeout=10) as r:  # noqa: S310
-        doc = json.load(r)
+def max_mod_revision(url: str, key: str, pki: Path) -> int:
+    if not url.startswith("https://"):
+        raise SystemExit(f"model_revision: {url!r} is not an MDM client URL (https://host:port)")
+    out = subprocess.run(
+        [
+            "etcdctl",
+            "--endpoints",
+            url,
+            "--cacert",
+            str(pki / "ca.crt"),
+            "--cert",
+            str(pki / "node.crt"),
+            "--key",
+            str(pki / "node.key"),
+            "--command-timeout",
+            "10s",
+            "get",
+            "--prefix",
+            "--keys-only",
+            "-w",
+            "json",
+            key,
+        ],
+        check=True,
+        capture_output=True,
+        text=True,
+        env={"ETCDCTL_API": "3", "PATH": "/usr/bin:/bin"},
+    ).stdout
+    doc = json.loads(out)
     return max((int(kv.get("mod_revision", 0)) for kv in doc.get("kvs", [])), default=0)
 
 
 def main() -> None:
-    url = sys.argv[1]
-    print(max(max_mod_revision(url, PREFIX + m) for m in MODEL))
+    if len(sys.argv) != 3:
+        raise SystemExit("usage: model_revision.py https://HOST:PORT PKI_DIR")
+    url, pki = sys.argv[1], Path(sys.argv[2])
+    print(max(max_mod_revision(url, PREFIX + m, pki) for m in MODEL))
 
 
 if __name__ == "__main__":

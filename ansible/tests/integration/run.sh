@@ -41,13 +41,17 @@ source "$STATE/ports.env"
 export CAIRN_GATEWAYS=127.0.0.1:$GW_PORT CAIRN_USERNAME=admin CAIRN_CA_FILE=$STATE/gateway/cert.pem
 CAIRN_PASSWORD=$(cat "$STATE/gateway/admin-password")
 export CAIRN_PASSWORD
-MDM_URL=http://127.0.0.1:$MDM1_CLIENT
+MDM_URL=https://127.0.0.1:$MDM1_CLIENT
+# etcd authenticates every client: a read-only client certificate of the cluster.
+# shellcheck source=../../../tests/lib/common.sh
+. "$ROOT/tests/lib/common.sh"
+MDM_PKI=$(CAIRN=$ROOT/appliance/bin/cairn pki_dir "$STATE" client ansible-test)
 truncate -s 4G "$STATE/extra.img"
 export CAIRN_TEST_EXTRA_DEVICE=$STATE/extra.img
 export ANSIBLE_COLLECTIONS_PATH=$ROOT/ansible ANSIBLE_NOCOLOR=1 ANSIBLE_RETRY_FILES_ENABLED=False \
 	ANSIBLE_LOCALHOST_WARNING=False ANSIBLE_INVENTORY_UNPARSED_WARNING=False ANSIBLE_LOCAL_TEMP=$STATE/tmp
 PLAY=("$VENV/bin/ansible-playbook" -e "ansible_python_interpreter=$VENV/bin/python")
-revision() { "$VENV/bin/python" "$HERE/model_revision.py" "$MDM_URL"; }
+revision() { "$VENV/bin/python" "$HERE/model_revision.py" "$MDM_URL" "$MDM_PKI"; }
 recap() { sed -n 's/^localhost *: //p' "$1"; }
 changed_of() { recap "$1" | sed -n 's/.*changed=\([0-9]*\).*/\1/p'; }
 

@@ -78,7 +78,7 @@ for run in first second; do
 done
 grep -q '^node1 .*changed=0 ' "$D/second.log" || die "the second run changed something (see $D/second.log)"
 "$BIN/cairnctl" system info >/dev/null
-"$BIN/cairn" nbd --host node1 --listen "$A.11:10809" >"$D/nbd.log" 2>&1 &
+"$BIN/cairn" nbd --host node1 --listen "$A.11:10809" --tls off --allow-plain-loopback >"$D/nbd.log" 2>&1 &
 pids+=($!)
 wait_port $A.11 10809
 URI=nbd://$A.11:10809/vol1

@@ -2,7 +2,7 @@
 # The roles for real: boots three Debian 12 guests in qemu (TCG), runs the site playbook
 # (cairn.storage.site) against them over SSH on forwarded 127.0.0.1 ports, and checks the
 # cluster it leaves: every unit active, a volume served over NBD that the host writes
-# through a forwarded port (nbdcopy) and the guest reads back through /dev/nbd0 (and the
+# through an SSH tunnel (nbdcopy) and the guest reads back through /dev/nbd0 (and the
 # other way round), and a second run of the playbook that changes nothing.
 #
 #   node1: mdm sds gateway target nbd     node2: mdm sds     node3: mdm sds
@@ -54,6 +54,7 @@ cleanup() {
 	if [ "${KEEP:-0}" = 1 ]; then
 		say "guests left running (KEEP=1): $HERE/run.sh stop $RUN"
 	else
+		[ -f "$RUN/tunnel.pid" ] && kill "$(cat "$RUN/tunnel.pid")" 2>/dev/null
 		stop_guests "$RUN"
 		[ $rc = 0 ] && rm -rf "$RUN"
 	fi
@@ -75,9 +76,9 @@ boot() { # N role-of-the-cluster-link
 	mkfs.ext4 -q -F -L seed -d "$d/seed" "$d/seed.img" 8M
 	qemu-img create -q -f qcow2 -F raw -b "$IMG/base.img" "$d/root.qcow2"
 	qemu-img create -q -f qcow2 "$d/data1.qcow2" 4G
-	local ssh_port nbd_port gw_port
-	ssh_port=$(free_port) nbd_port=$(free_port) gw_port=$(free_port)
-	echo "$ssh_port" >"$d/ssh_port"; echo "$nbd_port" >"$d/nbd_port"; echo "$gw_port" >"$d/gw_port"
+	local ssh_port gw_port
+	ssh_port=$(free_port) gw_port=$(free_port)
+	echo "$ssh_port" >"$d/ssh_port"; echo "$gw_port" >"$d/gw_port"
 	local link=()
 	case $n in
 	1) link=(-netdev hubport,id=c0,hubid=0
@@ -92,7 +93,7 @@ boot() { # N role-of-the-cluster-link
 		-append "root=/dev/vda rw console=ttyS0 net.ifnames=0 panic=-1 tsc=reliable clocksource=tsc" \
 		-serial "file:$d/serial.log" \
 		"${link[@]}" -device "virtio-net-pci,netdev=c0,addr=0x3,mac=52:54:00:77:00:1$n" \
-		-netdev "user,id=u0,restrict=on,hostfwd=tcp:127.0.0.1:$ssh_port-:22,hostfwd=tcp:127.0.0.1:$nbd_port-:10809,hostfwd=tcp:127.0.0.1:$gw_port-:8443" \
+		-netdev "user,id=u0,restrict=on,hostfwd=tcp:127.0.0.1:$ssh_port-:22,hostfwd=tcp:127.0.0.1:$gw_port-:8443" \
 		-device "virtio-net-pci,netdev=u0,addr=0x4,mac=52:54:00:00:00:1$n" \
 		-drive "file=$d/root.qcow2,if=none,id=d0,format=qcow2,cache=unsafe" -device virtio-blk-pci,drive=d0,addr=0x5 \
 		-drive "file=$d/seed.img,if=none,id=d1,format=raw,readonly=on" -device virtio-blk-pci,drive=d1,addr=0x6 \
@@ -148,8 +149,6 @@ YAML
     cairn_nbd:
       hosts:
         node1:
-          cairn_nbd_listen: 0.0.0.0:10809
-          cairn_firewall_extra_ports: [10809]
           cairn_nbd_attach: [{volume: vol1, device: nbd0}]
 YAML
 } >"$INV"
@@ -175,8 +174,20 @@ gssh 1 systemctl is-active cairn-mdm cairn-sds cairn-gateway cairn-target cairn-
 for n in 2 3; do gssh "$n" systemctl is-active cairn-mdm cairn-sds nftables; done
 gssh 1 cairnctl system info
 
-say "NBD from the host through the forwarded port"
-URI=nbd://127.0.0.1:$(cat "$RUN/node1/nbd_port")/vol1
+# The role serves plain NBD on the guest's loopback only (no certificates
+# provisioned yet): the host reaches it the way an admin would, through an
+# SSH tunnel.
+say "NBD from the host through an SSH tunnel to node1's loopback"
+NBD_PORT=$(free_port)
+ssh -q -N -i "$RUN/id" -p "$(cat "$RUN/node1/ssh_port")" -o StrictHostKeyChecking=no -o UserKnownHostsFile=/dev/null \
+	-o BatchMode=yes -o ExitOnForwardFailure=yes -L "127.0.0.1:$NBD_PORT:127.0.0.1:10809" root@127.0.0.1 &
+echo $! >"$RUN/tunnel.pid"
+for ((i = 0; i < 50; i++)); do
+	timeout 2 bash -c "exec 3<>/dev/tcp/127.0.0.1/$NBD_PORT" 2>/dev/null && break
+	kill -0 "$(cat "$RUN/tunnel.pid")" 2>/dev/null || die "the SSH tunnel to node1 exited"
+	sleep 0.2
+done
+URI=nbd://127.0.0.1:$NBD_PORT/vol1
 size=$(nbdinfo --size "$URI")
 [ "$size" = 1073741824 ] || die "vol1 over NBD has $size bytes, want 1073741824"
 head -c 4194304 /dev/urandom >"$RUN/pattern"

@@ -106,6 +106,9 @@ func (c *Controller) reconcile(ctx context.Context, st *model.Store) error {
 	if err != nil {
 		return err
 	}
+	if err := c.consumeDeviceFailures(rctx, st, devices); err != nil {
+		return err
+	}
 	lr, err := c.Etcd.Get(rctx, model.LivePrefix, clientv3.WithPrefix(), clientv3.WithKeysOnly())
 	if err != nil {
 		return err
@@ -165,6 +168,44 @@ func (c *Controller) reconcile(ctx context.Context, st *model.Store) error {
 		}
 	}
 	return c.finishRemovals(rctx, st, devices, sdss)
+}
+
+// consumeDeviceFailures applies the SDSs' device failure reports
+// (model.DeviceFailedKey): the device's state becomes error, with the I/O
+// error, in the transaction that deletes the report; devices (this
+// reconcile's list) is updated in place so the placement sees it now. A
+// report of a device no longer in the model is dropped.
+func (c *Controller) consumeDeviceFailures(ctx context.Context, st *model.Store, devices []model.Device) error {
+	r, err := c.Etcd.Get(ctx, model.DeviceFailedPrefix, clientv3.WithPrefix())
+	if err != nil {
+		return err
+	}
+	for _, kv := range r.Kvs {
+		key := string(kv.Key)
+		id := strings.TrimPrefix(key, model.DeviceFailedPrefix)
+		cause := string(kv.Value)
+		i := slices.IndexFunc(devices, func(d model.Device) bool { return d.ID == id })
+		if i < 0 {
+			if _, err := c.Etcd.Delete(ctx, key); err != nil {
+				return err
+			}
+			continue
+		}
+		var d model.Device
+		rev, err := st.Get(ctx, model.Key(model.KindDevice, id), &d)
+		if err != nil {
+			return fmt.Errorf("device %s failure report: %w", id, err)
+		}
+		d.State, d.Error = model.DeviceError, cause
+		// The report is deleted only if the SDS has not rewritten it since.
+		del := clientv3.OpTxn([]clientv3.Cmp{clientv3.Compare(clientv3.ModRevision(key), "=", kv.ModRevision)}, []clientv3.Op{clientv3.OpDelete(key)}, nil)
+		if err := st.Update(ctx, model.Key(model.KindDevice, id), rev, d, del); err != nil {
+			return fmt.Errorf("device %s failure report: %w", id, err)
+		}
+		devices[i] = d
+		c.Log.Warn("device failed: state set to error, its copies are rebuilt elsewhere", "device", d.Name, "id", id, "err", cause)
+	}
+	return nil
 }
 
 // finishRemovals deletes drained objects: a device in state removing (or on

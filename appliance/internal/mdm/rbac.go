@@ -53,6 +53,7 @@ var access = map[string][]perm{
 		{model.LivePrefix, authpb.WRITE},
 		{model.SDSStatsPrefix, authpb.WRITE},
 		{model.FilledPrefix, authpb.WRITE},
+		{model.DeviceFailedPrefix, authpb.WRITE},
 		{model.CertPrefix + pki.RoleSDS + "/", authpb.WRITE},
 		{model.RefusedPrefix + pki.RoleSDS + "/", authpb.WRITE}, // refusals.Reporter
 	},

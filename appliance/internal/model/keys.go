@@ -23,6 +23,7 @@ import (
 //	Prefix+"stats/sds/<sds id>"            SDSStats                  the running SDS, every few s      gateway (statistics, metrics), Store     lease (the SDS process)
 //	Prefix+"stats/frontend/<instance>"     FrontendStats             NBD server, iSCSI frontend        gateway (statistics, metrics)            lease (the frontend)
 //	Prefix+"filled/<pool>/<pg>/<device>"   copy's Since (dec.)       SDS primary, when a fill is done  MDM controller (deletes in map txn)      until consumed
+//	Prefix+"devfailed/<device id>"          the I/O error (text)      SDS, when a device fails          MDM controller (deletes, sets state)     until consumed
 //	Prefix+"session/<sha256 hex>"          gateway session           gateway, at login                 gateway, on every request                lease (session TTL)
 //	Prefix+"token/bootstrap/<sha256 hex>"  bootstrap record          Store.PutBootstrapToken           Store.RedeemBootstrapToken               lease (token TTL); deleted when redeemed
 //	Prefix+"throttle/user/<sha256 hex>"   failed-login counter      gateway, at each login attempt    gateway, before checking a password      lease (window + lockout); deleted on success
@@ -40,7 +41,7 @@ import (
 // Who may write (etcd access control, internal/mdm/rbac.go): each daemon's
 // etcd user is its certificate's role. mdm and gateway are etcd's root; sds,
 // target, nbd and client read Prefix and write only the keys the table above
-// says they write (sds: live/sds, stats/sds, filled; target and nbd:
+// says they write (sds: live/sds, stats/sds, filled, devfailed; target and nbd:
 // stats/frontend; each: cert/<its role>/). Not yet enforced per name: any
 // sds may write any SDS's keys. LogPrefix is the gateway's alone. A new key
 // written by a daemon that is not root needs its line in mdm/rbac.go.
@@ -94,6 +95,16 @@ const FilledPrefix = Prefix + "filled/"
 // FilledPoolPrefix returns the prefix of a pool's fill reports; a report's
 // key is FilledPoolPrefix(pool)+placement.FillKey(pg, device).
 func FilledPoolPrefix(poolID string) string { return FilledPrefix + poolID + "/" }
+
+// DeviceFailedPrefix holds device failure reports: DeviceFailedPrefix+
+// "<device id>" = the I/O error that took the device out, written by its SDS
+// (which may not write model objects); the MDM leader's controller consumes
+// each (deletes it) in the transaction that sets the device's state to
+// error. No lease: the report outlives an SDS that crashes right after.
+const DeviceFailedPrefix = Prefix + "devfailed/"
+
+// DeviceFailedKey returns the failure report key of a device.
+func DeviceFailedKey(deviceID string) string { return DeviceFailedPrefix + deviceID }
 
 // Runtime state published under leases.
 

@@ -5,7 +5,6 @@ package sds
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"time"
 
@@ -76,7 +75,8 @@ func (s *Server) closeDevices() {
 }
 
 // deviceFailed takes a device out after an I/O error: no more I/O on it,
-// and its state in the model becomes error, so the leader rebuilds its
+// and a failure report for the MDM leader, which sets the device's state to
+// error (the SDS may not write model objects: mdm/rbac.go) and rebuilds its
 // copies elsewhere. The SDS itself keeps serving its other devices.
 func (s *Server) deviceFailed(d *device, cause error) {
 	if !d.failed.CompareAndSwap(false, true) {
@@ -84,20 +84,18 @@ func (s *Server) deviceFailed(d *device, cause error) {
 	}
 	s.log.Error("device failed: taken out of service, its data will be rebuilt elsewhere", "device", d.path, "id", d.id, "err", cause)
 	go func() {
-		st := model.NewStore(s.cfg.Etcd)
 		for i := 0; i < 20; i++ {
 			ctx, cancel := context.WithTimeout(context.Background(), 3*time.Second)
-			var dev model.Device
-			rev, err := st.Get(ctx, model.Key(model.KindDevice, d.id), &dev)
-			if err == nil {
-				dev.State, dev.Error = model.DeviceError, cause.Error()
-				err = st.Update(ctx, model.Key(model.KindDevice, d.id), rev, dev)
-			}
+			_, err := s.cfg.Etcd.Put(ctx, model.DeviceFailedKey(d.id), cause.Error())
 			cancel()
-			if err == nil || errors.Is(err, model.ErrNotFound) {
+			if err == nil {
 				return
+			}
+			if i == 0 {
+				s.log.Warn("device failure report not written yet; retrying", "id", d.id, "err", err)
 			}
 			time.Sleep(500 * time.Millisecond)
 		}
+		s.log.Error("device failure report could not be written: this SDS does no more I/O on it, but the MDM still places copies there: check this SDS reaches etcd, then remove the device (cairnctl device rm)", "id", d.id)
 	}()
 }
