@@ -5,6 +5,7 @@ of this module's own (short token lifetime) for re-login and failover."""
 from __future__ import annotations
 
 import os
+import secrets
 import shutil
 import subprocess
 import time
@@ -238,6 +239,29 @@ def test_errors_carry_the_servers_code_and_events_record_calls(cluster: Cluster)
     with pytest.raises(cairn.Unauthorized) as e3:
         cairn.Client([cluster.gateway], "admin", "wrong-password", ca_file=cluster.ca_bundle).volumes.list()
     assert e3.value.status == 401 and e3.value.code == "unauthorized"
+
+
+def test_password_guessing_is_throttled(cluster: Cluster) -> None:
+    # Its own user: a lockout of admin would stop the other tests.
+    password = secrets.token_urlsafe(18)
+    with cluster.client() as c:
+        c.users.create("py-guessed", role="monitor", password=password)
+    guesser = cairn.Client([cluster.gateway], "py-guessed", "not-it", ca_file=cluster.ca_bundle)
+    statuses = []
+    for _ in range(8):
+        try:
+            guesser.login()
+        except cairn.Throttled as e:
+            statuses.append(429)
+            assert e.retry_after is not None and 1 <= e.retry_after <= 60, e.retry_after
+            assert "wait" in e.message and "Retry-After" in e.message
+            break
+        except cairn.Unauthorized:
+            statuses.append(401)
+    assert statuses == [401] * 5 + [429], statuses
+    # Locked out even with the right password until the lockout ends.
+    with pytest.raises(cairn.Throttled):
+        cairn.Client([cluster.gateway], "py-guessed", password, ca_file=cluster.ca_bundle).login()
 
 
 def test_token_expiry_logs_in_again(cluster: Cluster) -> None:

@@ -29,6 +29,7 @@ from cairn.models import Capacity, Job, Volume
         (409, "in_use", cairn.InUse),
         (409, "conflict", cairn.Conflict),
         (412, "conflict", cairn.Conflict),
+        (429, "throttled", cairn.Throttled),
         (500, "internal", cairn.Internal),
         (503, "unavailable", cairn.Unavailable),
     ],

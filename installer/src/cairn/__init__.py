@@ -21,6 +21,7 @@ from .errors import (
     JobTimeout,
     NoChange,
     NotFound,
+    Throttled,
     Unauthorized,
     Unavailable,
 )
@@ -46,6 +47,7 @@ __all__ = [
     "NoChange",
     "NotFound",
     "TiB",
+    "Throttled",
     "Unauthorized",
     "Unavailable",
 ]

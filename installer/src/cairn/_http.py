@@ -244,7 +244,7 @@ class Transport:
                 self.login()
                 raise Unavailable(401, "unavailable", "token expired: logged in again; reconnect")
             if r.status_code >= 400:
-                raise error_from_response(r.status_code, r.raw.read(65536, decode_content=True) or b"")
+                raise error_from_response(r.status_code, r.raw.read(65536, decode_content=True) or b"", r.headers)
             try:
                 yield from parse_sse(r.iter_content(8192))
             except requests.RequestException as e:
@@ -308,7 +308,7 @@ class Transport:
                 # The earlier attempt deleted it; its answer was lost.
                 return Response(204, resp.headers, None, base)
             if resp.status_code >= 400:
-                raise error_from_response(resp.status_code, resp.content)
+                raise error_from_response(resp.status_code, resp.content, resp.headers)
             body: Any = None
             if resp.content:
                 try:

@@ -14,6 +14,7 @@ server's message and the offending field, so callers branch on the class::
 from __future__ import annotations
 
 import json
+from collections.abc import Mapping
 from typing import Any
 
 
@@ -105,6 +106,17 @@ class Unavailable(ApiError):
     code_name = "unavailable"
 
 
+class Throttled(ApiError):
+    """429 ``throttled``: too many failed logins for this user name or from this address.
+
+    ``retry_after`` is how many seconds the lockout still lasts (the answer's
+    ``Retry-After``), or None when the answer had none. Retrying at once only
+    meets the lockout again; each further lockout doubles it."""
+
+    code_name = "throttled"
+    retry_after: float | None = None
+
+
 class JobFailed(CairnError):
     """A job ended in state ``failed``; ``job`` is its last state."""
 
@@ -127,7 +139,8 @@ class JobTimeout(CairnError):
 
 
 _BY_CODE: dict[str, type[ApiError]] = {
-    c.code_name: c for c in (Invalid, NoChange, Internal, Unauthorized, Forbidden, NotFound, AlreadyExists, InUse, Conflict, Unavailable)
+    c.code_name: c
+    for c in (Invalid, NoChange, Internal, Unauthorized, Forbidden, NotFound, AlreadyExists, InUse, Conflict, Unavailable, Throttled)
 }
 
 # A body without a code (a proxy's error page, an older gateway) is
@@ -139,6 +152,7 @@ _BY_STATUS: dict[int, type[ApiError]] = {
     404: NotFound,
     409: Conflict,
     412: Conflict,
+    429: Throttled,
     500: Internal,
     502: Unavailable,
     503: Unavailable,
@@ -149,8 +163,8 @@ _BY_STATUS: dict[int, type[ApiError]] = {
 _MAX_MESSAGE = 4096
 
 
-def error_from_response(status: int, body: bytes) -> ApiError:
-    """Build the ApiError for an HTTP error answer.
+def error_from_response(status: int, body: bytes, headers: Mapping[str, str] | None = None) -> ApiError:
+    """Build the ApiError for an HTTP error answer (``headers``: its headers, for Retry-After).
 
     >>> e = error_from_response(404, b'{"code":"not_found","message":"no volume x","field":"ref"}')
     >>> type(e).__name__, e.code, e.field
@@ -171,4 +185,20 @@ def error_from_response(status: int, body: bytes) -> ApiError:
     cls = _BY_CODE.get(code) or _BY_STATUS.get(status, ApiError)
     if not code:
         code = cls.code_name or f"http_{status}"
-    return cls(status, code, message[:_MAX_MESSAGE], field)
+    err = cls(status, code, message[:_MAX_MESSAGE], field)
+    if isinstance(err, Throttled) and headers is not None:
+        err.retry_after = _retry_after(headers.get("Retry-After"))
+    return err
+
+
+def _retry_after(v: str | None) -> float | None:
+    """Retry-After in seconds; the HTTP-date form and garbage give None.
+
+    >>> _retry_after("30"), _retry_after("-1"), _retry_after("Wed, 21 Oct 2015 07:28:00 GMT")
+    (30.0, None, None)
+    """
+    try:
+        n = float((v or "").strip())
+    except ValueError:
+        return None
+    return n if 0 <= n < 86400 * 7 else None
