@@ -66,7 +66,8 @@ COMMON_FIO_ARGS = [
     "--output-format=json",
 ]
 
-TARGET_ORDER = ["raw", "nbdkit-file", "ceph-rbd", "cairn-nbd", "lio-fileio", "cairn-iscsi", "cairn"]
+TARGET_ORDER = ["raw", "nbdkit-file", "ceph-rbd", "cairn-nbd", "lio-fileio", "cairn-iscsi", "cairn",
+                "cairn-nbd-none", "cairn-nbd-authenticated", "cairn-nbd-secure"]
 
 # The goals the issues set, as (target, versus, workload, metric, op, goal).
 # "op" says how the ratio target/versus must compare with the goal.
@@ -83,6 +84,11 @@ RATIO_GOALS = [
     ("cairn-iscsi", "lio-fileio", "randread-4k-qd1", "iops", ">=", 0.8),
     ("cairn-iscsi", "lio-fileio", "randrw-64k32k-mix45-qd16", "iops", ">=", 0.8),
 ]
+# Data-path security (issue 19): CPU per I/O of each mode over the same run's
+# mode none (the data path before authentication), averaged over the rounds;
+# authenticated must stay within 10 %, secure is reported beside it.
+SECURITY_MODES = ["none", "authenticated", "secure"]
+SECURITY_CPU_GOAL = {"authenticated": 1.10}
 # Scaling 1 -> 4 SDSs: max/min CPU per I/O over the SDS counts.
 SCALING_CPU_SPREAD_GOAL = 1.2
 # Figures from the failure hook (issue 3): workload -> (field, op, goal).
@@ -324,7 +330,7 @@ def cmd_job(a):
     timeout = a.timeout or (a.runtime + a.ramp + 60 if not fill else 600)
     fio_dir = os.path.join(a.out, "fio", a.target)
     os.makedirs(fio_dir, exist_ok=True)
-    name = a.workload + (f"-sds{a.sds}" if a.sds else "")
+    name = a.workload + (f"-sds{a.sds}" if a.sds else "") + (f"-r{a.round}" if a.round else "")
     base = os.path.join(fio_dir, name)
     with open(base + ".cmd", "w") as f:
         f.write(" ".join(cmd) + "\n")
@@ -349,6 +355,8 @@ def cmd_job(a):
     record.update(rec)
     if a.sds:
         record["sds"] = a.sds
+    if a.round:
+        record["round"] = a.round
     append_record(a.out, record)
     p99 = f"{rec['p99_lat_us']:.0f}" if rec["p99_lat_us"] is not None else "-"
     print(f"  {a.target:12s} {name:28s} {rec['iops']:10.0f} IOPS {rec['mbps']:8.1f} MB/s "
@@ -416,6 +424,15 @@ def compute_ratios(records):
                     + ",".join(str(r["sds"]) for r in sorted(rs, key=lambda r: r["sds"])),
                     "ratio": round(spread, 3), "goal": f"<= {SCALING_CPU_SPREAD_GOAL:g}",
                     "met": spread <= SCALING_CPU_SPREAD_GOAL})
+    # Security modes: mean CPU per I/O over the rounds, each mode over none.
+    for w, modes in sorted(security_means(records).items()):
+        base = modes.get("none")
+        for mode, goal in SECURITY_CPU_GOAL.items():
+            if base and mode in modes and base["cpu_us_per_io"] > 0:
+                ratio = modes[mode]["cpu_us_per_io"] / base["cpu_us_per_io"]
+                out.append({"kind": "ratio", "target": f"cairn-nbd-{mode}", "versus": "cairn-nbd-none",
+                            "workload": w, "metric": f"cpu_us_per_io, mean of {modes[mode]['rounds']} rounds",
+                            "ratio": round(ratio, 3), "goal": f"<= {goal:g}", "met": ratio <= goal})
     # Rebuild rate relative to the raw copy rate of the same run.
     raw_copy = next((r for r in records if r["target"] == "raw" and r["workload"] == "copy-1m"), None)
     for r in records:
@@ -431,6 +448,25 @@ def compute_ratios(records):
         if g and r.get(g[0]) is not None:
             r["goal"] = f"{g[0]} {g[1]} {g[2]:g}"
             r["met"] = compare(r[g[0]], g[1], g[2])
+    return out
+
+
+def security_means(records):
+    """{workload: {mode: {"iops", "cpu_us_per_io", "mean_lat_us", "rounds"}}}: the security run's
+    measurements averaged over its rounds."""
+    acc = {}
+    for r in records:
+        if r["kind"] != "measurement" or not r.get("round") or not r["target"].startswith("cairn-nbd-"):
+            continue
+        mode = r["target"][len("cairn-nbd-"):]
+        w = r["workload"].rsplit("-r", 1)[0]
+        acc.setdefault(w, {}).setdefault(mode, []).append(r)
+    out = {}
+    for w, modes in acc.items():
+        out[w] = {}
+        for mode, rs in modes.items():
+            out[w][mode] = {k: sum(r[k] for r in rs) / len(rs) for k in ("iops", "cpu_us_per_io", "mean_lat_us")}
+            out[w][mode]["rounds"] = len(rs)
     return out
 
 
@@ -586,7 +622,7 @@ def cmd_report(a):
     L.append("| workload | target | IOPS | MB/s | mean lat (µs) | p99 lat (µs) | CPU µs/IO (fio + server) | busy % |")
     L.append("|---|---|--:|--:|--:|--:|--:|--:|")
     prev = None
-    for r in (r for r in meas if not r.get("sds")):
+    for r in (r for r in meas if not r.get("sds") and not r.get("round")):
         w = r["workload"] if r["workload"] != prev else ""
         prev = r["workload"]
         L.append(f"| {w} | {r['target']} | {fmt(r['iops'])} | {fmt(r['mbps'], 1)} | {fmt(r['mean_lat_us'])} "
@@ -602,6 +638,28 @@ def cmd_report(a):
             L.append(f"| {r['sds']} | {r['workload'].rsplit('-sds', 1)[0]} | {fmt(r['iops'])} | {fmt(r['mean_lat_us'])} "
                      f"| {fmt(r['cpu_us_per_io'], 1)} ({fmt(r['client_cpu_us_per_io'], 1)} + "
                      f"{fmt(r['server_cpu_us_per_io'], 1)}) | {fmt(r['system_busy_pct'])} |")
+        L.append("")
+    sec = security_means(records)
+    if sec:
+        L.append("## Data-path security modes: cairn-nbd, same run\n")
+        L.append("Each mode on a fresh cluster, the modes in alternating order over the rounds "
+                 "(none, authenticated, secure, then backwards); figures are the mean over the rounds. "
+                 "none: the data path without authentication; authenticated (the default with "
+                 "certificates): mutual TLS 1.3 handshake, then CRC-checked frames; secure: TLS for the "
+                 "whole stream.\n")
+        L.append("| workload | mode | rounds | IOPS | mean lat (µs) | CPU µs/IO | CPU / none |")
+        L.append("|---|---|--:|--:|--:|--:|--:|")
+        for w in sorted(sec):
+            base = sec[w].get("none")
+            first = True
+            for mode in SECURITY_MODES:
+                m = sec[w].get(mode)
+                if not m:
+                    continue
+                rel = f"{m['cpu_us_per_io'] / base['cpu_us_per_io']:.3f}" if base and base["cpu_us_per_io"] > 0 else "-"
+                L.append(f"| {w if first else ''} | {mode} | {m['rounds']} | {fmt(m['iops'])} | {fmt(m['mean_lat_us'])} "
+                         f"| {fmt(m['cpu_us_per_io'], 1)} | {rel} |")
+                first = False
         L.append("")
     if ratios:
         L.append("## Goals (ratios from this run)\n")
@@ -627,7 +685,7 @@ def cmd_report(a):
         for p in plots:
             L.append(f"![{p}]({p})\n")
     L.append("## Reproduce\n")
-    L.append("```\nmake bench          # full: all targets, < 20 min\nmake bench-smoke    # raw, nbdkit-file, "
+    L.append("```\nmake bench          # full: all targets, < 30 min\nmake bench-smoke    # raw, nbdkit-file, "
              "cairn-nbd at QD 1 and 32, < 3 min\n```\nResults go to `tests/bench/out/` unless "
              "`BENCH_WRITE_DOCS=1` (then `docs/`). See `tests/bench/README.md` for the knobs.")
     out = os.path.join(a.dest, a.prefix + ".md")
@@ -664,6 +722,7 @@ def main():
     p.add_argument("--size-mib", type=int, required=True)
     p.add_argument("--pids", default="", help="server pids, space separated")
     p.add_argument("--sds", type=int, default=0, help="scaling run: number of SDSs")
+    p.add_argument("--round", type=int, default=0, help="security run: round number")
     p.add_argument("--timeout", type=int, default=0)
     p.add_argument("engine", nargs="+", help="engine arguments, after --")
     p.set_defaults(fn=cmd_job)

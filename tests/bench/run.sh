@@ -1,7 +1,7 @@
 #!/bin/bash
 # run.sh full|smoke - Cairn's benchmark against its peers, in one run.
 #
-#   tests/bench/run.sh full     # `make bench`: every target, < 20 min
+#   tests/bench/run.sh full     # `make bench`: every target, < 30 min
 #   tests/bench/run.sh smoke    # `make bench-smoke`: raw, nbdkit-file, cairn-nbd,
 #                               #   4k randread/randwrite at QD 1 and 32, < 3 min
 #   tests/bench/run.sh copy-rate DIR [MIB]   # print the raw copy rate (MB/s) of DIR's filesystem
@@ -10,13 +10,14 @@
 # and to docs/ only with --docs or BENCH_WRITE_DOCS=1, so that tests and
 # development runs never overwrite the committed figures. Knobs (environment):
 #   BENCH_TARGETS      space/comma separated subset of:
-#                      raw nbdkit-file ceph-rbd cairn-nbd scaling iscsi failure
+#                      raw nbdkit-file ceph-rbd cairn-nbd scaling security iscsi failure
 #   BENCH_RUNTIME / BENCH_RAMP   measured seconds / warm-up seconds per job
 #   BENCH_SIZE_MIB     region every target is filled and tested over
 #   BENCH_ALLOW_MISSING=1        skip (and say so in the report) targets whose
 #                      tools or hooks are missing, instead of failing
 #   BENCH_NICE         renice the run (servers included), e.g. -19 on a shared machine
 #   BENCH_SCALING_SDS ("2 3 4"), BENCH_SCALING_DEVICES (12): the scaling run
+#   BENCH_SECURITY_ROUNDS (2): rounds of the security run (each mode once per round)
 #   BENCH_DOCS_PREFIX  file names under docs/ (benchmarks; benchmarks-smoke for smoke)
 #   CAIRN_CLUSTER_HOOK, CAIRN_ISCSI_HOOK, CAIRN_FAILURE_HOOK   see README.md
 set -euo pipefail
@@ -42,8 +43,8 @@ done
 
 case $MODE in
   full)
-    DEF_TARGETS="raw nbdkit-file ceph-rbd cairn-nbd scaling iscsi failure"
-    DEF_RUNTIME=8 DEF_RAMP=2 DEF_SIZE=1024 DEF_DEADLINE=1500 ;;
+    DEF_TARGETS="raw nbdkit-file ceph-rbd cairn-nbd scaling security iscsi failure"
+    DEF_RUNTIME=8 DEF_RAMP=2 DEF_SIZE=1024 DEF_DEADLINE=1800 ;;
   smoke)
     DEF_TARGETS="raw nbdkit-file cairn-nbd"
     DEF_RUNTIME=5 DEF_RAMP=2 DEF_SIZE=256 DEF_DEADLINE=300 ;;
@@ -93,7 +94,7 @@ if ! msg=$(check_tool_basics); then
 fi
 for t in $BENCH_TARGETS; do
   fn=check_${t//-/_}
-  declare -F "$fn" >/dev/null || die "unknown target '$t' in BENCH_TARGETS (known: raw nbdkit-file ceph-rbd cairn-nbd scaling iscsi failure)"
+  declare -F "$fn" >/dev/null || die "unknown target '$t' in BENCH_TARGETS (known: raw nbdkit-file ceph-rbd cairn-nbd scaling security iscsi failure)"
   if msg=$($fn 2>&1); then
     SELECTED+=("$t")
   elif [ "${BENCH_ALLOW_MISSING:-0}" = 1 ]; then

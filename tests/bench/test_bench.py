@@ -138,11 +138,31 @@ class TestRatios(unittest.TestCase):
         self.assertFalse(recs[-2]["met"])
         self.assertTrue(recs[-1]["met"])
 
+    def test_security_modes(self):
+        # Two rounds per mode, averaged; authenticated against none of the
+        # same run (goal <= 1.10), secure reported in the section only.
+        recs = []
+        for rnd, cpus in ((1, {"none": 40.0, "authenticated": 42.0, "secure": 50.0}),
+                          (2, {"none": 44.0, "authenticated": 46.0, "secure": 54.0})):
+            for mode, c in cpus.items():
+                recs.append(self.m(f"cairn-nbd-{mode}", f"randwrite-4k-qd32-r{rnd}", round=rnd, cpu_us_per_io=c, iops=1000.0, mean_lat_us=100.0))
+        recs.append(self.m("cairn-nbd-authenticated", "randread-4k-qd1-r1", round=1, cpu_us_per_io=60.0, iops=1.0, mean_lat_us=1.0))
+        recs.append(self.m("cairn-nbd-none", "randread-4k-qd1-r1", round=1, cpu_us_per_io=50.0, iops=1.0, mean_lat_us=1.0))
+        means = bench.security_means(recs)
+        self.assertEqual(means["randwrite-4k-qd32"]["secure"]["cpu_us_per_io"], 52.0)
+        self.assertEqual(means["randwrite-4k-qd32"]["none"]["rounds"], 2)
+        got = {r["workload"]: r for r in bench.compute_ratios(recs) if r["target"].startswith("cairn-nbd-")}
+        self.assertEqual(set(got), {"randwrite-4k-qd32", "randread-4k-qd1"})
+        self.assertEqual((got["randwrite-4k-qd32"]["ratio"], got["randwrite-4k-qd32"]["met"]), (1.048, True))
+        self.assertEqual((got["randread-4k-qd1"]["ratio"], got["randread-4k-qd1"]["met"]), (1.2, False))
+        self.assertEqual(got["randread-4k-qd1"]["target"], "cairn-nbd-authenticated")
+
 
 class TestWorkloads(unittest.TestCase):
     def test_suites(self):
         names = {s: [n for n, suites, _ in bench.load_workloads() if s in suites]
-                 for s in ("smoke", "full", "iscsi", "scaling")}
+                 for s in ("smoke", "full", "iscsi", "scaling", "security")}
+        self.assertEqual(names["security"], names["smoke"])
         self.assertEqual(names["smoke"], ["randread-4k-qd1", "randread-4k-qd32",
                                           "randwrite-4k-qd1", "randwrite-4k-qd32"])
         for qd in (1, 2, 4, 8, 16, 32, 64, 128):

@@ -1,5 +1,6 @@
 # cairn-nbd: a local Cairn cluster (3 SDSs, 2 copies) over NBD, fio's nbd engine;
-# the scaling run (1..4 SDSs, same total devices); the failure figures (issue 3).
+# the scaling run (1..4 SDSs, same total devices); the data-path security modes
+# (security); the failure figures (issue 3).
 #
 # The cluster is started by a hook the lead owns, so the harness does not know
 # how Cairn is started (contract in README.md):
@@ -31,6 +32,7 @@ check_cairn_nbd() {
   return $rc
 }
 check_scaling() { check_cairn_nbd; }
+check_security() { check_cairn_nbd; }
 check_failure() {
   [ -x "$CAIRN_FAILURE_HOOK" ] && return 0
   echo "no executable failure hook $CAIRN_FAILURE_HOOK (set CAIRN_FAILURE_HOOK; contract in tests/bench/README.md)"
@@ -89,6 +91,29 @@ bench_cairn_nbd() {
   cairn_start "$state"
   run_suite cairn-nbd "$CAIRN_SIZE_MIB" "$CAIRN_PIDS" "$BENCH_SUITE" -- --ioengine=nbd --uri="$CAIRN_URI"
   cairn_stop "$state"
+}
+
+# The data-path security modes (issue 19), each on a fresh cluster whose
+# daemons all take it from $CAIRN_DATA_SECURITY: BENCH_SECURITY_ROUNDS rounds
+# (default 2), the order reversed every other round so that a drifting
+# machine does not favour one mode; bench.py averages the rounds and sets
+# each mode's CPU per I/O against none's.
+bench_security() {
+  local round mode modes state w
+  for (( round = 1; round <= ${BENCH_SECURITY_ROUNDS:-2}; round++ )); do
+    modes="none authenticated secure"
+    [ $(( round % 2 )) = 0 ] && modes="secure authenticated none"
+    for mode in $modes; do
+      state=$BENCH_WORK/cairn-$mode-r$round
+      CAIRN_DATA_SECURITY=$mode cairn_start "$state"
+      log "cairn-nbd-$mode, round $round: fill $CAIRN_SIZE_MIB MiB"
+      run_job "cairn-nbd-$mode" fill "$CAIRN_PIDS" --size-mib "$CAIRN_SIZE_MIB" --round "$round" -- --ioengine=nbd --uri="$CAIRN_URI"
+      for w in $("$PYTHON" "$BENCH_DIR/bench.py" workloads security); do
+        run_job "cairn-nbd-$mode" "$w" "$CAIRN_PIDS" --size-mib "$CAIRN_SIZE_MIB" --round "$round" -- --ioengine=nbd --uri="$CAIRN_URI"
+      done
+      cairn_stop "$state"
+    done
+  done
 }
 
 bench_scaling() {
