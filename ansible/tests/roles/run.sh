@@ -10,7 +10,8 @@
 # The guests share one L2 segment (10.77.0.0/24, addresses inside the guests only) made
 # of qemu socket links over 127.0.0.1: node1's qemu is the hub, node2 and node3 connect
 # to it. Each guest also has a user-mode NIC with restrict=on (it reaches nothing) that
-# carries the forwarded SSH, NBD and gateway ports. The SSH key is made for this run.
+# carries the forwarded SSH and gateway ports (NBD goes through an SSH tunnel). The SSH
+# key is made for this run.
 # Run it under flock /tmp/cairn-heavy.lock (make test-ansible-roles does).
 #
 # Env: CAIRN_CACHE (guest image cache), KEEP=1 (leave the guests running; stop with

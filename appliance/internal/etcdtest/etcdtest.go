@@ -6,6 +6,7 @@ import (
 	"log/slog"
 	"net"
 	"net/url"
+	"strings"
 	"testing"
 	"time"
 
@@ -28,21 +29,40 @@ func freeURL(t testing.TB) url.URL {
 	return url.URL{Scheme: "http", Host: addr}
 }
 
+// withFreePorts calls start with a fresh client and peer URL until it does
+// not fail for a port taken meanwhile (freeURL closes its listener, and a
+// test in another package may bind the port before etcd does).
+func withFreePorts(t testing.TB, start func(cu, pu url.URL) error) {
+	t.Helper()
+	for i := 0; ; i++ {
+		err := start(freeURL(t), freeURL(t))
+		if err == nil {
+			return
+		}
+		if i == 4 || !strings.Contains(err.Error(), "address already in use") {
+			t.Fatalf("start etcd: %v", err)
+		}
+	}
+}
+
 // Start runs a single-member etcd in t.TempDir() and returns a client to it.
 // Both are closed when the test ends.
 func Start(t testing.TB) *clientv3.Client {
 	t.Helper()
-	cfg := embed.NewConfig()
-	cfg.Dir = t.TempDir()
-	cfg.LogLevel = "error"
-	cu, pu := freeURL(t), freeURL(t)
-	cfg.ListenClientUrls, cfg.AdvertiseClientUrls = []url.URL{cu}, []url.URL{cu}
-	cfg.ListenPeerUrls, cfg.AdvertisePeerUrls = []url.URL{pu}, []url.URL{pu}
-	cfg.InitialCluster = cfg.Name + "=" + pu.String()
-	e, err := embed.StartEtcd(cfg)
-	if err != nil {
-		t.Fatalf("start etcd: %v", err)
-	}
+	var e *embed.Etcd
+	var cu url.URL
+	withFreePorts(t, func(c, pu url.URL) error {
+		cfg := embed.NewConfig()
+		cfg.Dir = t.TempDir()
+		cfg.LogLevel = "error"
+		cfg.ListenClientUrls, cfg.AdvertiseClientUrls = []url.URL{c}, []url.URL{c}
+		cfg.ListenPeerUrls, cfg.AdvertisePeerUrls = []url.URL{pu}, []url.URL{pu}
+		cfg.InitialCluster = cfg.Name + "=" + pu.String()
+		var err error
+		cu = c
+		e, err = embed.StartEtcd(cfg)
+		return err
+	})
 	select {
 	case <-e.Server.ReadyNotify():
 	case <-time.After(30 * time.Second):
@@ -73,15 +93,19 @@ func StartTLS(t testing.TB, kit *pkitest.Kit) string {
 // the connections etcd refused (as `cairn mdm` has).
 func StartTLSReporting(t testing.TB, kit *pkitest.Kit) (string, *refusals.Reporter) {
 	t.Helper()
-	cu, pu := freeURL(t), freeURL(t)
-	cu.Scheme, pu.Scheme = "https", "https"
 	rep := refusals.New(pki.RoleMDM, "mdm1", slog.New(slog.DiscardHandler))
-	cfg := mdm.Config{Name: "mdm1", DataDir: t.TempDir(), PeerURL: pu.String(), ClientURL: cu.String(),
-		Identity: kit.Identity(pki.RoleMDM, "mdm1"), Refusals: rep}
-	e, err := mdm.Start(cfg)
-	if err != nil {
-		t.Fatalf("start etcd: %v", err)
-	}
+	var cfg mdm.Config
+	var e *embed.Etcd
+	var cu url.URL
+	withFreePorts(t, func(c, pu url.URL) error {
+		c.Scheme, pu.Scheme = "https", "https"
+		cu = c
+		cfg = mdm.Config{Name: "mdm1", DataDir: t.TempDir(), PeerURL: pu.String(), ClientURL: cu.String(),
+			Identity: kit.Identity(pki.RoleMDM, "mdm1"), Refusals: rep}
+		var err error
+		e, err = mdm.Start(cfg)
+		return err
+	})
 	t.Cleanup(e.Close)
 	select {
 	case <-e.Server.ReadyNotify():

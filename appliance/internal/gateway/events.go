@@ -182,7 +182,7 @@ func parseEventFilter(c *call, allowLimit bool) (eventFilter, int, error) {
 			}
 			limit = n
 		default:
-			return f, 0, model.WithField(errorf(http.StatusBadRequest, "unknown filter %q; events accept after, severity, object, kind and limit", p), p)
+			return f, 0, model.WithField(errorf(http.StatusBadRequest, "unknown filter %q; events accept after, severity, object, kind and limit", p), queryField(p))
 		}
 	}
 	if id := c.r.Header.Get("Last-Event-ID"); id != "" && !q.Has("after") {
@@ -496,7 +496,7 @@ func (s *Server) listAlerts(c *call) (int, any, error) {
 			}
 		case "object":
 		default:
-			return 0, nil, model.WithField(errorf(http.StatusBadRequest, "unknown filter %q; alerts accept severity, object and active", p), p)
+			return 0, nil, model.WithField(errorf(http.StatusBadRequest, "unknown filter %q; alerts accept severity, object and active", p), queryField(p))
 		}
 	}
 	alerts, err := model.ListPrefix[Alert](c.ctx, s.store, model.AlertPrefix)

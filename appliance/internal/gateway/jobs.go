@@ -286,7 +286,7 @@ func (s *Server) listJobs(c *call) (int, any, error) {
 	q := c.r.URL.Query()
 	for p := range q {
 		if p != "state" && p != "kind" && p != "object" {
-			return 0, nil, model.WithField(errorf(http.StatusBadRequest, "unknown filter %q on /jobs; it accepts: kind, object, state", p), p)
+			return 0, nil, model.WithField(errorf(http.StatusBadRequest, "unknown filter %q on /jobs; it accepts: kind, object, state", p), queryField(p))
 		}
 	}
 	w, err := c.world()

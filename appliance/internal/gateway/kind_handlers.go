@@ -77,7 +77,7 @@ func (k kindAPI) listHandler(s *Server) func(*call) (int, any, error) {
 					names = append(names, n)
 				}
 				sort.Strings(names)
-				return 0, nil, model.WithField(errorf(http.StatusBadRequest, "unknown filter %q on %s; it accepts: %s", p, c.r.URL.Path, strings.Join(names, ", ")), p)
+				return 0, nil, model.WithField(errorf(http.StatusBadRequest, "unknown filter %q on %s; it accepts: %s", p, c.r.URL.Path, strings.Join(names, ", ")), queryField(p))
 			}
 		}
 		for p := range q {
@@ -178,4 +178,13 @@ func (s *Server) kindOf(kind string) kindAPI {
 		}
 	}
 	panic("gateway: unknown kind " + kind)
+}
+
+// queryField is the field an error about query parameter p names: p, or
+// "query" for a parameter without a name ("?=x").
+func queryField(p string) string {
+	if p == "" {
+		return "query"
+	}
+	return p
 }
