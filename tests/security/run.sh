@@ -32,7 +32,7 @@ done
 STATE=$(mktemp -d "${TMPDIR:-/tmp}/cairn-rogue.XXXXXX")
 cleanup() {
 	[ -f "$STATE/nbd-tls.pid" ] && stop_pidfiles 5 "$STATE/nbd-tls.pid"
-	"$NC" stop "$STATE" >/dev/null 2>&1 || true
+	"$NC" stop "$STATE/cl" >/dev/null 2>&1 || true
 	[ "${SECURITY_KEEP:-0}" = 1 ] && { echo "state kept in $STATE"; return; }
 	rm -rf "$STATE"
 }
