@@ -524,7 +524,7 @@ def write_plots(meas, dest, prefix):
     for r in meas:
         w = r["workload"]
         # the iSCSI pair runs under TCG in a guest: its scale is not comparable
-        if w.startswith("randread-4k-qd") and not r.get("sds") and r["target"] not in ("lio-fileio", "cairn-iscsi"):
+        if w.startswith("randread-4k-qd") and not r.get("sds") and not r.get("round") and r["target"] not in ("lio-fileio", "cairn-iscsi"):
             series.setdefault(r["target"], []).append((int(w.rsplit("qd", 1)[1]), r))
     series = {t: sorted(v, key=lambda x: x[0]) for t, v in series.items() if len(v) >= 2}
     if not series:
