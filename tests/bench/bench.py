@@ -642,8 +642,8 @@ def cmd_report(a):
     sec = security_means(records)
     if sec:
         L.append("## Data-path security modes: cairn-nbd, same run\n")
-        L.append("Each mode on a fresh cluster, the modes in alternating order over the rounds "
-                 "(none, authenticated, secure, then backwards); figures are the mean over the rounds. "
+        L.append("Each mode on a fresh cluster, the order of the modes rotated every round "
+                 "(each mode once in each position over 3 rounds); figures are the mean over the rounds. "
                  "none: the data path without authentication; authenticated (the default with "
                  "certificates): mutual TLS 1.3 handshake, then CRC-checked frames; secure: TLS for the "
                  "whole stream.\n")

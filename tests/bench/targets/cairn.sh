@@ -95,15 +95,16 @@ bench_cairn_nbd() {
 
 # The data-path security modes (issue 19), each on a fresh cluster whose
 # daemons all take it from $CAIRN_DATA_SECURITY: BENCH_SECURITY_ROUNDS rounds
-# (default 2), the order reversed every other round so that a drifting
-# machine does not favour one mode; bench.py averages the rounds and sets
-# each mode's CPU per I/O against none's.
+# (default 3), the order rotated every round (none authenticated secure, then
+# authenticated secure none, ...) so that over 3 rounds each mode runs once
+# in each position and a machine that drifts during the run favours none;
+# bench.py averages the rounds and sets each mode's CPU per I/O against none's.
 bench_security() {
-  local round mode modes state w
-  for (( round = 1; round <= ${BENCH_SECURITY_ROUNDS:-2}; round++ )); do
-    modes="none authenticated secure"
-    [ $(( round % 2 )) = 0 ] && modes="secure authenticated none"
-    for mode in $modes; do
+  local round mode state w i
+  local all=(none authenticated secure)
+  for (( round = 1; round <= ${BENCH_SECURITY_ROUNDS:-3}; round++ )); do
+    for (( i = 0; i < 3; i++ )); do
+      mode=${all[$(( (round - 1 + i) % 3 ))]}
       state=$BENCH_WORK/cairn-$mode-r$round
       CAIRN_DATA_SECURITY=$mode cairn_start "$state"
       log "cairn-nbd-$mode, round $round: fill $CAIRN_SIZE_MIB MiB"
