@@ -685,7 +685,7 @@ def cmd_report(a):
         for p in plots:
             L.append(f"![{p}]({p})\n")
     L.append("## Reproduce\n")
-    L.append("```\nmake bench          # full: all targets, < 30 min\nmake bench-smoke    # raw, nbdkit-file, "
+    L.append("```\nmake bench          # full: all targets, < 35 min\nmake bench-smoke    # raw, nbdkit-file, "
              "cairn-nbd at QD 1 and 32, < 3 min\n```\nResults go to `tests/bench/out/` unless "
              "`BENCH_WRITE_DOCS=1` (then `docs/`). See `tests/bench/README.md` for the knobs.")
     out = os.path.join(a.dest, a.prefix + ".md")
