@@ -129,21 +129,10 @@ func burst(t *testing.T, c *Client) {
 // recorder is a TCP proxy that keeps a copy of what the client sent.
 type recorder struct {
 	addr string
-	mu   sync.Mutex
-	sent bytes.Buffer
+	sent testlog.Buffer
 }
 
-func (r *recorder) Write(p []byte) (int, error) {
-	r.mu.Lock()
-	defer r.mu.Unlock()
-	return r.sent.Write(p)
-}
-
-func (r *recorder) saw(b []byte) bool {
-	r.mu.Lock()
-	defer r.mu.Unlock()
-	return bytes.Contains(r.sent.Bytes(), b)
-}
+func (r *recorder) saw(b []byte) bool { return strings.Contains(r.sent.String(), string(b)) }
 
 func startRecorder(t *testing.T, to string) *recorder {
 	t.Helper()
@@ -168,7 +157,7 @@ func startRecorder(t *testing.T, to string) *recorder {
 				continue
 			}
 			wg.Add(2)
-			go func() { defer wg.Done(); io.Copy(io.MultiWriter(s, r), c); s.Close() }()
+			go func() { defer wg.Done(); io.Copy(io.MultiWriter(s, &r.sent), c); s.Close() }()
 			go func() { defer wg.Done(); io.Copy(c, s); c.Close() }()
 		}
 	}()
