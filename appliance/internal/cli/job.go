@@ -55,14 +55,27 @@ func init() {
 // jobPoll is how often followJob reads a running job.
 var jobPoll = time.Second
 
-// followJob prints a job's progress, one line per change, until it ends;
-// a failed job is an error.
+// followJob prints a job's progress, one line per change, until it ends
+// (with --json, the finished job); a failed job is an error.
 func (s *session) followJob(ctx context.Context, id string) error {
+	raw, err := s.waitJob(ctx, id)
+	if raw != nil && s.opts.json {
+		if perr := printJSON(s.out, raw); err == nil {
+			err = perr
+		}
+	}
+	return err
+}
+
+// waitJob follows a job to its end, printing its progress one line per
+// change (not with --json), and returns the finished job; a failed job is
+// an error (returned with the job).
+func (s *session) waitJob(ctx context.Context, id string) (json.RawMessage, error) {
 	last := ""
 	for {
 		var raw json.RawMessage
 		if err := s.api.call(ctx, http.MethodGet, "/jobs/"+url.PathEscape(id), nil, &raw); err != nil {
-			return err
+			return nil, err
 		}
 		var j struct {
 			State      string   `json:"state"`
@@ -74,7 +87,7 @@ func (s *session) followJob(ctx context.Context, id string) error {
 			} `json:"error"`
 		}
 		if err := json.Unmarshal(raw, &j); err != nil {
-			return fmt.Errorf("gateway answer for job %s: %w", id, err)
+			return nil, fmt.Errorf("gateway answer for job %s: %w", id, err)
 		}
 		eta := ""
 		if j.ETASeconds != nil {
@@ -87,23 +100,17 @@ func (s *session) followJob(ctx context.Context, id string) error {
 		}
 		switch j.State {
 		case "succeeded":
-			if s.opts.json {
-				return printJSON(s.out, raw)
-			}
-			return nil
+			return raw, nil
 		case "failed":
-			if s.opts.json {
-				printJSON(s.out, raw)
-			}
 			msg := j.Message
 			if j.Error != nil {
 				msg = j.Error.Message
 			}
-			return fmt.Errorf("job %s failed: %s", id, msg)
+			return raw, fmt.Errorf("job %s failed: %s", id, msg)
 		}
 		select {
 		case <-ctx.Done():
-			return fmt.Errorf("stopped following job %s (it goes on): %w; see `cairnctl job info %s`", id, ctx.Err(), id)
+			return nil, fmt.Errorf("stopped following job %s (it goes on): %w; see `cairnctl job info %s`", id, ctx.Err(), id)
 		case <-time.After(jobPoll):
 		}
 	}

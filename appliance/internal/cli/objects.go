@@ -152,10 +152,7 @@ func (s *session) show(ctx context.Context, method, path string, body any) error
 	if err := s.api.call(ctx, method, path, body, &raw); err != nil {
 		return err
 	}
-	if s.opts.json {
-		return printJSON(s.out, raw)
-	}
-	return printObject(s.out, raw)
+	return s.printAny(raw)
 }
 
 // drainRemove starts the drain-and-remove job of each object and, with

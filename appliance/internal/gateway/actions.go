@@ -4,10 +4,8 @@
 package gateway
 
 import (
-	"context"
 	"fmt"
 	"net/http"
-	"time"
 
 	"github.com/cairn-storage/cairn/appliance/internal/model"
 )
@@ -38,18 +36,6 @@ func (s *Server) unmapVolume(c *call) (int, any, error) {
 		return 0, nil, err
 	}
 	return s.viewResponse(c, s.kindOf(model.KindVolume), v.ID, http.StatusOK)
-}
-
-// prepareFunc adapts the DeviceProber to the model's PrepareFunc.
-func (s *Server) prepareFunc() model.PrepareFunc {
-	if s.cfg.Devices == nil {
-		return nil
-	}
-	return func(ctx context.Context, sds model.SDS, clusterID, deviceID, path string, force bool) (int64, error) {
-		ctx, cancel := context.WithTimeout(ctx, 60*time.Second)
-		defer cancel()
-		return s.cfg.Devices.PrepareDevice(ctx, sds.Address, clusterID, deviceID, path, force)
-	}
 }
 
 type bootstrapRequest struct {

@@ -15,7 +15,7 @@ import (
 
 // redundant adds devices so that pool p spans two fault domains.
 func (e *env) redundant() {
-	e.ok(201, "POST", "/api/v1/devices", e.admin, `{"name":"b1","sds":"b","pool":"p","path":"/var/lib/cairn/b1.img"}`)
+	e.device(e.admin, `{"name":"b1","sds":"b","pool":"p","path":"/var/lib/cairn/b1.img"}`)
 }
 
 // TestErrorCodes: every error code with its status and field, and that a
@@ -54,7 +54,11 @@ func TestErrorCodes(t *testing.T) {
 	e.hdr = map[string]string{"If-Match": `"1"`}
 	e.failsWith(412, CodeConflict, "", "changed since ETag", "PATCH", "/api/v1/volumes/v1", a, `{"name":"v9"}`)
 	e.hdr = nil
-	e.failsWith(503, CodeUnavailable, "", "does not answer", "POST", "/api/v1/devices", a, `{"sds":"c","pool":"p","path":"/dev/disk/by-id/offline"}`)
+	// The SDS's answer comes in the device-add job: its error has the code.
+	j := e.addDevice(a, `{"sds":"c","pool":"p","path":"/dev/disk/by-id/offline"}`)
+	if er, _ := j["error"].(map[string]any); j["state"] != JobFailed || er["code"] != CodeUnavailable || !strings.Contains(fmt.Sprint(er["message"]), "does not answer") {
+		t.Errorf("device on an SDS that does not answer: job %v", j)
+	}
 }
 
 // TestRenamesAndPatch: every object renames; PATCH of hosts, pools and
@@ -156,7 +160,7 @@ func TestETagLocationFilters(t *testing.T) {
 
 	// Filters.
 	e.ok(201, "POST", "/api/v1/pools", a, `{"name":"q","protection_domain":"pd1"}`)
-	e.ok(201, "POST", "/api/v1/devices", a, `{"name":"c1","sds":"c","pool":"q","path":"/var/lib/cairn/c1.img"}`)
+	e.device(a, `{"name":"c1","sds":"c","pool":"q","path":"/var/lib/cairn/c1.img"}`)
 	e.ok(201, "POST", "/api/v1/volumes", a, `{"name":"v2","pool":"p","size":1073741824}`)
 	e.ok(201, "POST", "/api/v1/volumes", a, `{"name":"v3","pool":"p","size":1073741824}`)
 	e.ok(201, "POST", "/api/v1/hosts", a, `{"name":"h1","type":"nbd"}`)
@@ -496,7 +500,7 @@ func TestDrainRefusals(t *testing.T) {
 	e.failsWith(409, CodeInUse, "", `removing device b1 would leave pool "p"`, "POST", "/api/v1/devices/b1/remove", a, "")
 	e.failsWith(403, CodeForbidden, "", "needs role admin", "POST", "/api/v1/devices/b1/remove", e.user("op", model.RoleOperator), "")
 	// c is in fs1 like a: its device may go, the pool keeps fs1 and fs2.
-	e.ok(201, "POST", "/api/v1/devices", a, `{"name":"c1","sds":"c","pool":"p","path":"/var/lib/cairn/c1.img"}`)
+	e.device(a, `{"name":"c1","sds":"c","pool":"p","path":"/var/lib/cairn/c1.img"}`)
 	if st, v := e.do("POST", "/api/v1/devices/c1/remove", a, ""); st != 202 {
 		t.Fatalf("remove c1: %d %v", st, v)
 	}

@@ -19,6 +19,7 @@ import (
 	"strings"
 	"sync"
 	"testing"
+	"time"
 
 	"github.com/cairn-storage/cairn/appliance/internal/etcdtest"
 	"github.com/cairn-storage/cairn/appliance/internal/model"
@@ -36,16 +37,28 @@ func init() {
 const GiB = int64(model.AllocationUnit)
 
 // fakeProber plays the SDSs: paths containing "busy" are in use, others
-// hold 100 GiB.
+// hold 100 GiB. With hold set, paths containing "slow" take until hold is
+// closed or the request's context ends (a large device being cleared).
 type fakeProber struct {
 	mu    sync.Mutex
 	calls []string
+	ids   []string // the device id of each call
+	hold  chan struct{}
 }
 
 func (p *fakeProber) PrepareDevice(ctx context.Context, addr, clusterID, deviceID, path string, force bool) (int64, error) {
 	p.mu.Lock()
 	p.calls = append(p.calls, addr+" "+path)
+	p.ids = append(p.ids, deviceID)
+	hold := p.hold
 	p.mu.Unlock()
+	if hold != nil && strings.Contains(path, "slow") {
+		select {
+		case <-hold:
+		case <-ctx.Done():
+			return 0, ctx.Err()
+		}
+	}
 	if strings.Contains(path, "busy") {
 		return 0, fmt.Errorf("%s is in use by the ext4 filesystem mounted on /srv: %w", path, model.ErrInUse)
 	}
@@ -57,6 +70,8 @@ func (p *fakeProber) PrepareDevice(ctx context.Context, addr, clusterID, deviceI
 
 type env struct {
 	t      *testing.T
+	ctx    context.Context // the gateway's life (New); stop ends it
+	stop   context.CancelFunc
 	etcd   *clientv3.Client
 	srv    *Server
 	url    string
@@ -83,7 +98,11 @@ func newEnv(t *testing.T, mod ...func(*Config)) *env {
 // with the password its first start wrote.
 func (e *env) serve(cfg Config) {
 	e.t.Helper()
-	srv, err := New(context.Background(), cfg)
+	if e.ctx == nil {
+		e.ctx, e.stop = context.WithCancel(context.Background())
+		e.t.Cleanup(e.stop)
+	}
+	srv, err := New(e.ctx, cfg)
 	if err != nil {
 		e.t.Fatal(err)
 	}
@@ -264,7 +283,46 @@ func (e *env) cluster() {
 	e.ok(201, "POST", "/api/v1/sds", a, `{"name":"b","protection_domain":"pd1","fault_set":"fs2","address":"127.0.0.1:7102"}`)
 	e.ok(201, "POST", "/api/v1/sds", a, `{"name":"c","protection_domain":"pd1","fault_set":"fs1","address":"127.0.0.1:7103"}`)
 	e.ok(201, "POST", "/api/v1/pools", a, `{"name":"p","protection_domain":"pd1"}`)
-	e.ok(201, "POST", "/api/v1/devices", a, `{"name":"a1","sds":"a","pool":"p","path":"/var/lib/cairn/a1.img"}`)
+	e.device(a, `{"name":"a1","sds":"a","pool":"p","path":"/var/lib/cairn/a1.img"}`)
+}
+
+// addDevice posts a device, asserts the answer is its device-add job (202
+// with Location) and returns the job as it ended.
+func (e *env) addDevice(token, body string) map[string]any {
+	e.t.Helper()
+	st, v, h := e.doH("POST", "/api/v1/devices", token, body, e.hdr)
+	j, _ := v.(map[string]any)
+	if st != 202 || j["kind"] != JobDeviceAdd || h.Get("Location") != "/api/v1/jobs/"+fmt.Sprint(j["id"]) {
+		e.t.Fatalf("POST /api/v1/devices %s: %d %v (Location %q), want 202 with a device-add job", body, st, v, h.Get("Location"))
+	}
+	return e.waitJob(token, j["id"].(string))
+}
+
+// waitJob reads a job until it ends (10 s at most) and returns it.
+func (e *env) waitJob(token, id string) map[string]any {
+	e.t.Helper()
+	deadline := time.Now().Add(10 * time.Second)
+	for {
+		j := e.ok(200, "GET", "/api/v1/jobs/"+id, token, "")
+		if j["state"] != JobRunning && j["state"] != JobQueued {
+			return j
+		}
+		if time.Now().After(deadline) {
+			e.t.Fatalf("job %s still %v after 10 s: %v", id, j["state"], j)
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+}
+
+// device adds a device through its job and returns the device as GET
+// shows it.
+func (e *env) device(token, body string) map[string]any {
+	e.t.Helper()
+	j := e.addDevice(token, body)
+	if j["state"] != JobSucceeded {
+		e.t.Fatalf("device %s: job %v", body, j)
+	}
+	return e.ok(200, "GET", "/api/v1/devices/"+j["object"].(map[string]any)["id"].(string), token, "")
 }
 
 func must[T any](v T, err error) T {

@@ -386,9 +386,11 @@ func (s *Server) observe(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
-	if _, err := s.refreshJobs(ctx, w); err != nil {
+	jobs, err := s.refreshJobs(ctx, w)
+	if err != nil {
 		return err
 	}
+	s.takeOverDeviceAdds(ctx, jobs)
 	s.promoteLearners(ctx)
 	if err := s.consumeRefusals(ctx); err != nil {
 		return err

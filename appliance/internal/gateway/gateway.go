@@ -93,6 +93,11 @@ type Server struct {
 	certs   *certSource // nil without TLS
 	prog    progress    // rebuild rates, from the statistics seen so far
 	stats   *statsSampler
+	// life is the context New was given: background work started by a
+	// request (a device-add job) lives as long as the server, not the
+	// request. instance names this server in job claims.
+	life     context.Context
+	instance string
 }
 
 // New checks the configuration, prepares StateDir (TLS certificate, first
@@ -120,7 +125,8 @@ func New(ctx context.Context, cfg Config) (*Server, error) {
 	if err := os.MkdirAll(cfg.StateDir, 0o700); err != nil {
 		return nil, fmt.Errorf("gateway: create state directory: %w", err)
 	}
-	s := &Server{cfg: cfg, store: model.NewStore(cfg.Etcd), log: cfg.Logger, stats: newStatsSampler(cfg.StatsInterval)}
+	s := &Server{cfg: cfg, store: model.NewStore(cfg.Etcd), log: cfg.Logger, stats: newStatsSampler(cfg.StatsInterval),
+		life: ctx, instance: model.NewID()}
 	if cfg.TLS {
 		c, err := loadOrCreateCert(cfg.StateDir, cfg.Listen)
 		if err != nil {

@@ -6,6 +6,7 @@ package gateway
 import (
 	"context"
 	"errors"
+	"fmt"
 	"io"
 	"log/slog"
 	"os"
@@ -122,9 +123,9 @@ func TestVolumeLifecycle(t *testing.T) {
 	e.fails(400, `pool "p" has devices on only 1 fault domain; add devices on another SDS/fault set: two copies need two`,
 		"POST", "/api/v1/volumes", op, `{"name":"v1","pool":"p","size":8589934592}`)
 	// SDS c is in the same fault set as a: still one domain.
-	e.ok(201, "POST", "/api/v1/devices", a, `{"name":"c1","sds":"c","pool":"p","path":"/var/lib/cairn/c1.img"}`)
+	e.device(a, `{"name":"c1","sds":"c","pool":"p","path":"/var/lib/cairn/c1.img"}`)
 	e.fails(400, "only 1 fault domain", "POST", "/api/v1/volumes", op, `{"name":"v1","pool":"p","size":8589934592}`)
-	e.ok(201, "POST", "/api/v1/devices", a, `{"name":"b1","sds":"b","pool":"p","path":"/var/lib/cairn/b1.img"}`)
+	e.device(a, `{"name":"b1","sds":"b","pool":"p","path":"/var/lib/cairn/b1.img"}`)
 	e.fails(400, "not a positive multiple of the allocation unit (1 GiB = 1073741824 bytes)", "POST", "/api/v1/volumes", op, `{"name":"v1","pool":"p","size":1000000000}`)
 	v := e.ok(201, "POST", "/api/v1/volumes", op, `{"name":"v1","pool":"p","size":8589934592}`)
 	if v["pool_name"] != "p" || v["thin"] != true || len(v["wwn"].(string)) != 32 || v["serial"] != v["id"] {
@@ -184,10 +185,19 @@ func TestDevices(t *testing.T) {
 	e.fails(404, "not bootstrapped", "POST", "/api/v1/devices", a, `{"sds":"a","pool":"p","path":"/dev/disk/by-id/x"}`)
 	e.cluster()
 	e.fails(400, "use /dev/disk/by-id/... or /dev/disk/by-path/... : /dev/sdX names change across reboots", "POST", "/api/v1/devices", a, `{"sds":"a","pool":"p","path":"/dev/sdb"}`)
-	e.fails(409, "is in use by the ext4 filesystem mounted on /srv", "POST", "/api/v1/devices", a, `{"sds":"a","pool":"p","path":"/dev/disk/by-id/busy"}`)
+	// The SDS refuses a device in use: the job fails with in_use, the
+	// SDS's message, and records nothing.
+	_, before := e.do("GET", "/api/v1/devices", a, "")
+	j := e.addDevice(a, `{"sds":"a","pool":"p","path":"/dev/disk/by-id/busy"}`)
+	if er, _ := j["error"].(map[string]any); j["state"] != JobFailed || er["code"] != CodeInUse || !strings.Contains(fmt.Sprint(er["message"]), "is in use by the ext4 filesystem mounted on /srv") {
+		t.Errorf("busy device: job %v", j)
+	}
+	if _, after := e.do("GET", "/api/v1/devices", a, ""); fmt.Sprint(after) != fmt.Sprint(before) {
+		t.Errorf("a refused device changed the devices: %v -> %v", before, after)
+	}
 	e.ok(200, "POST", "/api/v1/devices", a, `{"sds":"a","pool":"p","path":"/var/lib/cairn/a1.img"}`) // a repeat
 	e.failsWith(409, CodeAlreadyExists, "", "a path can be added once", "POST", "/api/v1/devices", a, `{"name":"other","sds":"a","pool":"p","path":"/var/lib/cairn/a1.img"}`)
-	d := e.ok(201, "POST", "/api/v1/devices", a, `{"sds":"a","pool":"p","path":"/dev/sdb","force":true}`)
+	d := e.device(a, `{"sds":"a","pool":"p","path":"/dev/sdb","force":true}`)
 	if d["capacity"] != float64(100*GiB) || d["state"] != "normal" || d["sds_name"] != "a" {
 		t.Errorf("device %v", d)
 	}

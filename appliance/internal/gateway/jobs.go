@@ -34,6 +34,7 @@ const (
 	JobDeviceRemove     = "device-remove"
 	JobMaintenanceEnter = "maintenance-enter"
 	JobMaintenanceExit  = "maintenance-exit"
+	// JobDeviceAdd: deviceadd.go.
 )
 
 // Retention of finished jobs.
@@ -73,6 +74,8 @@ type jobRecord struct {
 	TotalCopies int `json:"total_copies"`
 	// SDSIDs: the SDSs a maintenance job follows (one, or a fault set's).
 	SDSIDs []string `json:"sds_ids,omitempty"`
+	// Device: the device a device-add job prepares and records.
+	Device *model.DevicePlan `json:"device,omitempty"`
 }
 
 // drainCopies counts the placement-group copies a drain still has to move.
@@ -263,10 +266,11 @@ func (s *Server) refreshJobs(ctx context.Context, w *world) ([]Job, error) {
 
 // writeJob stores rec unless the job changed since rev (then another
 // gateway did it: false). A job's end is an event, in the same transaction.
-func (s *Server) writeJob(ctx context.Context, rec jobRecord, rev int64) (bool, error) {
+// extra ops go into the same transaction.
+func (s *Server) writeJob(ctx context.Context, rec jobRecord, rev int64, extra ...clientv3.Op) (bool, error) {
 	b, _ := json.Marshal(rec)
 	cmps := []clientv3.Cmp{clientv3.Compare(clientv3.ModRevision(model.JobKey(rec.ID)), "=", rev)}
-	ops := []clientv3.Op{clientv3.OpPut(model.JobKey(rec.ID), string(b))}
+	ops := append([]clientv3.Op{clientv3.OpPut(model.JobKey(rec.ID), string(b))}, extra...)
 	if rec.State == JobSucceeded || rec.State == JobFailed {
 		sev := SeverityInfo
 		if rec.State == JobFailed {

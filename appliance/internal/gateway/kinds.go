@@ -32,8 +32,11 @@ type kindAPI struct {
 	// create returns the new object's id, or an existing identical one's
 	// with created false (an idempotent repeat).
 	create func(c *call) (id string, created bool, err error)
-	update func(c *call) (id string, err error)
-	del    func(ctx context.Context, ref string) error
+	// createJob, when set, answers POST instead of create: the kind is
+	// created by a job (devices).
+	createJob func(c *call) (int, any, error)
+	update    func(c *call) (id string, err error)
+	del       func(ctx context.Context, ref string) error
 }
 
 // nameFilter, refFilter and stateFilter build the common filters.
@@ -130,20 +133,7 @@ func (s *Server) kinds() []kindAPI {
 					return []string{p, w.pools[p].Name}
 				}),
 				{param: "state", values: func(w *world, id string) []string { return []string{w.devices[id].State} }}},
-			create: func(c *call) (string, bool, error) {
-				return createWith(c, func(spec model.DeviceSpec) (model.Device, error) {
-					return st.AddDevice(c.ctx, spec, s.prepareFunc())
-				}, func(v model.Device) string { return v.ID },
-					func(w *world, spec model.DeviceSpec) string {
-						x, p := w.resolve(model.KindSDS, spec.SDS), w.resolve(model.KindPool, spec.Pool)
-						for _, d := range w.devices {
-							if d.SDSID == x && d.Path == spec.Path && d.PoolID == p && (spec.Name == "" || spec.Name == d.Name) {
-								return d.ID
-							}
-						}
-						return ""
-					})
-			},
+			createJob: s.addDevice,
 			update: func(c *call) (string, error) {
 				return updateWith(c, func(up model.NameUpdate) (model.Device, error) { return st.UpdateDevice(c.ctx, c.ref(), up) },
 					func(v model.Device) string { return v.ID })

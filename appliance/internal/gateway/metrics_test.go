@@ -20,7 +20,7 @@ func TestSystemAndMetrics(t *testing.T) {
 		t.Errorf("system %v", st)
 	}
 	e.cluster()
-	e.ok(201, "POST", "/api/v1/devices", e.admin, `{"name":"b1","sds":"b","pool":"p","path":"/var/lib/cairn/b1.img"}`)
+	e.device(e.admin, `{"name":"b1","sds":"b","pool":"p","path":"/var/lib/cairn/b1.img"}`)
 	e.ok(201, "POST", "/api/v1/volumes", e.admin, `{"name":"v1","pool":"p","size":8589934592}`)
 	e.ok(200, "POST", "/api/v1/system/bootstrap", e.admin, `{"name":"lab"}`)
 	e.fails(409, "already bootstrapped", "POST", "/api/v1/system/bootstrap", e.admin, `{"name":"other"}`)

@@ -26,7 +26,7 @@ func TestVolumeQoSAPI(t *testing.T) {
 	a := e.admin
 	op := e.user("op", model.RoleOperator)
 	mon := e.user("mon", model.RoleMonitor)
-	e.ok(201, "POST", "/api/v1/devices", a, `{"name":"b1","sds":"b","pool":"p","path":"/var/lib/cairn/b1.img"}`)
+	e.device(a, `{"name":"b1","sds":"b","pool":"p","path":"/var/lib/cairn/b1.img"}`)
 
 	// Bad values are refused on create, and nothing is created.
 	e.fails(400, "iops_limit -1 must be 0 (unlimited) or 1 to 10000000", "POST", "/api/v1/volumes", op, `{"name":"v1","pool":"p","size":8589934592,"iops_limit":-1}`)
@@ -86,7 +86,7 @@ func TestPoolQoSDerivation(t *testing.T) {
 	e.cluster()
 	a := e.admin
 	op := e.user("op", model.RoleOperator)
-	e.ok(201, "POST", "/api/v1/devices", a, `{"name":"b1","sds":"b","pool":"p","path":"/var/lib/cairn/b1.img"}`)
+	e.device(a, `{"name":"b1","sds":"b","pool":"p","path":"/var/lib/cairn/b1.img"}`)
 	e.fails(400, "qos_iops_per_gib -1 must be 0 (off)", "PATCH", "/api/v1/pools/p", a, `{"qos_iops_per_gib":-1}`)
 	e.fails(400, "qos_bandwidth_per_gib 2147483648 must be", "PATCH", "/api/v1/pools/p", a, `{"qos_bandwidth_per_gib":2147483648}`)
 	e.fails(400, "qos_iops_per_gib 2000000 must be", "POST", "/api/v1/pools", a, `{"name":"p2","protection_domain":"pd1","qos_iops_per_gib":2000000}`)

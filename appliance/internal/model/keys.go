@@ -37,6 +37,8 @@ import (
 //	LogPrefix+"alert/<id>"                 gateway Alert             gateway                           gateway (GET /alerts)                    7 days after cleared
 //	LogPrefix+"alertactive/<kind>/<obj>"   id of the active alert    gateway                           gateway (raise once, clear)              while the condition holds
 //	LogPrefix+"job/<id>"                   gateway jobRecord         gateway                           gateway (any gateway runs any job)       1000 finished, 7 days after finishing
+//	LogPrefix+"jobclaim/<id>"              gateway instance id       gateway, under a 10 s lease       gateway (who runs a device-add job)      while its gateway lives
+//	LogPrefix+"jobindex/<sds>/<path hash>" id of the device-add job  gateway, with the job             gateway (a repeated add finds the job)   until the job ends
 //
 // Who may write (etcd access control, internal/mdm/rbac.go): each daemon's
 // etcd user is its certificate's role. mdm and gateway are etcd's root; sds,
@@ -196,6 +198,8 @@ const (
 	AlertPrefix       = LogPrefix + "alert/"
 	AlertActivePrefix = LogPrefix + "alertactive/"
 	JobPrefix         = LogPrefix + "job/"
+	JobClaimPrefix    = LogPrefix + "jobclaim/"
+	JobIndexPrefix    = LogPrefix + "jobindex/"
 )
 
 // JobKey returns the key of a job's record.

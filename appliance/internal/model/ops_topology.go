@@ -358,32 +358,65 @@ func CheckDevicePath(path string, force bool) error {
 // usable capacity. Its error text is shown to the user.
 type PrepareFunc func(ctx context.Context, sds SDS, clusterID, deviceID, path string, force bool) (int64, error)
 
+// DevicePlan is a device an admin adds, checked and named but not yet
+// prepared on its SDS: what a device-add job carries from the request to
+// the commit (gateway jobs.go), so that a job taken over by another gateway
+// prepares and records the same device.
+type DevicePlan struct {
+	Device    Device `json:"device"`     // ID, Name, SDSID, PoolID, Path; State normal
+	SDSName   string `json:"sds_name"`   // for messages
+	ClusterID string `json:"cluster_id"` // written into the device's superblock
+	Force     bool   `json:"force,omitempty"`
+}
+
 // AddDevice validates spec, asks prepare to set the device up on its SDS,
-// and only on success records it with state normal and its capacity.
+// and only on success records it with state normal and its capacity:
+// PlanDevice, prepare, CommitDevice in one call.
 func (s *Store) AddDevice(ctx context.Context, spec DeviceSpec, prepare PrepareFunc) (Device, error) {
-	if spec.Path == "" {
-		return Device{}, invalidf("device: give its path on the SDS, e.g. /dev/disk/by-id/wwn-0x5000c500a1b2c3d4")
-	}
-	if err := CheckDevicePath(spec.Path, spec.Force); err != nil {
-		return Device{}, err
-	}
-	if spec.SDS == "" || spec.Pool == "" {
-		return Device{}, invalidf("device %s: give its sds and its pool", spec.Path)
-	}
-	sys, err := s.GetSystem(ctx)
+	plan, err := s.PlanDevice(ctx, spec)
 	if err != nil {
 		return Device{}, err
 	}
-	x, err := s.GetSDS(ctx, spec.SDS)
+	if prepare == nil {
+		return Device{}, &opError{ErrUnavailable, "no SDS device prober configured in this gateway; devices cannot be added"}
+	}
+	x, err := s.GetSDS(ctx, plan.Device.SDSID)
 	if err != nil {
 		return Device{}, WithField(err, "sds")
 	}
+	capacity, err := prepare(ctx, x, plan.ClusterID, plan.Device.ID, plan.Device.Path, plan.Force)
+	if err != nil {
+		return Device{}, PrepareError(plan, err)
+	}
+	return s.CommitDevice(ctx, plan, capacity)
+}
+
+// PlanDevice checks a request to add a device (path, SDS, pool, name, no
+// duplicate) and picks the new device's id and name. Nothing is written.
+func (s *Store) PlanDevice(ctx context.Context, spec DeviceSpec) (DevicePlan, error) {
+	if spec.Path == "" {
+		return DevicePlan{}, invalidf("device: give its path on the SDS, e.g. /dev/disk/by-id/wwn-0x5000c500a1b2c3d4")
+	}
+	if err := CheckDevicePath(spec.Path, spec.Force); err != nil {
+		return DevicePlan{}, err
+	}
+	if spec.SDS == "" || spec.Pool == "" {
+		return DevicePlan{}, invalidf("device %s: give its sds and its pool", spec.Path)
+	}
+	sys, err := s.GetSystem(ctx)
+	if err != nil {
+		return DevicePlan{}, err
+	}
+	x, err := s.GetSDS(ctx, spec.SDS)
+	if err != nil {
+		return DevicePlan{}, WithField(err, "sds")
+	}
 	p, err := s.GetPool(ctx, spec.Pool)
 	if err != nil {
-		return Device{}, WithField(err, "pool")
+		return DevicePlan{}, WithField(err, "pool")
 	}
 	if p.PDID != x.PDID {
-		return Device{}, invalidf("device %s: pool %q and SDS %q are in different protection domains; pick a pool of the SDS's domain", spec.Path, p.Name, x.Name)
+		return DevicePlan{}, invalidf("device %s: pool %q and SDS %q are in different protection domains; pick a pool of the SDS's domain", spec.Path, p.Name, x.Name)
 	}
 	name := spec.Name
 	if name == "" {
@@ -393,47 +426,91 @@ func (s *Store) AddDevice(ctx context.Context, spec DeviceSpec, prepare PrepareF
 		}
 	}
 	if err := ValidateName(KindDevice, name); err != nil {
-		return Device{}, fmt.Errorf("%w (give the device a name)", err)
+		return DevicePlan{}, fmt.Errorf("%w (give the device a name)", err)
 	}
+	d := Device{ID: NewID(), Name: name, SDSID: x.ID, PoolID: p.ID, Path: spec.Path, State: DeviceNormal}
+	devs, _, err := listAt[Device](ctx, s, KindDevice)
+	if err != nil {
+		return DevicePlan{}, err
+	}
+	if err := deviceClash(devs, d, x.Name); err != nil {
+		return DevicePlan{}, err
+	}
+	return DevicePlan{Device: d, SDSName: x.Name, ClusterID: sys.ID, Force: spec.Force}, nil
+}
+
+// deviceClash refuses d when the SDS already has its path or the name is
+// taken by another device.
+func deviceClash(devs []Device, d Device, sdsName string) error {
+	for _, o := range devs {
+		if o.ID == d.ID {
+			continue
+		}
+		if o.SDSID == d.SDSID && o.Path == d.Path {
+			return existsf("SDS %q already has device %q at %s; a path can be added once", sdsName, o.Name, o.Path)
+		}
+		if o.Name == d.Name {
+			return existsf("device %q already exists; choose another name", d.Name)
+		}
+	}
+	return nil
+}
+
+// PrepareError turns the SDS's refusal of a planned device into the
+// model's error: the SDS's text goes to the user; its sentinel (if any)
+// picks the kind, a timeout or network error is unavailable, anything else
+// is invalid.
+func PrepareError(plan DevicePlan, err error) error {
+	kind := ErrInvalid
+	for _, k := range []error{ErrInUse, ErrExists, ErrUnavailable, ErrNotFound, ErrConflict} {
+		if errors.Is(err, k) {
+			kind = k
+			break
+		}
+	}
+	var ne net.Error
+	if errors.Is(err, context.DeadlineExceeded) || errors.As(err, &ne) {
+		kind = ErrUnavailable
+	}
+	return &opError{kind, fmt.Sprintf("SDS %q refused device %s: %v", plan.SDSName, plan.Device.Path, err)}
+}
+
+// CommitDevice records a planned device its SDS prepared, with state normal
+// and capacity, after checking again that its SDS and pool still exist and
+// nothing took its path or name meanwhile. A plan already recorded (a
+// repeated commit) returns the device.
+func (s *Store) CommitDevice(ctx context.Context, plan DevicePlan, capacity int64) (Device, error) {
+	if capacity < ChunkSize {
+		return Device{}, invalidf("SDS %q: device %s holds %d bytes; a device needs at least one %s chunk", plan.SDSName, plan.Device.Path, capacity, FormatSize(ChunkSize))
+	}
+	// Devices added at the same time (a deployment adds every disk of a
+	// host) move the device list between the check and the transaction:
+	// check again, a few times, before calling it a conflict.
+	for i := 0; ; i++ {
+		d, err := s.commitDevice(ctx, plan, capacity)
+		if !errors.Is(err, ErrConflict) || i == 4 || ctx.Err() != nil {
+			return d, err
+		}
+	}
+}
+
+func (s *Store) commitDevice(ctx context.Context, plan DevicePlan, capacity int64) (Device, error) {
+	d := plan.Device
 	devs, r, err := listAt[Device](ctx, s, KindDevice)
 	if err != nil {
 		return Device{}, err
 	}
-	for _, d := range devs {
-		if d.SDSID == x.ID && d.Path == spec.Path {
-			return Device{}, existsf("SDS %q already has device %q at %s; a path can be added once", x.Name, d.Name, d.Path)
-		}
-		if d.Name == name {
-			return Device{}, existsf("device %q already exists; choose another name", name)
+	for _, o := range devs {
+		if o.ID == d.ID {
+			return o, nil
 		}
 	}
-	d := Device{ID: NewID(), Name: name, SDSID: x.ID, PoolID: p.ID, Path: spec.Path, State: DeviceNormal}
-	if prepare == nil {
-		return Device{}, &opError{ErrUnavailable, "no SDS device prober configured in this gateway; devices cannot be added"}
-	}
-	capacity, err := prepare(ctx, x, sys.ID, d.ID, d.Path, spec.Force)
-	if err != nil {
-		// The SDS's text goes to the user; its sentinel (if any) picks the
-		// HTTP status, anything else is a bad request.
-		kind := ErrInvalid
-		for _, k := range []error{ErrInUse, ErrExists, ErrUnavailable, ErrNotFound, ErrConflict} {
-			if errors.Is(err, k) {
-				kind = k
-				break
-			}
-		}
-		var ne net.Error
-		if errors.Is(err, context.DeadlineExceeded) || errors.As(err, &ne) {
-			kind = ErrUnavailable
-		}
-		return Device{}, &opError{kind, fmt.Sprintf("SDS %q refused device %s: %v", x.Name, d.Path, err)}
-	}
-	if capacity < ChunkSize {
-		return Device{}, invalidf("SDS %q: device %s holds %d bytes; a device needs at least one %s chunk", x.Name, d.Path, capacity, FormatSize(ChunkSize))
+	if err := deviceClash(devs, d, plan.SDSName); err != nil {
+		return Device{}, err
 	}
 	d.Capacity = capacity
 	return d, s.create(ctx, KindDevice, d.ID, d.Name, d, []clientv3.Cmp{
-		exists(Key(KindSDS, x.ID)), exists(Key(KindPool, p.ID)), unchangedSince(KindDevice, r)})
+		exists(Key(KindSDS, d.SDSID)), exists(Key(KindPool, d.PoolID)), unchangedSince(KindDevice, r)})
 }
 
 func (s *Store) GetDevice(ctx context.Context, ref string) (Device, error) {

@@ -127,6 +127,22 @@ class JobFailed(CairnError):
         super().__init__(f"job {job.id} ({job.kind} {what}) failed: {err or job.message}")
 
 
+def error_from_job(job: Any) -> ApiError:
+    """The ApiError a failed job's ``error`` names, for a call that waited on its job (adding
+    a device): the same class a synchronous refusal would raise, e.g. InUse for a disk in use.
+
+    >>> class J: error = {"code": "in_use", "message": "device busy", "field": ""}; message = ""
+    >>> e = error_from_job(J()); type(e).__name__, e.status, e.message
+    ('InUse', 409, 'device busy')
+    """
+    err = job.error if isinstance(job.error, dict) else {}
+    code = str(err.get("code") or "")
+    cls = _BY_CODE.get(code, ApiError)
+    field = str(err["field"]) if err.get("field") else None
+    message = str(err.get("message") or job.message or "the job failed")[:_MAX_MESSAGE]
+    return cls(_STATUS_OF_CODE.get(code, 500), code or "internal", message, field)
+
+
 class JobTimeout(CairnError):
     """A job did not end within the time the caller gave; it still runs on the cluster."""
 
@@ -157,6 +173,21 @@ _BY_STATUS: dict[int, type[ApiError]] = {
     502: Unavailable,
     503: Unavailable,
     504: Unavailable,
+}
+
+# The status each code is answered with (docs/api.md), for a job's error.
+_STATUS_OF_CODE: dict[str, int] = {
+    "invalid": 400,
+    "no_change": 400,
+    "unauthorized": 401,
+    "forbidden": 403,
+    "not_found": 404,
+    "already_exists": 409,
+    "in_use": 409,
+    "conflict": 409,
+    "throttled": 429,
+    "internal": 500,
+    "unavailable": 503,
 }
 
 # Bounds what is read from an error body into a message.

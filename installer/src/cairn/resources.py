@@ -15,7 +15,7 @@ from typing import Any, Generic, TypeVar
 from urllib.parse import quote
 
 from ._http import Response, Transport
-from .errors import ApiError, JobFailed, JobTimeout, NotFound, Unavailable
+from .errors import ApiError, JobFailed, JobTimeout, NotFound, Unavailable, error_from_job
 from .models import (
     SDS,
     Alert,
@@ -200,15 +200,46 @@ class Devices(Collection[Device]):
     model = Device
 
     def create(  # type: ignore[override]
-        self, name: str | None = None, *, sds: str, pool: str, path: str, force: bool = False, **fields: Any
+        self,
+        name: str | None = None,
+        *,
+        sds: str,
+        pool: str,
+        path: str,
+        force: bool = False,
+        timeout: float = 3600.0,
+        progress: Callable[[Job], None] | None = None,
+        **fields: Any,
     ) -> Device:
-        """Add a device (the SDS prepares it: up to 60 s). ``name`` defaults to ``<sds>-<base name of path>``."""
+        """Add a device and wait until it is ready. ``name`` defaults to ``<sds>-<base name of path>``.
+
+        The gateway checks the request at once (a bad path, an unknown SDS or pool, a taken
+        name raise here as usual) and answers with a ``device-add`` job while the SDS prepares
+        the device (seconds to minutes on a large disk); ``progress(job)`` sees it. A refusal
+        by the SDS (a disk in use, another cluster's data) raises the same ApiError subclass a
+        synchronous refusal would (InUse, Invalid, ...), with the job's message. A repeat of a
+        device already added returns it; a repeat while its job runs follows that job, so the
+        call is safe to retry. JobTimeout when it is not done within ``timeout`` seconds.
+        """
         body: dict[str, Any] = {"sds": sds, "pool": pool, "path": path, **fields}
         if name:
             body["name"] = name
         if force:
             body["force"] = True
-        return self._create(body)
+        try:
+            r = self._t.request("POST", self.path, json_body=body)
+        except Unavailable:
+            # The answer was lost: the gateway finds its own job (or device) for a repeat.
+            r = self._t.request("POST", self.path, json_body=body)
+        if r.status != 202:
+            return self._one(r)  # a repeat: the device
+        job = _must_job(self._t, r)
+        done = Jobs(self._t).wait(job, timeout=timeout, progress=progress, raise_on_failure=False)
+        if done.state == "failed":
+            raise error_from_job(done)
+        if done.object is None or not done.object.id:
+            raise ApiError(r.status, "invalid_response", f"job {done.id} succeeded without naming its device")
+        return self.get(done.object.id)
 
     def remove(self, ref: str | Device) -> Job:
         """Drain the device's data to the pool's others, then delete it; returns the ``device-remove`` job."""

@@ -17,6 +17,7 @@ import (
 	"strings"
 	"sync"
 	"syscall"
+	"time"
 )
 
 // Config says how to reach and trust the gateways of a system.
@@ -363,8 +364,75 @@ func (c *HTTPClient) CreateSDS(ctx context.Context, spec SDSSpec) (*SDS, error) 
 func (c *HTTPClient) ListDevices(ctx context.Context) ([]Device, error) {
 	return list[Device](ctx, c, "devices")
 }
+
+// AddDevice adds a device and waits until its SDS prepared it: the gateway
+// answers 202 with a device-add job (200 with the device on a repeat), and
+// a job that fails is returned as the *StatusError its code stands for.
 func (c *HTTPClient) AddDevice(ctx context.Context, spec DeviceSpec) (*Device, error) {
-	return create[Device](ctx, c, "devices", spec)
+	var raw json.RawMessage
+	if err := c.do(ctx, http.MethodPost, "/api/v1/devices", spec, &raw); err != nil {
+		return nil, err
+	}
+	var j job
+	if json.Unmarshal(raw, &j) != nil || j.Kind != "device-add" || j.ID == "" {
+		var d Device
+		if err := json.Unmarshal(raw, &d); err != nil {
+			return nil, fmt.Errorf("gateway POST /api/v1/devices: decode answer: %w", err)
+		}
+		return &d, nil
+	}
+	if err := c.waitJob(ctx, &j, "/api/v1/devices"); err != nil {
+		return nil, err
+	}
+	return getOne[Device](ctx, c, "devices", j.Object.ID)
+}
+
+// job is what the client reads of a gateway job.
+type job struct {
+	ID     string `json:"id"`
+	Kind   string `json:"kind"`
+	State  string `json:"state"`
+	Object struct {
+		ID string `json:"id"`
+	} `json:"object"`
+	Message string `json:"message"`
+	Error   *struct {
+		Code    string `json:"code"`
+		Message string `json:"message"`
+	} `json:"error"`
+}
+
+// jobPoll is how often waitJob reads a running job.
+var jobPoll = time.Second
+
+// statusOfCode is the HTTP status the API answers each error code with.
+var statusOfCode = map[string]int{"invalid": 400, "no_change": 400, "unauthorized": 401, "forbidden": 403, "not_found": 404,
+	"already_exists": 409, "in_use": 409, "conflict": 409, "unavailable": 503}
+
+// waitJob polls j until it ends; a failed job is a *StatusError of the
+// request (path) that started it.
+func (c *HTTPClient) waitJob(ctx context.Context, j *job, path string) error {
+	for j.State == "running" || j.State == "queued" {
+		select {
+		case <-ctx.Done():
+			return fmt.Errorf("job %s (%s) still %s: %w", j.ID, j.Kind, j.State, ctx.Err())
+		case <-time.After(jobPoll):
+		}
+		if err := c.do(ctx, http.MethodGet, "/api/v1/jobs/"+esc(j.ID), nil, j); err != nil {
+			return err
+		}
+	}
+	if j.State == "succeeded" {
+		return nil
+	}
+	msg, status := j.Message, http.StatusInternalServerError
+	if j.Error != nil {
+		msg = j.Error.Message
+		if st, ok := statusOfCode[j.Error.Code]; ok {
+			status = st
+		}
+	}
+	return &StatusError{Method: http.MethodPost, Path: path, Status: status, Message: fmt.Sprintf("job %s: %s", j.ID, msg)}
 }
 func (c *HTTPClient) GetPool(ctx context.Context, id string) (*Pool, error) {
 	return getOne[Pool](ctx, c, "pools", id)

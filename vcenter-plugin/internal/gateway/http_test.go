@@ -10,6 +10,7 @@ import (
 	"strings"
 	"sync/atomic"
 	"testing"
+	"time"
 
 	"github.com/cairn-storage/cairn/vcenter-plugin/internal/gateway"
 )
@@ -75,9 +76,57 @@ func fakeServer(t *testing.T) (*httptest.Server, *atomic.Int32, *atomic.Bool) {
 		w.WriteHeader(200)
 		_, _ = w.Write([]byte(`{}`))
 	}))
+	// Devices are added by a device-add job: the one for a "busy" path
+	// fails as the SDS refuses it, the other succeeds on its second read.
+	jobReads := &atomic.Int32{}
+	mux.HandleFunc("POST /api/v1/devices", auth(func(w http.ResponseWriter, r *http.Request) {
+		var spec gateway.DeviceSpec
+		_ = json.NewDecoder(r.Body).Decode(&spec)
+		id := "j-ok"
+		if strings.Contains(spec.Path, "busy") {
+			id = "j-busy"
+		}
+		w.Header().Set("Location", "/api/v1/jobs/"+id)
+		w.WriteHeader(202)
+		_, _ = w.Write([]byte(`{"id":"` + id + `","kind":"device-add","object":{"kind":"device","id":"d1","name":"sds-a-ok"},"state":"running","percent":0}`))
+	}))
+	mux.HandleFunc("GET /api/v1/jobs/{id}", auth(func(w http.ResponseWriter, r *http.Request) {
+		switch {
+		case r.PathValue("id") == "j-busy":
+			_, _ = w.Write([]byte(`{"id":"j-busy","kind":"device-add","object":{"kind":"device","id":"d2","name":"x"},"state":"failed","message":"refused","error":{"code":"in_use","message":"SDS \"a\" refused device /dev/disk/by-id/busy: in use by ext4","field":""}}`))
+		case jobReads.Add(1) == 1:
+			_, _ = w.Write([]byte(`{"id":"j-ok","kind":"device-add","object":{"kind":"device","id":"d1","name":"sds-a-ok"},"state":"running","percent":0}`))
+		default:
+			_, _ = w.Write([]byte(`{"id":"j-ok","kind":"device-add","object":{"kind":"device","id":"d1","name":"sds-a-ok"},"state":"succeeded","percent":100}`))
+		}
+	}))
+	mux.HandleFunc("GET /api/v1/devices/{ref}", auth(func(w http.ResponseWriter, r *http.Request) {
+		_, _ = w.Write([]byte(`{"id":"` + r.PathValue("ref") + `","name":"sds-a-ok","sds_id":"s1","path":"/dev/disk/by-id/ok","state":"normal","capacity":107374182400}`))
+	}))
 	ts := httptest.NewTLSServer(mux)
 	t.Cleanup(ts.Close)
 	return ts, logins, expired
+}
+
+// TestHTTPClientAddDevice: AddDevice follows the device-add job to the
+// device, and a failed job is the status its error code stands for.
+func TestHTTPClientAddDevice(t *testing.T) {
+	ctx := context.Background()
+	ts, _, _ := fakeServer(t)
+	*gateway.JobPoll = 10 * time.Millisecond
+	c, err := gateway.NewHTTPClient(gateway.Config{URL: ts.URL, Username: "admin", Password: "s3cret-pass", Thumbprint: gateway.Thumbprint(ts.Certificate().Raw)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	d, err := c.AddDevice(ctx, gateway.DeviceSpec{SDS: "s1", Pool: "p", Path: "/dev/disk/by-id/ok"})
+	if err != nil || d.ID != "d1" || d.Path != "/dev/disk/by-id/ok" {
+		t.Fatalf("AddDevice: %+v %v", d, err)
+	}
+	_, err = c.AddDevice(ctx, gateway.DeviceSpec{SDS: "s1", Pool: "p", Path: "/dev/disk/by-id/busy"})
+	var se *gateway.StatusError
+	if !errors.As(err, &se) || se.Status != 409 || !strings.Contains(se.Message, "in use by ext4") {
+		t.Fatalf("refused device: %v", err)
+	}
 }
 
 func TestHTTPClient(t *testing.T) {

@@ -45,7 +45,7 @@ options:
     type: bool
     default: false
   wait_timeout:
-    description: Seconds to wait for a drain to finish.
+    description: Seconds to wait for a drain to finish, or for the SDS to prepare an added device (the gateway's C(device-add) job).
     type: int
     default: 3600
 extends_documentation_fragment:
@@ -123,6 +123,7 @@ def main() -> None:
             pool=p["pool"],
             path=p["path"],
             force=True if p["force"] else None,
+            timeout=float(p["wait_timeout"]),
             doing=f"add device {name}",
         )
     else:
