@@ -1,6 +1,7 @@
 package frontend
 
 import (
+	"bytes"
 	"context"
 	"fmt"
 	"io"
@@ -11,6 +12,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/cairn-storage/cairn/appliance/internal/client"
 	"github.com/cairn-storage/cairn/appliance/internal/model"
 	"github.com/cairn-storage/cairn/appliance/internal/qos"
 	"github.com/cairn-storage/cairn/appliance/internal/testcluster"
@@ -231,5 +233,146 @@ func TestAsyncPathThrottledAndCounted(t *testing.T) {
 	// that time.
 	if st.ThrottledNs < uint64(2*time.Second) {
 		t.Errorf("throttled %v in 4.5 s at the limit", time.Duration(st.ThrottledNs))
+	}
+}
+
+// limited wraps vol with a limiter of its own, full at the start.
+func limited(vol *client.Volume, l qos.Limits) *Volume {
+	return &Volume{Volume: vol, st: &volumeIO{lim: qos.NewLimiter(l, time.Now())}}
+}
+
+// TestOffloadCostModel checks what each offloaded command is charged,
+// deterministically: the command runs on a fresh limiter of 1 IOPS (or
+// 1 MiB/s) with its context already cancelled, so no wait is slept and
+// the command itself fails at once; the charge is taken before it runs
+// and is read off the wait of a probe right after (a one-I/O probe waits
+// one second per I/O charged; a 1 MiB probe one second per MiB).
+func TestOffloadCostModel(t *testing.T) {
+	c := testcluster.Start(t, testcluster.Options{SDSs: 2, DevicesPerSDS: 1, PGCount: 16})
+	a := c.CreateVolume("a", model.AllocationUnit, true)
+	b := c.CreateVolume("b", model.AllocationUnit, true)
+	cancelled, cancel := context.WithCancel(context.Background())
+	cancel()
+	pattern := bytes.Repeat([]byte{0xA5}, 512)
+	zeros := make([]byte, 512)
+
+	// measure runs cmd on fresh limiters for a and b and returns the I/Os
+	// and MiB each was charged.
+	type charge struct{ ios, mib float64 }
+	measure := func(cmd func(va, vb *Volume)) (ca, cb charge) {
+		probe := func(lim qos.Limits, n int64) (float64, float64) {
+			va, vb := limited(a, lim), limited(b, lim)
+			cmd(va, vb)
+			now := time.Now()
+			return va.st.lim.Admit(n, now).Seconds(), vb.st.lim.Admit(n, now).Seconds()
+		}
+		ca.ios, cb.ios = probe(qos.Limits{IOPS: 1}, 0)
+		ca.mib, cb.mib = probe(qos.Limits{BytesPerSecond: 1 << 20}, 1<<20)
+		return ca, cb
+	}
+	near := func(got charge, ios, mib float64) bool {
+		return math.Abs(got.ios-ios) < 0.05 && math.Abs(got.mib-mib) < 0.05
+	}
+	cases := []struct {
+		what string
+		cmd  func(va, vb *Volume)
+		a, b charge // want
+	}{
+		{"WRITE SAME 16 MiB, pattern", func(va, _ *Volume) { _ = va.WriteSame(cancelled, pattern, 0, 16<<20) }, charge{16, 16}, charge{}},
+		{"WRITE SAME 4 KiB, pattern", func(va, _ *Volume) { _ = va.WriteSame(cancelled, pattern, 0, 4096) }, charge{1, 4096.0 / (1 << 20)}, charge{}},
+		{"WRITE SAME 16 MiB, zeros", func(va, _ *Volume) { _ = va.WriteSame(cancelled, zeros, 0, 16<<20) }, charge{1, 0}, charge{}},
+		{"WRITE ZEROES 1 GiB", func(va, _ *Volume) { _ = va.WriteZeroes(cancelled, 0, 1<<30, false) }, charge{2, 0}, charge{}},
+		{"UNMAP 512 MiB", func(va, _ *Volume) { _ = va.Unmap(cancelled, 0, 512<<20) }, charge{1, 0}, charge{}},
+		{"UNMAP 512 MiB + 512 bytes", func(va, _ *Volume) { _ = va.Unmap(cancelled, 0, 512<<20+512) }, charge{2, 0}, charge{}},
+		{"UNMAP the whole volume", func(va, _ *Volume) { _ = va.Unmap(cancelled, 0, a.Size()) }, charge{2, 0}, charge{}},
+		{"XCOPY 4 MiB, b to a", func(va, vb *Volume) { _ = va.CopyFrom(cancelled, vb, 0, 0, 4<<20) }, charge{4, 4}, charge{4, 4}},
+		{"XCOPY 3 MiB + 512 bytes within a", func(va, _ *Volume) { _ = va.CopyFrom(cancelled, va, 0, 8<<20, 3<<20+512) }, charge{8, 2 * (3 + 512.0/(1<<20))}, charge{}},
+		{"XCOPY 4 MiB from a client volume", func(va, _ *Volume) { _ = va.CopyFrom(cancelled, b, 0, 0, 4<<20) }, charge{4, 4}, charge{}},
+	}
+	for _, tc := range cases {
+		ga, gb := measure(tc.cmd)
+		if !near(ga, tc.a.ios, tc.a.mib) || !near(gb, tc.b.ios, tc.b.mib) {
+			t.Errorf("%s: charged %.2f I/Os %.2f MiB (source %.2f I/Os %.2f MiB); want %v I/Os %v MiB (source %v, %v)",
+				tc.what, ga.ios, ga.mib, gb.ios, gb.mib, tc.a.ios, tc.a.mib, tc.b.ios, tc.b.mib)
+		}
+	}
+
+	// The unit arithmetic at the sizes hosts send: an NBD TRIM of the
+	// largest length the protocol can carry, and a whole 2 TiB volume.
+	for _, tc := range []struct{ length, unit, want int64 }{
+		{0, transferUnit, 1},
+		{4 << 20, transferUnit, 4},        // ESXi's default XCOPY segment
+		{0xFFFF * 512, transferUnit, 32},  // the largest XCOPY segment
+		{1<<32 - 512, deallocUnit, 8},     // the largest NBD TRIM
+		{2 << 40, deallocUnit, 4096},      // 2 TiB: 2 s at 2,000 IOPS
+		{(1 << 20) * 512, deallocUnit, 1}, // MAXIMUM UNMAP LBA COUNT
+		{16 << 20, deallocUnit, 1},        // MAXIMUM WRITE SAME LENGTH
+	} {
+		if got := commandIOs(tc.length, tc.unit); got != tc.want {
+			t.Errorf("commandIOs(%d, %d) = %d, want %d", tc.length, tc.unit, got, tc.want)
+		}
+	}
+}
+
+// TestOffloadsThrottled runs bursts of WRITE SAME, EXTENDED COPY and UNMAP
+// for real on a volume limited to 20 IOPS: each phase costs 20 I/Os more
+// than the bucket held, so it takes a second; the commands that moved data
+// are counted. The same bursts on an unlimited volume are never held.
+func TestOffloadsThrottled(t *testing.T) {
+	c := testcluster.Start(t, testcluster.Options{SDSs: 2, DevicesPerSDS: 1, PGCount: 16})
+	ctx := context.Background()
+	pattern := bytes.Repeat([]byte{0x5A}, 512)
+	src := limited(c.CreateVolume("src", model.AllocationUnit, true), qos.Limits{})
+	if err := src.WriteSame(ctx, pattern, 0, 20<<20); err != nil {
+		t.Fatal(err)
+	}
+	bursts := func(v *Volume) (took [3]time.Duration) {
+		phase := func(i, n int, cmd func(i int) error) {
+			start := time.Now()
+			for k := 0; k < n; k++ {
+				if err := cmd(k); err != nil {
+					t.Fatal(err)
+				}
+			}
+			took[i] = time.Since(start)
+		}
+		// 10 × 4 MiB: 40 I/Os from a bucket of 20.
+		phase(0, 10, func(k int) error { return v.WriteSame(ctx, pattern, int64(k)*4<<20, 4<<20) })
+		// 5 × 4 MiB: 20 I/Os on the destination, 20 on the source.
+		phase(1, 5, func(k int) error { return v.CopyFrom(ctx, src, int64(k)*4<<20, 64<<20+int64(k)*4<<20, 4<<20) })
+		// 10 × the whole 1 GiB volume: 2 I/Os each.
+		phase(2, 10, func(int) error { return v.Unmap(ctx, 0, v.Size()) })
+		return took
+	}
+
+	lim := limited(c.CreateVolume("limited", model.AllocationUnit, true), qos.Limits{IOPS: 20})
+	for i, d := range bursts(lim) {
+		// At least the second the I/Os past the bucket take; generously
+		// little more (the machine is shared).
+		if d < 900*time.Millisecond || d > 5*time.Second {
+			t.Errorf("phase %d (20 I/Os past the bucket at 20 IOPS) took %v; want about 1 s", i, d)
+		}
+	}
+	st := lim.st.io.Snapshot()
+	if st.WriteOps != 15 || st.WriteBytes != 60<<20 || st.ReadOps != 0 {
+		t.Errorf("limited volume counted %d writes (%d bytes), %d reads; want 15 writes of 60 MiB (the unmaps move no data)",
+			st.WriteOps, st.WriteBytes, st.ReadOps)
+	}
+	// The waits add up to 3 s less the time the commands themselves took
+	// (the bucket refills meanwhile).
+	if st.ThrottledNs < uint64(time.Second) {
+		t.Errorf("limited volume throttled %v; want up to 3 s", time.Duration(st.ThrottledNs))
+	}
+	if s := src.st.io.Snapshot(); s.ReadOps != 5 || s.ReadBytes != 20<<20 {
+		t.Errorf("copy source counted %d reads (%d bytes); want 5 of 20 MiB", s.ReadOps, s.ReadBytes)
+	}
+
+	free := limited(c.CreateVolume("free", model.AllocationUnit, true), qos.Limits{})
+	bursts(free)
+	if w, st := free.st.lim.Throttled(), free.st.io.Snapshot(); w != 0 || st.ThrottledNs != 0 {
+		t.Errorf("unlimited volume held %v (counted %v)", w, time.Duration(st.ThrottledNs))
+	}
+	if w := src.st.lim.Throttled(); w != 0 {
+		t.Errorf("unlimited copy source held %v", w)
 	}
 }

@@ -114,6 +114,14 @@ func NewLimiter(l Limits, now time.Time) *Limiter {
 // long to hold it: the longer of the two buckets' waits (both debts are
 // repaid meanwhile).
 func (l *Limiter) Admit(n int64, now time.Time) time.Duration {
+	return l.AdmitOps(1, n, now)
+}
+
+// AdmitOps accounts one command that costs ios I/Os and n payload bytes
+// (an offloaded command worth several ordinary ones: WRITE SAME, EXTENDED
+// COPY) and returns how long to hold it, as Admit does. A cost beyond the
+// burst is admitted as debt, so the wait grows with it.
+func (l *Limiter) AdmitOps(ios, n int64, now time.Time) time.Duration {
 	if l.unlimited.Load() {
 		return 0
 	}
@@ -122,7 +130,7 @@ func (l *Limiter) Admit(n int64, now time.Time) time.Duration {
 	if l.limits == (Limits{}) {
 		return 0
 	}
-	w := max(l.ops.Take(1, now), l.bytes.Take(n, now))
+	w := max(l.ops.Take(ios, now), l.bytes.Take(n, now))
 	l.throttled += w
 	return w
 }

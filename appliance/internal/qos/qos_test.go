@@ -140,3 +140,53 @@ func TestMin(t *testing.T) {
 		}
 	}
 }
+
+// TestAdmitOpsCostsLikeThatManyRequests: a command worth k I/Os takes k
+// tokens, so it drains the burst and paces later requests exactly as k
+// one-I/O requests would; its bytes go to the bandwidth bucket once.
+func TestAdmitOpsCostsLikeThatManyRequests(t *testing.T) {
+	l := NewLimiter(Limits{IOPS: 100}, t0)
+	// 100 tokens: six 16-I/O commands pass at once (96), the seventh
+	// leaves a debt of 12 I/Os: 120 ms at 100 IOPS.
+	for i := 0; i < 6; i++ {
+		if w := l.AdmitOps(16, 16<<20, t0); w != 0 {
+			t.Fatalf("command %d of the burst waited %v", i, w)
+		}
+	}
+	if w := l.AdmitOps(16, 16<<20, t0); w != 120*time.Millisecond {
+		t.Fatalf("16 I/Os with 4 left: wait %v, want 120ms", w)
+	}
+	// A one-I/O request behind it queues behind the whole debt.
+	if w := l.Admit(0, t0); w != 130*time.Millisecond {
+		t.Fatalf("the request after: wait %v, want 130ms", w)
+	}
+	// The rate in commands: 10 s at 100 IOPS is 62.5 commands of 16 I/Os.
+	l = NewLimiter(Limits{IOPS: 100}, t0)
+	run(l, t0, 2*time.Second, 0) // spend the burst
+	now, n := t0.Add(2*time.Second), 0
+	for start := now; ; n++ {
+		now = now.Add(l.AdmitOps(16, 0, now))
+		if now.Sub(start) > 10*time.Second {
+			break
+		}
+	}
+	if n < 61 || n > 64 {
+		t.Fatalf("%d commands of 16 I/Os in 10 s at 100 IOPS; want 62", n)
+	}
+
+	// Bytes: a 32 MiB command under 8 MiB/s from a full bucket waits 3 s
+	// whatever its I/O count.
+	l = NewLimiter(Limits{IOPS: 1000, BytesPerSecond: 8 << 20}, t0)
+	if w := l.AdmitOps(32, 32<<20, t0); w != 3*time.Second {
+		t.Fatalf("32 MiB under 8 MiB/s: wait %v, want 3s", w)
+	}
+	if got := l.Throttled(); got != 3*time.Second {
+		t.Fatalf("throttled %v, want 3s", got)
+	}
+
+	// Unlimited: any cost passes at once.
+	l = NewLimiter(Limits{}, t0)
+	if w := l.AdmitOps(1<<30, 1<<40, t0); w != 0 {
+		t.Fatalf("unlimited limiter: wait %v", w)
+	}
+}
