@@ -22,10 +22,11 @@ import (
 const StatsInterval = 2 * time.Second
 
 // IO enforces the QoS limits of the volumes one frontend process serves
-// and counts their I/O. One per process: the limits of a volume are
-// enforced per frontend process (an NBD server serves one host; an iSCSI
-// target every host that reaches the volume through that SVM), like
-// ScaleIO's per-SDC limits.
+// and counts their I/O. One per process (an NBD server serves one host;
+// an iSCSI target every host that reaches the volume through that SVM).
+// A volume's own limits hold for the volume as a whole: while several
+// frontends serve it, each admits its fair share of them (share.go); a
+// mapping's limits are the host's, enforced by the host's NBD server.
 type IO struct {
 	cat      *catalog.Catalog
 	kind     string // model.HostNBD or model.HostISCSI
@@ -35,23 +36,34 @@ type IO struct {
 
 	mu   sync.Mutex
 	vols map[uint64]*volumeIO
+	// peers: the other frontends' last published counters (share.go);
+	// used by Run's goroutine only.
+	peers map[string]*peer
 }
 
 // volumeIO is the shared state of one volume in this process.
 type volumeIO struct {
 	lim *qos.Limiter
 	io  iostats.Counters
+	// shareIOPS and shareBytes: the part of the volume's own limits this
+	// frontend admits while others serve the volume too (share.go); 1
+	// alone. prev, prevTime: the counters at the last rebalance.
+	shareIOPS, shareBytes float64
+	prev                  model.IOCounters
+	prevTime              time.Time
 }
 
 // NewIO returns the QoS and statistics state of a frontend; host is the
 // host object's name an NBD server serves ("" for an iSCSI target).
 func NewIO(cat *catalog.Catalog, kind, host string) *IO {
-	return &IO{cat: cat, kind: kind, host: host, instance: model.NewID(), started: time.Now().UTC(), vols: map[uint64]*volumeIO{}}
+	return &IO{cat: cat, kind: kind, host: host, instance: model.NewID(), started: time.Now().UTC(), vols: map[uint64]*volumeIO{}, peers: map[string]*peer{}}
 }
 
 // limits returns what the catalog says a volume's limits are here: the
-// volume's effective limits, tightened by the host's mapping's.
-func (f *IO) limits(id uint64) qos.Limits {
+// volume's effective limits times this frontend's share of them (s may be
+// nil: a new volume, the whole limits until the next rebalance), tightened
+// by the host's mapping's.
+func (f *IO) limits(id uint64, s *volumeIO) qos.Limits {
 	v, ok := f.cat.Volume(id)
 	if !ok {
 		return qos.Limits{}
@@ -59,6 +71,9 @@ func (f *IO) limits(id uint64) qos.Limits {
 	p, _ := f.cat.Pool(v.PoolID)
 	e := model.EffectiveQoS(v, p)
 	l := qos.Limits{IOPS: e.IOPSLimit, BytesPerSecond: e.BandwidthLimit}
+	if s != nil {
+		l = qos.Limits{IOPS: scaled(l.IOPS, s.shareIOPS), BytesPerSecond: scaled(l.BytesPerSecond, s.shareBytes)}
+	}
 	if f.host == "" {
 		return l
 	}
@@ -79,7 +94,7 @@ func (f *IO) volume(id uint64) *volumeIO {
 	defer f.mu.Unlock()
 	s := f.vols[id]
 	if s == nil {
-		s = &volumeIO{lim: qos.NewLimiter(f.limits(id), time.Now())}
+		s = &volumeIO{lim: qos.NewLimiter(f.limits(id, nil), time.Now()), shareIOPS: 1, shareBytes: 1}
 		f.vols[id] = s
 	}
 	return s
@@ -96,7 +111,7 @@ func (f *IO) refresh() {
 	defer f.mu.Unlock()
 	now := time.Now()
 	for id, s := range f.vols {
-		s.lim.Set(f.limits(id), now)
+		s.lim.Set(f.limits(id, s), now)
 	}
 }
 
@@ -123,6 +138,9 @@ func (f *IO) Run(ctx context.Context, cli *clientv3.Client, interval time.Durati
 			var err error
 			if lease, err = f.publish(ctx, cli, lease, interval); err != nil {
 				log.Debug("frontend statistics not published; retrying at the next interval", "err", err)
+			}
+			if err := f.rebalance(ctx, cli, time.Now(), 3*interval+time.Second); err != nil {
+				log.Debug("volume limits not shared out this interval; retrying at the next", "err", err)
 			}
 		}
 	}

@@ -376,3 +376,86 @@ func TestOffloadsThrottled(t *testing.T) {
 		t.Errorf("unlimited copy source held %v", w)
 	}
 }
+
+// TestLimitSharedAcrossFrontends: a volume's limit holds for the volume
+// while two frontends serve it at once (an ESXi host's round robin over two
+// SVMs, or two hosts): each learns the other's rate from the published
+// counters and admits its share, so together they stay at the limit, and
+// one alone gets the whole limit again once the other stops.
+func TestLimitSharedAcrossFrontends(t *testing.T) {
+	c := testcluster.Start(t, testcluster.Options{SDSs: 2, DevicesPerSDS: 1, PGCount: 16})
+	ctx, cancel := context.WithCancel(context.Background())
+	var wg sync.WaitGroup
+	defer wg.Wait()
+	defer cancel()
+	vol := c.CreateVolume("v1", model.AllocationUnit, true)
+	const limit = 300
+	if _, err := c.Store.UpdateVolumeQoS(ctx, "v1", model.VolumeQoSUpdate{IOPSLimit: ptr(int64(limit))}); err != nil {
+		t.Fatal(err)
+	}
+	const interval = 500 * time.Millisecond
+	var vs []*Volume
+	for range 2 {
+		f := NewIO(c.Cat, model.HostISCSI, "")
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			f.Run(ctx, c.Etcd, interval, slog.New(slog.NewTextHandler(io.Discard, nil)))
+		}()
+		vs = append(vs, f.Wrap(vol))
+	}
+	// load keeps 8 reads in flight on v until stop is closed, counting
+	// the completed ones.
+	load := func(v *Volume, done *atomic.Int64, stop chan struct{}) {
+		defer wg.Done()
+		var inner sync.WaitGroup
+		for w := range 8 {
+			inner.Add(1)
+			go func() {
+				defer inner.Done()
+				buf := make([]byte, 4096)
+				for i := 0; ; i++ {
+					select {
+					case <-stop:
+						return
+					default:
+					}
+					if err := v.ReadAt(ctx, buf, int64((i*8+w)%256)*4096); err != nil && ctx.Err() == nil {
+						t.Error(err)
+						return
+					}
+					done.Add(1)
+				}
+			}()
+		}
+		inner.Wait()
+	}
+	rate := func(counters []*atomic.Int64, d time.Duration) float64 {
+		var n0 int64
+		for _, c := range counters {
+			n0 += c.Load()
+		}
+		t0 := time.Now()
+		time.Sleep(d)
+		var n1 int64
+		for _, c := range counters {
+			n1 += c.Load()
+		}
+		return float64(n1-n0) / time.Since(t0).Seconds()
+	}
+	var a, b atomic.Int64
+	stopA, stopB := make(chan struct{}), make(chan struct{})
+	wg.Add(2)
+	go load(vs[0], &a, stopA)
+	go load(vs[1], &b, stopB)
+	time.Sleep(4 * interval) // the bursts, and the shares settle
+	if got := rate([]*atomic.Int64{&a, &b}, 3*time.Second); math.Abs(got-limit) > limit*0.15 {
+		t.Errorf("two frontends together ran at %.0f IOPS under a %d IOPS volume limit", got, limit)
+	}
+	close(stopB)
+	time.Sleep(4 * interval) // the other's counters go quiet: the whole limit comes back
+	if got := rate([]*atomic.Int64{&a}, 3*time.Second); math.Abs(got-limit) > limit*0.15 {
+		t.Errorf("one frontend alone ran at %.0f IOPS under a %d IOPS volume limit", got, limit)
+	}
+	close(stopA)
+}

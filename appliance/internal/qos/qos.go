@@ -5,6 +5,8 @@
 package qos
 
 import (
+	"math"
+	"sort"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -161,4 +163,60 @@ func (l *Limiter) Throttled() time.Duration {
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	return l.throttled
+}
+
+// Demand is one frontend's recent use of a volume's limit, in one
+// dimension (I/Os or bytes per second).
+type Demand struct {
+	Rate      float64 // admitted per second over the last interval
+	Throttled bool    // its limiter held requests back then: it wants more
+}
+
+// headroom is what an unthrottled frontend is owed beyond its rate, so
+// that a growing load shows as throttling at the next interval.
+const headroom = 1.25
+
+// Share returns the part of a volume's limit that self may admit while
+// other frontends serve the same volume (an ESXi host's round robin over
+// several SVMs' targets, or several hosts' NBD servers): the limit is the
+// volume's, not each frontend's. It is max-min fair (water-filling): a
+// throttled frontend demands without bound, one that was not demands its
+// rate plus a quarter; every participant is owed at least limit/(4n), so a
+// frontend whose load just started is never starved while the others
+// learn of it. Every frontend computes it from the same published rates,
+// so the shares add up to the limit, up to the interval's staleness.
+// Without others, the whole limit.
+func Share(limit float64, self Demand, others []Demand) float64 {
+	if len(others) == 0 || limit <= 0 {
+		return limit
+	}
+	n := len(others) + 1
+	floor := limit / float64(4*n)
+	want := func(d Demand) float64 {
+		if d.Throttled {
+			return math.Inf(1)
+		}
+		return max(floor, d.Rate*headroom)
+	}
+	mine := want(self)
+	ds := make([]float64, 0, n)
+	for _, o := range others {
+		ds = append(ds, want(o))
+	}
+	ds = append(ds, mine)
+	sort.Float64s(ds)
+	left := limit
+	for i, d := range ds {
+		fair := left / float64(n-i)
+		if d >= fair {
+			// Everyone from here on (self included, as mine >= d) gets
+			// the fair part of what is left, or its demand if smaller.
+			return min(mine, fair)
+		}
+		if d == mine {
+			return mine
+		}
+		left -= d
+	}
+	return min(mine, left)
 }

@@ -1,6 +1,7 @@
 package qos
 
 import (
+	"math"
 	"testing"
 	"time"
 )
@@ -188,5 +189,44 @@ func TestAdmitOpsCostsLikeThatManyRequests(t *testing.T) {
 	l = NewLimiter(Limits{}, t0)
 	if w := l.AdmitOps(1<<30, 1<<40, t0); w != 0 {
 		t.Fatalf("unlimited limiter: wait %v", w)
+	}
+}
+
+// TestShare: a volume's limit split across the frontends that serve it at
+// once, max-min fair, adding up to the limit.
+func TestShare(t *testing.T) {
+	hot := Demand{Throttled: true}
+	cases := []struct {
+		name   string
+		self   Demand
+		others []Demand
+		want   float64
+	}{
+		{"alone: the whole limit", hot, nil, 2000},
+		{"two throttled: half each", hot, []Demand{hot}, 1000},
+		{"three throttled: a third each", hot, []Demand{hot, hot}, 2000.0 / 3},
+		{"a light neighbour keeps its rate plus headroom, the rest is mine", hot, []Demand{{Rate: 200}}, 2000 - 250},
+		{"light me: my rate plus headroom", Demand{Rate: 200}, []Demand{hot}, 250},
+		{"idle me: the floor (limit/4n), never nothing", Demand{}, []Demand{hot}, 250},
+		{"two light frontends: their rates plus headroom", Demand{Rate: 400}, []Demand{{Rate: 300}}, 500},
+		{"a very light one: the floor", Demand{Rate: 100}, []Demand{{Rate: 300}}, 250},
+		{"light ones above the fair part are capped to it", Demand{Rate: 1800}, []Demand{{Rate: 1800}}, 1000},
+		{"a neighbour between: water-filling", hot, []Demand{{Rate: 400}, hot}, (2000 - 500) / 2.0},
+	}
+	for _, c := range cases {
+		if got := Share(2000, c.self, c.others); math.Abs(got-c.want) > 1e-9 {
+			t.Errorf("%s: %v, want %v", c.name, got, c.want)
+		}
+	}
+	// Every frontend computing its own share from the same demands: the
+	// shares add up to at most the limit.
+	demands := []Demand{hot, {Rate: 400}, {Rate: 10}, hot}
+	sum := 0.0
+	for i := range demands {
+		others := append(append([]Demand(nil), demands[:i]...), demands[i+1:]...)
+		sum += Share(2000, demands[i], others)
+	}
+	if sum > 2000+1e-9 || sum < 1900 {
+		t.Errorf("shares add up to %v of 2000", sum)
 	}
 }
