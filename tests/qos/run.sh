@@ -7,7 +7,9 @@
 #   2. a bandwidth limit likewise (20 MiB/s, 64 KiB reads);
 #   3. a limit changed live takes effect within 2 s (fio's IOPS log);
 #   4. a known fio load (rate-limited by fio itself) → the IOPS the API
-#      reports for the volume, its host and the SDSs are within ±10 %.
+#      reports for the volume, its host and the SDSs are within ±10 %;
+#   5. one limited volume through two hosts' NBD servers at once: the two
+#      together hold the volume's limit within ±10 %.
 # Prints every figure beside its baseline; QOS_REPORT=FILE also writes them
 # as a markdown table (for docs/benchmarks.md). Bounded: about 2-3 minutes.
 set -euo pipefail
@@ -29,7 +31,7 @@ cleanup() {
 trap cleanup EXIT
 fail() {
 	echo "FAIL: $*" >&2
-	tail -n 20 "$STATE"/logs/{nbd,gateway}.log 2>/dev/null || true
+	tail -n 20 "$STATE"/logs/{nbd,nbd2,gateway}.log 2>/dev/null || true
 	exit 1
 }
 pass=0
@@ -189,6 +191,36 @@ within "$sdsiops" "$fioiops" 10 || fail "the SDSs report $(r0 "$sdsiops") read I
 [ "$hist" -ge 2 ] || fail "the volume's statistics history has $hist points"
 ok "statistics: API volume/host/SDS IOPS within ±10 % of fio's $(r0 "$fioiops")"
 REPORT+=("| statistics: fio at 1,500 IOPS (4 KiB random read) | API: volume $(r0 "$api"), host $(r0 "$hostiops"), SDSs $(r0 "$sdsiops") IOPS | fio: $(r0 "$fioiops") IOPS |")
+
+# 5. One volume, two frontends: the limit is the volume's, not each
+# frontend's (an ESXi host's round robin over N SVM targets, or N hosts).
+# A second host's NBD server serves lim too; fio on both at once. The
+# frontends share the limit from each other's published counters (every
+# 2 s): a 6 s warm-up lets them learn of each other first.
+# shellcheck source=tests/lib/common.sh
+. "$ROOT/tests/lib/common.sh"
+CAIRN=$ROOT/appliance/bin/cairn
+ctl host create local2 --type nbd >/dev/null
+ctl volume map lim --host local2 >/dev/null
+port2=$(free_port)
+# shellcheck disable=SC1091
+. "$STATE/ports.env"
+export CAIRN_MDM=https://127.0.0.1:$MDM1_CLIENT,https://127.0.0.1:$MDM2_CLIENT,https://127.0.0.1:$MDM3_CLIENT
+spawn "$STATE" nbd2 "$CAIRN" nbd --pki "$(pki_dir "$STATE" nbd nbd-local2)" --host local2 --listen "127.0.0.1:$port2" --tls off --allow-plain-loopback
+wait_port --log "$STATE/logs/" 127.0.0.1 "$port2" 30 nbd2 || fail "the second host's NBD server did not start"
+ctl volume qos lim --iops-limit 2000 >/dev/null
+base2="nbd://127.0.0.1:$port2"
+(base=$base2 fio_run shared-2 lim "${RR[@]}" --ramp_time=6 >"$STATE/shared2.out") &
+s2pid=$!
+read -r s1 _ <<<"$(fio_run shared-1 lim "${RR[@]}" --ramp_time=6)"
+wait $s2pid || fail "fio on the second host"
+read -r s2 _ <"$STATE/shared2.out"
+sum=$(python3 -c 'import sys; print(float(sys.argv[1]) + float(sys.argv[2]))' "$s1" "$s2")
+echo "  one volume through two hosts' NBD servers at QD32 each: $(r0 "$s1") + $(r0 "$s2") = $(r0 "$sum") IOPS under its 2000 IOPS limit"
+within "$sum" 2000 10 || fail "through two frontends the 2000 IOPS volume ran at $(r0 "$sum") IOPS ($(r0 "$s1") + $(r0 "$s2"))"
+ok "2000 IOPS limit held across two frontends: $(r0 "$s1") + $(r0 "$s2") = $(r0 "$sum") IOPS"
+REPORT+=("| 2,000 IOPS limit, one volume through two hosts' NBD servers, QD32 each | $(r0 "$s1") + $(r0 "$s2") = $(r0 "$sum") IOPS | limit 2,000 (each frontend alone would admit 2,000) |")
+ctl volume qos lim --iops-limit 0 >/dev/null
 
 table() {
 	echo "| test | measured | same-run baseline |"

@@ -52,8 +52,13 @@ func init() {
 		}})
 }
 
-// jobPoll is how often followJob reads a running job.
-var jobPoll = time.Second
+// jobPoll is how often followJob reads a running job at most; it starts
+// at firstJobPoll and doubles, so a job of a moment (adding a small
+// device) is seen done at once and a long one costs a read a second.
+var (
+	jobPoll      = time.Second
+	firstJobPoll = 50 * time.Millisecond
+)
 
 // followJob prints a job's progress, one line per change, until it ends
 // (with --json, the finished job); a failed job is an error.
@@ -72,6 +77,7 @@ func (s *session) followJob(ctx context.Context, id string) error {
 // an error (returned with the job).
 func (s *session) waitJob(ctx context.Context, id string) (json.RawMessage, error) {
 	last := ""
+	poll := min(firstJobPoll, jobPoll)
 	for {
 		var raw json.RawMessage
 		if err := s.api.call(ctx, http.MethodGet, "/jobs/"+url.PathEscape(id), nil, &raw); err != nil {
@@ -111,8 +117,9 @@ func (s *session) waitJob(ctx context.Context, id string) (json.RawMessage, erro
 		select {
 		case <-ctx.Done():
 			return nil, fmt.Errorf("stopped following job %s (it goes on): %w; see `cairnctl job info %s`", id, ctx.Err(), id)
-		case <-time.After(jobPoll):
+		case <-time.After(poll):
 		}
+		poll = min(2*poll, jobPoll)
 	}
 }
 

@@ -359,6 +359,8 @@ class Jobs(Collection[Job]):
         job_id = job.id if isinstance(job, Job) else job
         deadline = time.monotonic() + timeout
         last: tuple[Any, ...] | None = None
+        # Start fast and double up to ``poll``: a job of a moment is seen done at once.
+        step = min(0.05, poll)
         while True:
             j = self.get(job_id)
             key = (j.state, j.percent, j.message)
@@ -371,7 +373,8 @@ class Jobs(Collection[Job]):
                 return j
             if time.monotonic() >= deadline:
                 raise JobTimeout(j, timeout)
-            time.sleep(min(poll, max(0.0, deadline - time.monotonic())))
+            time.sleep(min(step, max(0.0, deadline - time.monotonic())))
+            step = min(2 * step, poll)
 
 
 class Events:

@@ -402,7 +402,8 @@ type job struct {
 	} `json:"error"`
 }
 
-// jobPoll is how often waitJob reads a running job.
+// jobPoll is how often waitJob reads a running job at most; it starts at
+// a twentieth of that and doubles (a small device is ready at once).
 var jobPoll = time.Second
 
 // statusOfCode is the HTTP status the API answers each error code with.
@@ -412,12 +413,14 @@ var statusOfCode = map[string]int{"invalid": 400, "no_change": 400, "unauthorize
 // waitJob polls j until it ends; a failed job is a *StatusError of the
 // request (path) that started it.
 func (c *HTTPClient) waitJob(ctx context.Context, j *job, path string) error {
+	poll := jobPoll / 20
 	for j.State == "running" || j.State == "queued" {
 		select {
 		case <-ctx.Done():
 			return fmt.Errorf("job %s (%s) still %s: %w", j.ID, j.Kind, j.State, ctx.Err())
-		case <-time.After(jobPoll):
+		case <-time.After(poll):
 		}
+		poll = min(2*poll, jobPoll)
 		if err := c.do(ctx, http.MethodGet, "/api/v1/jobs/"+esc(j.ID), nil, j); err != nil {
 			return err
 		}
