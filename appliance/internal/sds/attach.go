@@ -11,9 +11,11 @@ import (
 	"github.com/cairn-storage/cairn/appliance/internal/model"
 )
 
-// attachDevices opens every device the model assigns to this SDS.
+// attachDevices opens every device the model assigns to this SDS, and
+// closes those it no longer has.
 func (s *Server) attachDevices() {
 	sys := s.cat.System()
+	s.detachDevices(sys.ID)
 	for _, d := range s.cat.Devices(s.id) {
 		s.mu.RLock()
 		_, done := s.devices[d.ID]
@@ -42,6 +44,37 @@ func (s *Server) attachDevices() {
 		s.devices[d.ID] = dev
 		s.mu.Unlock()
 		s.log.Info("device attached", "device", d.Path, "id", d.ID, "slots", dev.super.Slots, "direct_io_align", dev.align)
+	}
+}
+
+// detachDevices closes the devices this SDS serves that the model no
+// longer assigns it (deleted, or removed once drained), so that the disk
+// is free again: to wipe, to hand to another system, or to add anew.
+// Without a system known (the catalog not loaded) it does nothing.
+func (s *Server) detachDevices(clusterID string) {
+	if clusterID == "" {
+		return
+	}
+	want := map[string]bool{}
+	for _, d := range s.cat.Devices(s.id) {
+		want[d.ID] = true
+	}
+	s.mu.Lock()
+	var gone []*device
+	for id, dev := range s.devices {
+		if !want[id] {
+			gone = append(gone, dev)
+			delete(s.devices, id)
+		}
+	}
+	s.mu.Unlock()
+	for _, dev := range gone {
+		n, err := s.idx.detach(dev.id)
+		if err != nil {
+			s.log.Error("device detached, but its chunk index entries were not dropped", "device", dev.path, "id", dev.id, "err", err)
+		}
+		dev.close()
+		s.log.Info("device detached: no longer in the model", "device", dev.path, "id", dev.id, "chunks_dropped", n)
 	}
 }
 

@@ -254,3 +254,32 @@ func (x *index) forget(k chunkKey) error {
 	x.mu.Unlock()
 	return x.db.Batch(func(tx *bolt.Tx) error { return tx.Bucket(bucketChunks).Delete(k.bytes()) })
 }
+
+// detach drops a device the model no longer has (deleted, or removed after
+// its drain): its slot map and the locations of any chunk left on it, in
+// memory and on disk. It returns how many chunks it dropped (0 after a
+// drain: the MDM moved every copy first).
+func (x *index) detach(devID string) (int, error) {
+	x.mu.Lock()
+	var gone []chunkKey
+	for k, l := range x.locs {
+		if l.dev.id == devID {
+			gone = append(gone, k)
+			delete(x.locs, k)
+		}
+	}
+	delete(x.slots, devID)
+	x.mu.Unlock()
+	if len(gone) == 0 {
+		return 0, nil
+	}
+	return len(gone), x.db.Update(func(tx *bolt.Tx) error {
+		b := tx.Bucket(bucketChunks)
+		for _, k := range gone {
+			if err := b.Delete(k.bytes()); err != nil {
+				return err
+			}
+		}
+		return nil
+	})
+}

@@ -3,6 +3,7 @@ package sdsrpc_test
 import (
 	"context"
 	"errors"
+	"fmt"
 	"net"
 	"os"
 	"path/filepath"
@@ -104,4 +105,72 @@ func TestPrepareDeviceAnswers(t *testing.T) {
 	if !errors.Is(err, model.ErrUnavailable) || errors.Is(err, model.ErrInUse) || !strings.Contains(err.Error(), "is the SDS running?") {
 		t.Fatalf("no SDS at %s: error %v; want unavailable, saying what to check", gone, err)
 	}
+}
+
+// TestDeletedDeviceIsReleased: a device deleted from the model is closed
+// by its SDS, so the disk can be added again (here: with force, as it still
+// holds the old superblock) without restarting the SDS. Before, the SDS
+// kept it open and refused it as "already in use by this SDS" until it
+// restarted.
+func TestDeletedDeviceIsReleased(t *testing.T) {
+	c := testcluster.Start(t, testcluster.Options{SDSs: 2, DevicesPerSDS: 1, DeviceSize: 64 << 20, PGCount: 8})
+	ctx := context.Background()
+	sys, err := c.Store.GetSystem(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	pool1, err := c.Store.GetPool(ctx, "pool1")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := c.Store.CreatePool(ctx, model.PoolSpec{Name: "spare", PD: pool1.PDID}); err != nil {
+		t.Fatal(err)
+	}
+	sds := c.SDSs[0]
+	prober := sdsrpc.Prober{Security: c.Security(pki.RoleGateway, "gateway")}
+	prepare := func(ctx context.Context, x model.SDS, clusterID, deviceID, path string, force bool) (int64, error) {
+		return prober.PrepareDevice(ctx, x.Address, clusterID, deviceID, path, force)
+	}
+	path := filepath.Join(t.TempDir(), "extra.img")
+	if err := os.Truncate(mustCreate(t, path), 64<<20); err != nil {
+		t.Fatal(err)
+	}
+	d, err := c.Store.AddDevice(ctx, model.DeviceSpec{Name: "extra", SDS: sds.Name, Pool: "spare", Path: path}, prepare)
+	if err != nil {
+		t.Fatal(err)
+	}
+	// Attached: another id for the same path is refused as this SDS's.
+	waitAnswer(t, func() (bool, string) {
+		_, err := prober.PrepareDevice(ctx, sds.Addr, sys.ID, model.NewID(), path, true)
+		return err != nil && strings.Contains(err.Error(), "already in use by this SDS as device "+d.ID), fmt.Sprint(err)
+	})
+	if err := c.Store.DeleteDevice(ctx, "extra"); err != nil {
+		t.Fatal(err)
+	}
+	// Released: the same disk is taken again as a new device.
+	waitAnswer(t, func() (bool, string) {
+		capacity, err := prober.PrepareDevice(ctx, sds.Addr, sys.ID, model.NewID(), path, true)
+		return err == nil && capacity > 0, fmt.Sprint(err)
+	})
+}
+
+func mustCreate(t *testing.T, path string) string {
+	t.Helper()
+	if err := os.WriteFile(path, nil, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	return path
+}
+
+// waitAnswer polls ok for up to 10 s; last describes the last answer.
+func waitAnswer(t *testing.T, ok func() (bool, string)) {
+	t.Helper()
+	var last string
+	for deadline := time.Now().Add(10 * time.Second); time.Now().Before(deadline); time.Sleep(50 * time.Millisecond) {
+		var done bool
+		if done, last = ok(); done {
+			return
+		}
+	}
+	t.Fatalf("not reached after 10 s; last answer: %s", last)
 }
