@@ -15,6 +15,7 @@ import (
 	"net/url"
 	"sort"
 	"strings"
+	"time"
 
 	"github.com/cairn-storage/cairn/appliance/internal/model"
 	pb "go.etcd.io/etcd/api/v3/etcdserverpb"
@@ -69,13 +70,7 @@ func (s *Server) members(ctx context.Context) ([]mdmMember, *clientv3.MemberList
 	if err != nil {
 		return nil, nil, etcdErr("list MDM members", err)
 	}
-	var leader uint64
-	for _, ep := range s.cfg.Etcd.Endpoints() {
-		if st, err := s.cfg.Etcd.Status(ctx, ep); err == nil {
-			leader = st.Leader
-			break
-		}
-	}
+	leader := s.raftLeader(ctx)
 	roles := map[string]MDMRole{}
 	r, err := s.cfg.Etcd.Get(ctx, model.MDMRolePrefix, clientv3.WithPrefix())
 	if err != nil {
@@ -102,6 +97,32 @@ func (s *Server) members(ctx context.Context) ([]mdmMember, *clientv3.MemberList
 	}
 	sort.Slice(out, func(i, j int) bool { return out[i].Name < out[j].Name })
 	return out, ml, nil
+}
+
+// raftLeader returns the id of etcd's raft leader (0 if no endpoint
+// answers). It asks every endpoint at once and takes the first answer: a
+// member that is down must not hold up the list (a status request to it
+// waits for a connection that never comes).
+func (s *Server) raftLeader(ctx context.Context) uint64 {
+	ctx, cancel := context.WithTimeout(ctx, 5*time.Second)
+	defer cancel() // ends the requests still waiting
+	eps := s.cfg.Etcd.Endpoints()
+	leaders := make(chan uint64, len(eps))
+	for _, ep := range eps {
+		go func() {
+			var id uint64
+			if st, err := s.cfg.Etcd.Status(ctx, ep); err == nil {
+				id = st.Leader
+			}
+			leaders <- id
+		}()
+	}
+	for range eps {
+		if id := <-leaders; id != 0 {
+			return id
+		}
+	}
+	return 0
 }
 
 // pendingName names a member added but not started yet: etcd knows only
