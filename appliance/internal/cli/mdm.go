@@ -62,7 +62,7 @@ func init() {
 				return nil
 			}
 		}})
-	register(&command{object: "mdm", verb: "leader", args: "NAME", help: "move the MDM (raft) leadership to another member (admin)",
+	register(&command{object: "mdm", verb: "leader", args: "NAME", help: "make a full member both raft and control-loop (Cairn) leader (admin)",
 		setup: func(fs *flag.FlagSet) func(context.Context, *session, []string) error {
 			return func(ctx context.Context, s *session, args []string) error {
 				if err := needArgs(args, 1, "the member to lead"); err != nil {

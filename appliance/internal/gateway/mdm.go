@@ -13,8 +13,10 @@ import (
 	"fmt"
 	"net/http"
 	"net/url"
+	"slices"
 	"sort"
 	"strings"
+	"time"
 
 	"github.com/cairn-storage/cairn/appliance/internal/model"
 	pb "go.etcd.io/etcd/api/v3/etcdserverpb"
@@ -69,13 +71,7 @@ func (s *Server) members(ctx context.Context) ([]mdmMember, *clientv3.MemberList
 	if err != nil {
 		return nil, nil, etcdErr("list MDM members", err)
 	}
-	var leader uint64
-	for _, ep := range s.cfg.Etcd.Endpoints() {
-		if st, err := s.cfg.Etcd.Status(ctx, ep); err == nil {
-			leader = st.Leader
-			break
-		}
-	}
+	leader := s.raftLeader(ctx)
 	roles := map[string]MDMRole{}
 	r, err := s.cfg.Etcd.Get(ctx, model.MDMRolePrefix, clientv3.WithPrefix())
 	if err != nil {
@@ -102,6 +98,32 @@ func (s *Server) members(ctx context.Context) ([]mdmMember, *clientv3.MemberList
 	}
 	sort.Slice(out, func(i, j int) bool { return out[i].Name < out[j].Name })
 	return out, ml, nil
+}
+
+// raftLeader returns the id of etcd's raft leader (0 if no endpoint
+// answers). It asks every endpoint at once and takes the first answer: a
+// member that is down must not hold up the list (a status request to it
+// waits for a connection that never comes).
+func (s *Server) raftLeader(ctx context.Context) uint64 {
+	ctx, cancel := context.WithTimeout(ctx, 5*time.Second)
+	defer cancel() // ends the requests still waiting
+	eps := s.cfg.Etcd.Endpoints()
+	leaders := make(chan uint64, len(eps))
+	for _, ep := range eps {
+		go func() {
+			var id uint64
+			if st, err := s.cfg.Etcd.Status(ctx, ep); err == nil {
+				id = st.Leader
+			}
+			leaders <- id
+		}()
+	}
+	for range eps {
+		if id := <-leaders; id != 0 {
+			return id
+		}
+	}
+	return 0
 }
 
 // pendingName names a member added but not started yet: etcd knows only
@@ -232,9 +254,19 @@ func (s *Server) removeMDMMember(c *call) (int, any, error) {
 	return http.StatusNoContent, nil, nil
 }
 
-// moveMDMLeader hands the raft leadership to another voting member. etcd
-// serves MoveLeader only on the current leader, so the request goes to the
-// leader's client URL.
+// The hand-over of the control loop (POST /mdm/leader): the request's
+// lease, so that one nobody honours dies by itself, and how long the call
+// waits for it to be honoured.
+const (
+	leaderHandoverTTL  = 60 // seconds
+	leaderHandoverWait = 15 * time.Second
+)
+
+// moveMDMLeader makes a full member both etcd's raft leader and the Cairn
+// leader (the control loop). etcd serves MoveLeader only on the current
+// leader, so that request goes to the leader's client URL; the control
+// loop moves through a hand-over request the elected MDM honours
+// (mdm/handover.go). The call answers once both have moved.
 func (s *Server) moveMDMLeader(c *call) (int, any, error) {
 	var req moveLeaderRequest
 	if err := c.decode(&req); err != nil {
@@ -251,9 +283,63 @@ func (s *Server) moveMDMLeader(c *call) (int, any, error) {
 	if target.Learner || target.TieBreaker {
 		return 0, nil, model.WithField(errorf(http.StatusBadRequest, "MDM member %s is a learner or a tie-breaker and cannot lead; pick a full member", target.Name), "name")
 	}
-	if target.RaftLeader {
+	if target.RaftLeader && target.CairnLeader {
 		return http.StatusOK, map[string]string{"leader": target.Name}, nil // a repeat
 	}
+	st := model.NewStore(s.cfg.Etcd)
+	cands, err := st.ElectionCandidates(c.ctx)
+	if err != nil {
+		return 0, nil, etcdErr("read the MDM election", err)
+	}
+	if !slices.Contains(cands, target.Name) {
+		return 0, nil, fmt.Errorf("MDM member %s does not campaign for the control loop (it is down or still starting); start its `cairn mdm`, check `cairnctl mdm ls` and retry: %w", target.Name, model.ErrUnavailable)
+	}
+	if !target.RaftLeader {
+		if err := s.moveRaftLeader(c.ctx, ms, target); err != nil {
+			return 0, nil, err
+		}
+	}
+	if !target.CairnLeader {
+		l, err := s.cfg.Etcd.Grant(c.ctx, leaderHandoverTTL)
+		if err != nil {
+			return 0, nil, etcdErr("request the hand-over to "+target.Name, err)
+		}
+		// An answer is final: a request not honoured in time is
+		// withdrawn (unless a newer one replaced it: the key is then
+		// under that one's lease).
+		defer func() {
+			rctx, cancel := context.WithTimeout(context.WithoutCancel(c.ctx), 5*time.Second)
+			defer cancel()
+			s.cfg.Etcd.Revoke(rctx, l.ID)
+		}()
+		if _, err := s.cfg.Etcd.Put(c.ctx, model.LeaderHandoverKey, target.Name, clientv3.WithLease(l.ID)); err != nil {
+			return 0, nil, etcdErr("request the hand-over to "+target.Name, err)
+		}
+	}
+	deadline := time.Now().Add(leaderHandoverWait)
+	for {
+		if cands, err := st.ElectionCandidates(c.ctx); err == nil && len(cands) > 0 && cands[0] == target.Name {
+			if ms, _, err := s.members(c.ctx); err == nil {
+				if m, ok := findMember(ms, target.Name); ok && m.RaftLeader && m.CairnLeader {
+					return http.StatusOK, map[string]string{"leader": target.Name}, nil
+				}
+			}
+		}
+		if time.Now().After(deadline) || c.ctx.Err() != nil {
+			break
+		}
+		select {
+		case <-c.ctx.Done():
+		case <-time.After(250 * time.Millisecond):
+		}
+	}
+	return 0, nil, fmt.Errorf("MDM member %s did not become both raft and control-loop leader within %s (the request is withdrawn); check `cairnctl mdm ls` and the MDM logs, and retry: %w",
+		target.Name, leaderHandoverWait, model.ErrUnavailable)
+}
+
+// moveRaftLeader asks etcd's current raft leader to transfer its leadership
+// to target.
+func (s *Server) moveRaftLeader(ctx context.Context, ms []mdmMember, target mdmMember) error {
 	var leader mdmMember
 	for _, m := range ms {
 		if m.RaftLeader {
@@ -261,19 +347,19 @@ func (s *Server) moveMDMLeader(c *call) (int, any, error) {
 		}
 	}
 	if len(leader.ClientURLs) == 0 {
-		return 0, nil, fmt.Errorf("no MDM leader known; retry in a few seconds: %w", model.ErrUnavailable)
+		return fmt.Errorf("no MDM leader known; retry in a few seconds: %w", model.ErrUnavailable)
 	}
 	conn, err := s.cfg.Etcd.Dial(leader.ClientURLs[0])
 	if err != nil {
-		return 0, nil, etcdErr("connect to the MDM leader "+leader.Name, err)
+		return etcdErr("connect to the MDM leader "+leader.Name, err)
 	}
 	defer conn.Close()
 	var id uint64
 	fmt.Sscanf(target.ID, "%x", &id)
-	if _, err := clientv3.NewMaintenanceFromMaintenanceClient(pb.NewMaintenanceClient(conn), s.cfg.Etcd).MoveLeader(c.ctx, id); err != nil {
-		return 0, nil, etcdErr("move the MDM leadership to "+target.Name, err)
+	if _, err := clientv3.NewMaintenanceFromMaintenanceClient(pb.NewMaintenanceClient(conn), s.cfg.Etcd).MoveLeader(ctx, id); err != nil {
+		return etcdErr("move the MDM leadership to "+target.Name, err)
 	}
-	return http.StatusOK, map[string]string{"leader": target.Name}, nil
+	return nil
 }
 
 // promoteLearners promotes every learner etcd finds in sync (it refuses the

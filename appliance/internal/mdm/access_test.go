@@ -137,9 +137,10 @@ func TestRolePermissions(t *testing.T) {
 	if _, err := sds.Revoke(ctx, l.ID); err != nil {
 		t.Fatalf("sds revokes its lease: %v", err)
 	}
-	// Refused: the model, another role's keys, the log, admin requests.
+	// Refused: the model, another role's keys, the log, the leadership
+	// (a hand-over request), admin requests.
 	for _, k := range []string{model.Key("volume", "v1"), model.SystemKey, model.MapKey("p1"), model.FrontendStatsKey("x"),
-		model.CertKey(pki.RoleGateway, "gw"), model.EventPrefix + "0000000000000002"} {
+		model.CertKey(pki.RoleGateway, "gw"), model.EventPrefix + "0000000000000002", model.LeaderHandoverKey} {
 		if _, err := sds.Put(ctx, k, "owned"); !denied(err) {
 			t.Errorf("sds put %s: %v, want permission denied", k, err)
 		}

@@ -51,8 +51,8 @@ func (c *Controller) Run(ctx context.Context) {
 					// statistics, the bootstrap token and login
 					// sessions (both written: model/keys.go), the
 					// maps and epoch this controller writes itself,
-					// the election.
-					if !hasAnyPrefix(k, model.StatsPrefix, model.TokenPrefix, model.SessionPrefix, model.MapPrefix, model.EpochKey, model.ElectionPrefix) {
+					// the election and its hand-over requests.
+					if !hasAnyPrefix(k, model.StatsPrefix, model.TokenPrefix, model.SessionPrefix, model.MapPrefix, model.EpochKey, model.ElectionPrefix, model.LeaderHandoverKey) {
 						relevant = true
 					}
 				}

@@ -215,7 +215,9 @@ func serveTLS(ec *embed.Config, cfg Config, urls ...*url.URL) error {
 	return nil
 }
 
-// campaign competes for leadership and runs the control loop while leader.
+// campaign competes for leadership and runs the control loop while leader,
+// until the session ends or a hand-over request (handover.go) names
+// another member; then it resigns and campaigns again.
 func campaign(ctx context.Context, cli *clientv3.Client, cfg Config, log *slog.Logger) error {
 	for ctx.Err() == nil {
 		sess, err := concurrency.NewSession(cli, concurrency.WithTTL(cfg.ElectionTTL), concurrency.WithContext(ctx))
@@ -252,13 +254,26 @@ func campaign(ctx context.Context, cli *clientv3.Client, cfg Config, log *slog.L
 			}
 			cancel()
 		}()
+		// A hand-over request ends the term like a lost session: the
+		// control loop stops before the resignation lets the next
+		// candidate start its own.
+		handover := make(chan string, 1)
+		go func() {
+			handover <- awaitHandover(lctx, cli, cfg.Name, log)
+			cancel()
+		}()
 		(&Controller{Etcd: cli, Log: log}).Run(lctx)
 		cancel()
+		to := <-handover
 		rctx, rcancel := context.WithTimeout(context.Background(), time.Second)
 		_ = el.Resign(rctx)
 		rcancel()
 		sess.Close()
-		if ctx.Err() == nil {
+		switch {
+		case ctx.Err() != nil:
+		case to != "":
+			log.Info("MDM leadership handed over on request; campaigning again", "to", to)
+		default:
 			log.Warn("MDM leadership lost; campaigning again")
 		}
 	}

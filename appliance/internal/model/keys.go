@@ -30,7 +30,8 @@ import (
 //	Prefix+"throttle/addr/<address>"      failed-login counter      gateway, at each login attempt    gateway, before checking a password      lease (window + lockout)
 //	Prefix+"cert/<role>/<name>"            pki.Info (no secret)      each daemon with --pki, at start  gateway (certificates, expiry alerts)     lease (the daemon)
 //	Prefix+"refused/<role>/<name>/<seq>"   refusals.Batch            a daemon that refused connections gateway (one event each, then deletes)     lease (1 h) or until consumed
-//	Prefix+"election/..."                  etcd election keys        MDM members (concurrency)         MDM members                              lease (leader session)
+//	Prefix+"election/..."                  etcd election keys        MDM members (concurrency)         MDM members, gateway                     lease (leader session)
+//	Prefix+"handover"                      member name (text)        gateway (POST /mdm/leader)        MDM leader; the named member deletes it  lease (60 s) or until done
 //	Prefix+"mdmrole/<member>"              {"tie_breaker": bool}     `cairn mdm` at start, gateway     gateway (MDM member list)                until the member is removed
 //	LogPrefix+"eventseq"                   last event number (dec.)  gateway, in each event's txn      gateway                                  forever
 //	LogPrefix+"event/<16 hex digits>"      gateway Event             gateway                           gateway (GET /events, SSE)               10 000 events, 30 days
@@ -185,6 +186,15 @@ func RefusedKey(role, name, seq string) string { return RefusedPrefix + role + "
 
 // ElectionPrefix is where MDM members campaign for leadership.
 const ElectionPrefix = Prefix + "election/"
+
+// LeaderHandoverKey is a request to hand the control loop to the MDM member
+// it names (text), written by the gateway's POST /mdm/leader under a lease
+// so that a request nobody can honour dies by itself. The elected leader
+// resigns and campaigns again when the named member campaigns (it has a
+// key under ElectionPrefix); the named member deletes the request when it
+// wins. A request naming a member that does not campaign (down, a
+// tie-breaker) changes nothing.
+const LeaderHandoverKey = Prefix + "handover"
 
 // MDMRolePrefix holds each member's Cairn role (MDMRolePrefix+name ->
 // {"tie_breaker": bool}), written by `cairn mdm` at start and by the

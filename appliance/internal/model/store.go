@@ -73,6 +73,23 @@ func (s *Store) Lookup(ctx context.Context, kind, name string) (string, error) {
 	return string(r.Kvs[0].Value), nil
 }
 
+// ElectionCandidates returns the MDM members campaigning for the control
+// loop, oldest candidate first: the first leads, the others wait in that
+// order (concurrency.Election stores each candidate's name as the value of
+// its key under ElectionPrefix). A member that is down, or a tie-breaker,
+// has no key.
+func (s *Store) ElectionCandidates(ctx context.Context) ([]string, error) {
+	r, err := s.C.Get(ctx, ElectionPrefix, clientv3.WithPrefix(), clientv3.WithSort(clientv3.SortByCreateRevision, clientv3.SortAscend))
+	if err != nil {
+		return nil, err
+	}
+	out := make([]string, 0, len(r.Kvs))
+	for _, kv := range r.Kvs {
+		out = append(out, string(kv.Value))
+	}
+	return out, nil
+}
+
 // Create writes a new object with a unique name in one transaction; it fails
 // with ErrExists if the name or id is taken. extra operations (e.g. updates of
 // related objects guarded by cmps) join the same transaction.

@@ -329,7 +329,9 @@ class MdmMembers(Collection[MdmMember]):
         return self._create({"name": name, "peer_url": peer_url, "tie_breaker": tie_breaker})
 
     def set_leader(self, name: str) -> str:
-        """Move the raft leadership to ``name``; returns the new leader."""
+        """Move the MDM leadership to ``name``, both etcd's raft leader and the Cairn control loop
+        (``cairn_leader``); returns the new leader once it holds both. Raises ``cairn.Unavailable``
+        when the member does not campaign (down, starting) or did not take over within 15 s."""
         r = self._t.request("POST", "/mdm/leader", json_body={"name": name})
         return str(r.body.get("leader", "")) if isinstance(r.body, dict) else ""
 
