@@ -13,8 +13,6 @@ description:
   - Adds members (they join as etcd learners and are promoted once caught up, so an addition never breaks quorum),
     removes members (the gateway refuses to go below quorum) and moves the leadership.
   - Idempotent; supports check mode and diff.
-  - The gateway routes it uses (C(/mdm/members), C(/mdm/leader)) are marked I(planned) in the API contract
-    (docs/api.md); against a gateway without them the module fails with the gateway's message.
 options:
   members:
     description:
@@ -39,7 +37,9 @@ options:
     type: bool
     default: false
   leader:
-    description: Move the leadership to this member.
+    description:
+      - Move the leadership to this member, both etcd's raft leadership and Cairn's control loop (the gateway
+        waits up to 15 s for both); a member that already holds both is left alone.
     type: str
 extends_documentation_fragment:
   - cairn.storage.cairn
@@ -87,7 +87,12 @@ from ansible_collections.cairn.storage.plugins.module_utils.cairn import CairnMo
 
 
 def view(members: list[dict[str, Any]]) -> dict[str, Any]:
-    return {str(x.get("name")): {"tie_breaker": bool(x.get("tie_breaker")), "leader": bool(x.get("raft_leader"))} for x in members}
+    return {str(x.get("name")): {"tie_breaker": bool(x.get("tie_breaker")), "leader": leads(x)} for x in members}
+
+
+def leads(x: dict[str, Any]) -> bool:
+    """A member leads when it holds both the raft leadership and Cairn's control loop."""
+    return bool(x.get("raft_leader")) and bool(x.get("cairn_leader"))
 
 
 def main() -> None:
@@ -134,7 +139,7 @@ def main() -> None:
     if p["leader"]:
         if p["leader"] not in {str(x.get("name")) for x in after}:
             m.module.fail_json(msg=f"no MDM member {p['leader']} (members: {', '.join(sorted(have))}): name a member as leader")
-        if not have.get(p["leader"], {}).get("raft_leader"):
+        if not leads(have.get(p["leader"], {})):
             m.write(
                 None,
                 m.client.transport.request,
@@ -143,7 +148,7 @@ def main() -> None:
                 json_body={"name": p["leader"]},
                 doing=f"move the MDM leadership to {p['leader']}",
             )
-            after = [dict(x, raft_leader=x.get("name") == p["leader"]) for x in after]
+            after = [dict(x, raft_leader=x.get("name") == p["leader"], cairn_leader=x.get("name") == p["leader"]) for x in after]
     if m.changed and not m.check_mode:
         after = [dict(x.raw) for x in m.call("list the MDM members", api.list)]
     m.set_diff({"members": view(cur)}, {"members": view(after)})
