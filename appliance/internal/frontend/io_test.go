@@ -164,21 +164,29 @@ func TestLimitsFollowTheModel(t *testing.T) {
 	}
 }
 
+// limitedVolume starts a 2-SDS test cluster with volume v1 limited to
+// iops. When the test ends, ctx ends and the goroutines counted in wg are
+// waited for (before the cluster stops).
+func limitedVolume(t *testing.T, iops int64) (*testcluster.Cluster, context.Context, *sync.WaitGroup, *client.Volume) {
+	t.Helper()
+	c := testcluster.Start(t, testcluster.Options{SDSs: 2, DevicesPerSDS: 1, PGCount: 16})
+	ctx, cancel := context.WithCancel(context.Background())
+	wg := &sync.WaitGroup{}
+	t.Cleanup(func() { cancel(); wg.Wait() })
+	vol := c.CreateVolume("v1", model.AllocationUnit, true)
+	if _, err := c.Store.UpdateVolumeQoS(ctx, "v1", model.VolumeQoSUpdate{IOPSLimit: ptr(iops)}); err != nil {
+		t.Fatal(err)
+	}
+	return c, ctx, wg, vol
+}
+
 // TestAsyncPathThrottledAndCounted drives the goroutine-free path the way
 // the NBD reader does (one loop sending reads with hold, QD 16): the limit
 // holds, every completed read is counted with its latency, and the time
 // the loop was held back shows as throttled.
 func TestAsyncPathThrottledAndCounted(t *testing.T) {
-	c := testcluster.Start(t, testcluster.Options{SDSs: 2, DevicesPerSDS: 1, PGCount: 16})
-	ctx, cancel := context.WithCancel(context.Background())
-	var wg sync.WaitGroup
-	defer wg.Wait()
-	defer cancel()
-	vol := c.CreateVolume("v1", model.AllocationUnit, true)
 	const limit = 250
-	if _, err := c.Store.UpdateVolumeQoS(ctx, "v1", model.VolumeQoSUpdate{IOPSLimit: ptr(int64(limit))}); err != nil {
-		t.Fatal(err)
-	}
+	c, ctx, wg, vol := limitedVolume(t, limit)
 	f := NewIO(c.Cat, model.HostISCSI, "")
 	wg.Add(1)
 	go func() {
@@ -383,16 +391,8 @@ func TestOffloadsThrottled(t *testing.T) {
 // counters and admits its share, so together they stay at the limit, and
 // one alone gets the whole limit again once the other stops.
 func TestLimitSharedAcrossFrontends(t *testing.T) {
-	c := testcluster.Start(t, testcluster.Options{SDSs: 2, DevicesPerSDS: 1, PGCount: 16})
-	ctx, cancel := context.WithCancel(context.Background())
-	var wg sync.WaitGroup
-	defer wg.Wait()
-	defer cancel()
-	vol := c.CreateVolume("v1", model.AllocationUnit, true)
 	const limit = 300
-	if _, err := c.Store.UpdateVolumeQoS(ctx, "v1", model.VolumeQoSUpdate{IOPSLimit: ptr(int64(limit))}); err != nil {
-		t.Fatal(err)
-	}
+	c, ctx, wg, vol := limitedVolume(t, limit)
 	const interval = 500 * time.Millisecond
 	var vs []*Volume
 	for range 2 {
