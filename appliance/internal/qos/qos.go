@@ -205,18 +205,17 @@ func Share(limit float64, self Demand, others []Demand) float64 {
 	}
 	ds = append(ds, mine)
 	sort.Float64s(ds)
+	// Serve the demands smallest first; the first that reaches the fair
+	// part of what is left sets the level everyone from there on gets.
+	// The level only rises as smaller demands are served, so a demand
+	// served before it (mine, perhaps) is below it: min gives each its due.
 	left := limit
 	for i, d := range ds {
 		fair := left / float64(n-i)
 		if d >= fair {
-			// Everyone from here on (self included, as mine >= d) gets
-			// the fair part of what is left, or its demand if smaller.
 			return min(mine, fair)
-		}
-		if d == mine {
-			return mine
 		}
 		left -= d
 	}
-	return min(mine, left)
+	return mine // every demand fits
 }
