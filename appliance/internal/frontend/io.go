@@ -36,8 +36,8 @@ type IO struct {
 
 	mu   sync.Mutex
 	vols map[uint64]*volumeIO
-	// peers: the other frontends' last published counters (share.go);
-	// used by Run's goroutine only.
+	// peers: every frontend's last published counters, this one's
+	// included (share.go); used by Run's goroutine only.
 	peers map[string]*peer
 }
 
@@ -47,10 +47,8 @@ type volumeIO struct {
 	io  iostats.Counters
 	// shareIOPS and shareBytes: the part of the volume's own limits this
 	// frontend admits while others serve the volume too (share.go); 1
-	// alone. prev, prevTime: the counters at the last rebalance.
+	// alone.
 	shareIOPS, shareBytes float64
-	prev                  model.IOCounters
-	prevTime              time.Time
 }
 
 // NewIO returns the QoS and statistics state of a frontend; host is the

@@ -21,7 +21,7 @@ import (
 	"github.com/cairn-storage/cairn/appliance/internal/qos"
 )
 
-// peer is what one other frontend instance last published.
+// peer is what one frontend instance (this one included) last published.
 type peer struct {
 	started, time time.Time
 	vols          map[string]model.IOCounters
@@ -56,9 +56,10 @@ func scaled(limit int64, share float64) int64 {
 	return max(1, int64(float64(limit)*share+0.5))
 }
 
-// rebalance reads the other frontends' counters and sets each limited
-// volume's share here. Others whose counters are older than stale are
-// left out (stopped, or cut off).
+// rebalance reads every frontend's published counters (this one's too:
+// its own rates come from the same records, by the same arithmetic) and
+// sets each limited volume's share here. Others whose counters are older
+// than stale are left out (stopped, or cut off).
 func (f *IO) rebalance(ctx context.Context, cli *clientv3.Client, now time.Time, stale time.Duration) error {
 	gctx, cancel := context.WithTimeout(ctx, 2*time.Second)
 	defer cancel()
@@ -69,7 +70,7 @@ func (f *IO) rebalance(ctx context.Context, cli *clientv3.Client, now time.Time,
 	seen := map[string]bool{}
 	for _, kv := range r.Kvs {
 		var st model.FrontendStats
-		if json.Unmarshal(kv.Value, &st) != nil || st.Instance == f.instance || now.Sub(st.Time) > stale {
+		if json.Unmarshal(kv.Value, &st) != nil || now.Sub(st.Time) > stale {
 			continue
 		}
 		seen[st.Instance] = true
@@ -96,17 +97,16 @@ func (f *IO) rebalance(ctx context.Context, cli *clientv3.Client, now time.Time,
 
 	f.mu.Lock()
 	defer f.mu.Unlock()
+	self := f.peers[f.instance] // nil until published twice: no rate yet
 	for id, s := range f.vols {
-		cur := s.io.Snapshot()
-		var mine rates
-		if !s.prevTime.IsZero() && !counterReset(s.prev, cur) {
-			mine = ratesOf(s.prev, cur, now.Sub(s.prevTime).Seconds())
-		}
-		s.prev, s.prevTime = cur, now
 		key := fmt.Sprintf("%016x", id)
+		var mine rates
+		if self != nil {
+			mine = self.rates[key]
+		}
 		var ops, bytes []qos.Demand
-		for _, p := range f.peers {
-			if o, ok := p.rates[key]; ok && (o.ops.Rate > 0 || o.ops.Throttled) {
+		for inst, p := range f.peers {
+			if o, ok := p.rates[key]; ok && inst != f.instance && (o.ops.Rate > 0 || o.ops.Throttled) {
 				ops, bytes = append(ops, o.ops), append(bytes, o.bytes)
 			}
 		}
