@@ -208,6 +208,24 @@ try {
     await dialog.getByRole('button', { name: 'Create' }).click();
     await page.locator('.job-card .label-success').waitFor({ timeout: 120_000 });
     await page.locator('clr-dg-cell').getByText('vol1', { exact: true }).waitFor();
+  });
+
+  await step("set a volume's QoS limits (a value the gateway refuses shows its reason)", async () => {
+    await page.getByRole('button', { name: 'Edit the QoS limits of vol1' }).click();
+    const dialog = page.getByRole('dialog');
+    await dialog.getByLabel('Bandwidth limit (MiB/s)').fill('0.01');
+    await dialog.getByRole('button', { name: 'Apply' }).click();
+    await dialog.getByText('at least 0.0625 MiB/s').waitFor();
+    await dialog.getByLabel('Bandwidth limit (MiB/s)').fill('100');
+    await dialog.getByLabel('IOPS limit').fill('20000000');
+    await dialog.getByRole('button', { name: 'Apply' }).click();
+    await dialog.getByText('1 to 10000000 I/Os per second').waitFor();
+    await dialog.getByLabel('IOPS limit').fill('2000');
+    await shot(page, 'volume-qos');
+    await axe(page, 'volume QoS dialog');
+    await dialog.getByRole('button', { name: 'Apply' }).click();
+    await dialog.waitFor({ state: 'hidden' });
+    await page.locator('clr-dg-cell').getByText('2,000 IOPS · 100 MiB/s').waitFor();
     await shot(page, 'volumes');
     await axe(page, 'volumes');
   });

@@ -15,6 +15,7 @@ package main
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"flag"
 	"fmt"
 	"log/slog"
@@ -290,6 +291,19 @@ func (h *harness) run(ctx context.Context) error {
 			}
 			h.check(found, "host %s mounts VMFS datastore %s", name, volume)
 		}
+		// The plugin's QoS call against the real gateway: set, refused
+		// with the gateway's reason, removed again (fio runs unlimited).
+		iops, bw := int64(5000), int64(100<<20)
+		u, err := api.UpdateVolume(ctx, volume, gateway.VolumeUpdate{IOPSLimit: &iops, BandwidthLimit: &bw})
+		h.check(err == nil && u.IOPSLimit == iops && u.EffectiveBandwidthLimit == bw, "QoS limits set through the gateway: %s %v", limitsOf(u), err)
+		tiny := int64(1000)
+		_, err = api.UpdateVolume(ctx, volume, gateway.VolumeUpdate{BandwidthLimit: &tiny})
+		var se *gateway.StatusError
+		h.check(errors.As(err, &se) && se.Status == 400 && strings.Contains(se.Message, "bandwidth_limit 1000 must be 0 (unlimited)"),
+			"a bandwidth limit under the minimum refused with the gateway's reason: %v", err)
+		var zero int64
+		u, err = api.UpdateVolume(ctx, volume, gateway.VolumeUpdate{IOPSLimit: &zero, BandwidthLimit: &zero})
+		h.check(err == nil && u.IOPSLimit == 0 && u.BandwidthLimit == 0, "QoS limits removed: %s %v", limitsOf(u), err)
 		return nil
 	}); err != nil {
 		return err
@@ -445,6 +459,14 @@ func (h *harness) run(ctx context.Context) error {
 		h.check(passes >= 2 && failures == 0, "fio (nbd engine, verify=crc32c) across both rolls: %d passes written and verified, %d failed%s", passes, failures, last)
 		return nil
 	})
+}
+
+// limitsOf prints a volume's QoS limits, own and effective.
+func limitsOf(v *gateway.Volume) string {
+	if v == nil {
+		return "(no volume)"
+	}
+	return fmt.Sprintf("%d IOPS, %d B/s (effective %d IOPS, %d B/s)", v.IOPSLimit, v.BandwidthLimit, v.EffectiveIOPSLimit, v.EffectiveBandwidthLimit)
 }
 
 func units(hosts []string) [][]string {

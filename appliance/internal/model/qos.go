@@ -3,6 +3,8 @@ package model
 import (
 	"context"
 	"fmt"
+
+	"github.com/cairn-storage/cairn/appliance/contract"
 )
 
 // QoSLimits are the I/O limits of a volume or of one of its mappings; 0
@@ -22,24 +24,20 @@ type PoolQoS struct {
 	QoSBandwidthPerGiB int64 `json:"qos_bandwidth_per_gib"` // bytes/s per GiB
 }
 
-// Bounds of the QoS settings.
+// Bounds of the QoS settings (the limits' own are in the contract, which
+// clients check against too).
 const (
-	MaxIOPSLimit = 10_000_000
-	// MinBandwidthLimit: below one 64 KiB request per second a limit only
-	// stalls a host.
-	MinBandwidthLimit    = 64 << 10
-	MaxBandwidthLimit    = 1 << 40
+	MaxIOPSLimit         = contract.MaxIOPSLimit
+	MinBandwidthLimit    = contract.MinBandwidthLimit
+	MaxBandwidthLimit    = contract.MaxBandwidthLimit
 	MaxQoSIOPSPerGiB     = 1_000_000
 	MaxQoSBandwidthPerGB = 1 << 30
 )
 
 // checkQoS validates limits; what names the object in the message.
 func checkQoS(what string, q QoSLimits) error {
-	if q.IOPSLimit < 0 || q.IOPSLimit > MaxIOPSLimit {
-		return invalidf("%s: iops_limit %d must be 0 (unlimited) or 1 to %d I/Os per second", what, q.IOPSLimit, MaxIOPSLimit)
-	}
-	if q.BandwidthLimit != 0 && (q.BandwidthLimit < MinBandwidthLimit || q.BandwidthLimit > MaxBandwidthLimit) {
-		return invalidf("%s: bandwidth_limit %d must be 0 (unlimited) or %d to %d bytes per second (e.g. 104857600 for 100 MiB/s)", what, q.BandwidthLimit, MinBandwidthLimit, int64(MaxBandwidthLimit))
+	if err := contract.CheckQoS(what, q.IOPSLimit, q.BandwidthLimit); err != nil {
+		return invalidf("%v", err)
 	}
 	return nil
 }

@@ -105,6 +105,18 @@ type Volume struct {
 	Thin     bool      `json:"thin"`
 	WWN      string    `json:"wwn"` // 32 hex digits, NAA type 6: ESXi names the LUN "naa."+WWN
 	Mappings []Mapping `json:"mappings,omitempty"`
+	// QoS: the volume's own limits (0: unlimited) and those it runs with
+	// (its own, or the pool's per-GiB rule where it has none).
+	IOPSLimit               int64 `json:"iops_limit"`
+	BandwidthLimit          int64 `json:"bandwidth_limit"` // bytes per second
+	EffectiveIOPSLimit      int64 `json:"effective_iops_limit"`
+	EffectiveBandwidthLimit int64 `json:"effective_bandwidth_limit"`
+}
+
+// VolumeUpdate is a volume PATCH: nil fields stay, 0 removes a limit.
+type VolumeUpdate struct {
+	IOPSLimit      *int64 `json:"iops_limit,omitempty"`
+	BandwidthLimit *int64 `json:"bandwidth_limit,omitempty"`
 }
 
 type Host struct {
@@ -196,6 +208,7 @@ type API interface {
 	GetVolume(ctx context.Context, idOrName string) (*Volume, error)
 	ListVolumes(ctx context.Context) ([]Volume, error)
 	CreateVolume(ctx context.Context, spec VolumeSpec) (*Volume, error)
+	UpdateVolume(ctx context.Context, idOrName string, up VolumeUpdate) (*Volume, error)
 	MapVolume(ctx context.Context, volume, host string) error
 	GetHost(ctx context.Context, idOrName string) (*Host, error)
 	ListHosts(ctx context.Context) ([]Host, error)

@@ -449,6 +449,13 @@ func (c *HTTPClient) GetVolume(ctx context.Context, id string) (*Volume, error) 
 func (c *HTTPClient) CreateVolume(ctx context.Context, spec VolumeSpec) (*Volume, error) {
 	return create[Volume](ctx, c, "volumes", spec)
 }
+func (c *HTTPClient) UpdateVolume(ctx context.Context, id string, up VolumeUpdate) (*Volume, error) {
+	var out Volume
+	if err := c.do(ctx, http.MethodPatch, "/api/v1/volumes/"+esc(id), up, &out); err != nil {
+		return nil, err
+	}
+	return &out, nil
+}
 func (c *HTTPClient) MapVolume(ctx context.Context, volume, host string) error {
 	return c.do(ctx, http.MethodPost, "/api/v1/volumes/"+esc(volume)+"/map", map[string]string{"host": host}, nil)
 }

@@ -15,6 +15,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/cairn-storage/cairn/appliance/contract"
 	"github.com/cairn-storage/cairn/vcenter-plugin/internal/gateway"
 	"github.com/cairn-storage/cairn/vcenter-plugin/internal/vcsimkit"
 )
@@ -387,6 +388,39 @@ func (a *Array) CreateVolume(ctx context.Context, spec gateway.VolumeSpec) (*gat
 	v.WWN = strings.ReplaceAll(v.WWN, " ", "")
 	a.vols = append(a.vols, v)
 	c := *v
+	return &c, nil
+}
+
+// UpdateVolume sets a volume's QoS limits under the gateway's bounds
+// (contract.CheckQoS); the array has no per-GiB pool rule, so the
+// effective limits are the volume's own.
+func (a *Array) UpdateVolume(ctx context.Context, key string, up gateway.VolumeUpdate) (*gateway.Volume, error) {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	v := find(a.vols, key, volID, volName)
+	if v == nil {
+		return nil, notFound("volume", key)
+	}
+	iops, bw := v.IOPSLimit, v.BandwidthLimit
+	if up.IOPSLimit != nil {
+		iops = *up.IOPSLimit
+	}
+	if up.BandwidthLimit != nil {
+		bw = *up.BandwidthLimit
+	}
+	path := "/api/v1/volumes/" + v.ID
+	if err := contract.CheckQoS(fmt.Sprintf("volume %q", v.Name), iops, bw); err != nil {
+		return nil, &gateway.StatusError{Method: "PATCH", Path: path, Status: 400, Message: err.Error()}
+	}
+	if iops != v.IOPSLimit || bw != v.BandwidthLimit {
+		if err := a.call("UpdateVolume", fmt.Sprintf("%s iops=%d bw=%d", v.Name, iops, bw)); err != nil {
+			return nil, err
+		}
+	}
+	v.IOPSLimit, v.BandwidthLimit = iops, bw
+	v.EffectiveIOPSLimit, v.EffectiveBandwidthLimit = iops, bw
+	c := *v
+	c.Mappings = append([]gateway.Mapping(nil), v.Mappings...)
 	return &c, nil
 }
 

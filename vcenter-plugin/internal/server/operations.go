@@ -6,6 +6,7 @@ package server
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"net/http"
 	"os"
@@ -200,4 +201,44 @@ func (s *Server) maintenanceContinue(w http.ResponseWriter, r *http.Request, us 
 		return
 	}
 	w.WriteHeader(http.StatusNoContent)
+}
+
+// volumeSettings changes a volume's QoS limits (live: the frontends apply
+// them within a second). The gateway's answer is passed on with its status,
+// so a refused value reaches the form with the gateway's reason.
+func (s *Server) volumeSettings(w http.ResponseWriter, r *http.Request, us *userSession) {
+	var up gateway.VolumeUpdate
+	if !decode(w, r, &up) {
+		return
+	}
+	if up.IOPSLimit == nil && up.BandwidthLimit == nil {
+		writeError(w, http.StatusBadRequest, "nothing to change: give iops_limit and/or bandwidth_limit (0 removes a limit)")
+		return
+	}
+	api, _, err := s.gatewayFor(r.PathValue("system"))
+	if err != nil {
+		writeError(w, http.StatusConflict, "%v", err)
+		return
+	}
+	v, err := api.UpdateVolume(r.Context(), r.PathValue("volume"), up)
+	if err != nil {
+		writeGatewayError(w, err)
+		return
+	}
+	writeJSON(w, http.StatusOK, v)
+}
+
+// writeGatewayError answers with the gateway's own status and message for
+// what it refused (bad value, missing or changed object) and 502 for a
+// gateway that could not be asked.
+func writeGatewayError(w http.ResponseWriter, err error) {
+	var se *gateway.StatusError
+	switch {
+	case errors.As(err, &se) && se.Status >= 400 && se.Status < 500 && se.Status != http.StatusUnauthorized && se.Status != http.StatusForbidden:
+		writeError(w, se.Status, "%s", se.Message)
+	case errors.Is(err, gateway.ErrNotFound):
+		writeError(w, http.StatusNotFound, "%v", err)
+	default:
+		writeError(w, http.StatusBadGateway, "%v (check that the system's gateways are up: Cairn > Dashboard)", err)
+	}
 }

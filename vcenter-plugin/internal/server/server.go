@@ -148,6 +148,8 @@ func (s *Server) routeTable() []route {
 			handler: s.authed(s.events)},
 		{method: "POST", path: "/api/v1/volumes", what: `{"system","volume","size_gib","pool","hosts",...} -> 202 {job}: volume to VMFS datastore`,
 			handler: s.authed(s.volume)},
+		{method: "PATCH", path: "/api/v1/systems/{system}/volumes/{volume}", what: `{"iops_limit","bandwidth_limit"} (0: unlimited) -> 200 volume: QoS limits, live`,
+			handler: s.authed(s.volumeSettings)},
 		{method: "POST", path: "/api/v1/maintenance/{system}", what: `{"by":"host|faultset","mode","hosts","hook"} -> 202 {job}: rolling maintenance (resumes)`,
 			handler: s.authed(s.maintenance)},
 		{method: "POST", path: "/api/v1/maintenance/{system}/continue", what: "confirm the operator's patch step",

@@ -286,6 +286,36 @@ func TestServer(t *testing.T) {
 		}
 	}
 
+	// QoS limits of the volume, live, with the gateway's reasons passed on.
+	var vol gateway.Volume
+	if code := c.do("PATCH", "/api/v1/systems/cairn1/volumes/ds1", map[string]any{"iops_limit": 2000, "bandwidth_limit": 100 << 20}, &vol); code != 200 ||
+		vol.IOPSLimit != 2000 || vol.BandwidthLimit != 100<<20 || vol.EffectiveIOPSLimit != 2000 {
+		t.Fatalf("set QoS: %d %+v", code, vol)
+	}
+	if code := c.do("PATCH", "/api/v1/systems/cairn1/volumes/ds1", map[string]any{"bandwidth_limit": 1000}, &e); code != 400 ||
+		!strings.Contains(e["error"], "bandwidth_limit 1000 must be 0 (unlimited) or 65536") {
+		t.Fatalf("bandwidth below the minimum: %d %+v", code, e)
+	}
+	if code := c.do("PATCH", "/api/v1/systems/cairn1/volumes/ds1", map[string]any{"iops_limit": 0}, &vol); code != 200 ||
+		vol.IOPSLimit != 0 || vol.BandwidthLimit != 100<<20 {
+		t.Fatalf("remove the IOPS limit (the refused change left the bandwidth alone): %d %+v", code, vol)
+	}
+	for _, bad := range []struct {
+		path string
+		body any
+		code int
+		msg  string
+	}{
+		{"/api/v1/systems/cairn1/volumes/nope", map[string]any{"iops_limit": 5}, 404, "nope"},
+		{"/api/v1/systems/cairn1/volumes/ds1", map[string]any{}, 400, "nothing to change"},
+		{"/api/v1/systems/cairn1/volumes/ds1", map[string]any{"iops": 5}, 400, "unknown field"},
+		{"/api/v1/systems/other/volumes/ds1", map[string]any{"iops_limit": 5}, 409, "deploy it first"},
+	} {
+		if code := c.do("PATCH", bad.path, bad.body, &e); code != bad.code || !strings.Contains(e["error"], bad.msg) {
+			t.Fatalf("PATCH %s %v: %d %q, want %d %q", bad.path, bad.body, code, e["error"], bad.code, bad.msg)
+		}
+	}
+
 	// Rolling maintenance driven by the operator's Continue; hooks cannot
 	// be set through the API.
 	if code := c.do("POST", "/api/v1/maintenance/cairn1", map[string]any{"by": "host", "hook": []string{"rm", "-rf", "/"}}, &e); code != 400 {

@@ -7,6 +7,8 @@ import {
   ProgressEvent,
   SystemView,
   Validation,
+  Volume,
+  VolumeQoS,
   VolumeRequest,
 } from './types';
 
@@ -131,6 +133,12 @@ export class ApiService {
 
   createVolume(req: VolumeRequest): Promise<Job> {
     return this.call('POST', '/volumes', req);
+  }
+
+  // setVolumeQoS changes a volume's limits, live (the gateway's reason
+  // comes back as the ApiError's message when it refuses a value).
+  setVolumeQoS(system: string, volume: string, qos: VolumeQoS): Promise<Volume> {
+    return this.call('PATCH', `/systems/${encodeURIComponent(system)}/volumes/${encodeURIComponent(volume)}`, qos);
   }
 
   startMaintenance(system: string, req: MaintenanceRequest): Promise<Job> {

@@ -13,6 +13,22 @@ export function bytes(n: number | undefined | null): string {
   return `${i === 0 ? v : v.toFixed(1)} ${units[i]}`;
 }
 
+// qosLimits shows a volume's limits as the admin set them: "2,000 IOPS ·
+// 100 MiB/s", or "unlimited".
+export function qosLimits(iops: number | undefined, bandwidth: number | undefined): string {
+  const parts: string[] = [];
+  if (iops) {
+    parts.push(`${iops.toLocaleString('en-US')} IOPS`);
+  }
+  if (bandwidth) {
+    const mib = bandwidth / MiB;
+    parts.push(`${Number.isInteger(mib) ? mib.toLocaleString('en-US') : mib.toFixed(2)} MiB/s`);
+  }
+  return parts.length ? parts.join(' · ') : 'unlimited';
+}
+
+export const MiB = 1 << 20;
+
 // addresses returns count consecutive IPv4 addresses from start, or an
 // error message when start is not an address or the range leaves the
 // subnet's last octet.

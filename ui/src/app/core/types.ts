@@ -140,6 +140,18 @@ export interface Volume {
   thin: boolean;
   wwn: string;
   mappings?: { host_id: string }[];
+  // QoS: the volume's own limits (0: unlimited) and those it runs with
+  // (its own, or its pool's per-GiB rule where it has none).
+  iops_limit?: number;
+  bandwidth_limit?: number; // bytes per second
+  effective_iops_limit?: number;
+  effective_bandwidth_limit?: number;
+}
+
+// VolumeQoS is a QoS change: absent fields stay, 0 removes a limit.
+export interface VolumeQoS {
+  iops_limit?: number;
+  bandwidth_limit?: number;
 }
 
 export interface SystemHealth {

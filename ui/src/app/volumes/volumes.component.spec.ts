@@ -1,25 +1,31 @@
 import { TestBed } from '@angular/core/testing';
 import { provideNoopAnimations } from '@angular/platform-browser/animations';
 import { ApiService } from '../core/api.service';
-import { SystemView } from '../core/types';
-import { VolumesComponent } from './volumes.component';
+import { SystemView, Volume } from '../core/types';
+import { VolumesComponent, qosRequest } from './volumes.component';
 
+const vol0: Volume = { id: 'v1', name: 'vol0', pool_id: 'p', size: 8 * 2 ** 30, thin: true, wwn: '6000c2', mappings: [{ host_id: 'h1' }] };
 const system: SystemView = {
   name: 'cairn1',
   datacenter: 'DC0',
   pool: 'pool1',
   hosts: ['esx-01', 'esx-02'],
   deploy: { completed: true, steps_done: 40 },
-  volumes: [{ id: 'v1', name: 'vol0', pool_id: 'p', size: 8 * 2 ** 30, thin: true, wwn: '6000c2', mappings: [{ host_id: 'h1' }] }],
+  volumes: [vol0],
 };
 
 describe('VolumesComponent', () => {
-  async function setup() {
+  async function setup(patchAnswer = { status: 200, body: '{}' }) {
     TestBed.configureTestingModule({ imports: [VolumesComponent], providers: [provideNoopAnimations()] });
     const api = TestBed.inject(ApiService);
     const posts: { url: string; body: unknown }[] = [];
+    const patches: { url: string; body: unknown }[] = [];
     api.base = '/api/v1';
     api.fetchFn = async (url, init) => {
+      if (init?.method === 'PATCH') {
+        patches.push({ url, body: JSON.parse(String(init.body)) });
+        return new Response(patchAnswer.body, { status: patchAnswer.status });
+      }
       if (init?.method === 'POST') {
         posts.push({ url, body: JSON.parse(String(init.body)) });
         return new Response('{"name":"volume:vol1","state":"running","started":"2026-01-01T00:00:00Z"}', { status: 202 });
@@ -38,7 +44,7 @@ describe('VolumesComponent', () => {
     // No whenStable: the store's refresh timer keeps the zone busy until
     // the component is destroyed.
     f.detectChanges();
-    return { f, posts };
+    return { f, posts, patches };
   }
 
   it("lists the system's volumes from the server", async () => {
@@ -79,5 +85,48 @@ describe('VolumesComponent', () => {
     expect(c.jobName()).toBe('volume:vol1');
     expect(c.creating).toBe(false);
     f.destroy();
+  });
+
+  it('shows QoS limits in the admin\'s units, and a pool rule as such', async () => {
+    const { f } = await setup();
+    const c = f.componentInstance;
+    const v = vol0;
+    expect(c.limits(v)).toBe('unlimited');
+    expect(c.limits({ ...v, iops_limit: 2000, bandwidth_limit: 100 * 2 ** 20, effective_iops_limit: 2000, effective_bandwidth_limit: 100 * 2 ** 20 })).toBe(
+      '2,000 IOPS · 100 MiB/s',
+    );
+    expect(c.limits({ ...v, effective_iops_limit: 800 })).toBe('800 IOPS (pool rule)');
+    f.destroy();
+  });
+
+  it('checks the QoS form in its own units before asking the server', () => {
+    expect(qosRequest(2000, 100)).toEqual({ iops_limit: 2000, bandwidth_limit: 100 * 2 ** 20 });
+    expect(qosRequest(null, null)).toEqual({ iops_limit: 0, bandwidth_limit: 0 });
+    expect(qosRequest(1.5, null)).toContain('whole number');
+    expect(qosRequest(-1, null)).toContain('whole number');
+    expect(qosRequest(null, 0.01)).toContain('at least 0.0625 MiB/s');
+    expect(qosRequest(null, -2)).toContain('MiB per second');
+  });
+
+  it('sends the limits and closes; a refusal keeps the dialog open with the server\'s reason', async () => {
+    const ok = await setup();
+    const c = ok.f.componentInstance;
+    c.openQoS(system, vol0);
+    c.iopsLimit = 2000;
+    c.bandwidthMiB = 20;
+    await c.saveQoS();
+    expect(ok.patches).toEqual([{ url: '/api/v1/systems/cairn1/volumes/vol0', body: { iops_limit: 2000, bandwidth_limit: 20 * 2 ** 20 } }]);
+    expect(c.editingQoS).toBe(false);
+    ok.f.destroy();
+    TestBed.resetTestingModule();
+
+    const refused = await setup({ status: 400, body: '{"error":"volume \\"vol0\\": iops_limit 20000000 must be 0 (unlimited) or 1 to 10000000 I/Os per second"}' });
+    const r = refused.f.componentInstance;
+    r.openQoS(system, vol0);
+    r.iopsLimit = 20_000_000;
+    await r.saveQoS();
+    expect(r.editingQoS).toBe(true);
+    expect(r.qosError()).toContain('1 to 10000000 I/Os per second');
+    refused.f.destroy();
   });
 });

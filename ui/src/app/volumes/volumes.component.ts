@@ -2,9 +2,9 @@ import { Component, OnDestroy, OnInit, computed, inject, signal } from '@angular
 import { FormsModule } from '@angular/forms';
 import { ClarityModule } from '@clr/angular';
 import { ApiError, ApiService } from '../core/api.service';
-import { bytes } from '../core/format';
+import { MiB, bytes, qosLimits } from '../core/format';
 import { StoreService } from '../core/store.service';
-import { Job, SystemView } from '../core/types';
+import { Job, SystemView, Volume, VolumeQoS } from '../core/types';
 
 // VolumesComponent: the volumes of each system, and "create a volume and
 // its VMFS datastore on the hosts" as a job with live progress.
@@ -25,18 +25,23 @@ import { Job, SystemView } from '../core/types';
           <clr-dg-column>Size</clr-dg-column>
           <clr-dg-column>Provisioning</clr-dg-column>
           <clr-dg-column>Mapped to</clr-dg-column>
+          <clr-dg-column>QoS limits</clr-dg-column>
           <clr-dg-column>LUN (naa.)</clr-dg-column>
           <clr-dg-row *clrDgItems="let v of s.volumes ?? []" [clrDgItem]="v">
             <clr-dg-cell>{{ v.name }}</clr-dg-cell>
             <clr-dg-cell>{{ size(v.size) }}</clr-dg-cell>
             <clr-dg-cell>{{ v.thin ? 'thin' : 'thick' }}</clr-dg-cell>
             <clr-dg-cell>{{ v.mappings?.length ?? 0 }} hosts</clr-dg-cell>
+            <clr-dg-cell>
+              <span class="qos" [class.cairn-muted]="!v.effective_iops_limit && !v.effective_bandwidth_limit">{{ limits(v) }}</span>
+              <button type="button" class="btn btn-link btn-sm qos-edit" [attr.aria-label]="'Edit the QoS limits of ' + v.name" (click)="openQoS(s, v)">Edit</button>
+            </clr-dg-cell>
             <clr-dg-cell><code>{{ v.wwn }}</code></clr-dg-cell>
           </clr-dg-row>
           <clr-dg-placeholder>No volume yet: create one, the plugin also makes its datastore.</clr-dg-placeholder>
           <clr-dg-footer>{{ s.volumes?.length ?? 0 }} {{ (s.volumes?.length ?? 0) === 1 ? 'volume' : 'volumes' }}</clr-dg-footer>
         </clr-datagrid>
-        <p class="cairn-muted">Grow, map and unmap: <code>cairnctl volume resize|map|unmap</code> for now (the plugin server does not call those routes yet). QoS limits and delete are not in this version's gateway API.</p>
+        <p class="cairn-muted">QoS limits apply at once, on every host's path to the volume. Grow, map, unmap and delete are not in this plugin yet: use <code>cairnctl volume resize|map|unmap|delete</code> (remove the datastore in vSphere before you delete its volume).</p>
       } @empty {
         @if (store.systems() !== null) {
           <p>No deployed system: deploy one first (Deploy page).</p>
@@ -99,10 +104,37 @@ import { Job, SystemView } from '../core/types';
         <button type="button" class="btn btn-primary" (click)="create()" [disabled]="busy()">Create</button>
       </div>
     </clr-modal>
+
+    <clr-modal [(clrModalOpen)]="editingQoS" [clrModalSize]="'md'">
+      <h3 class="modal-title">QoS limits of {{ qosVolume?.name }}</h3>
+      <div class="modal-body">
+        <p>A limit holds for the volume as a whole, however many hosts use it, and changes within a second. Empty or 0: unlimited.</p>
+        <form clrForm clrLayout="horizontal" aria-label="QoS limits" (ngSubmit)="saveQoS()">
+          <clr-input-container>
+            <label for="qos-iops">IOPS limit</label>
+            <input clrInput type="number" id="qos-iops" name="iops" min="0" step="1" [(ngModel)]="iopsLimit" />
+            <clr-control-helper>I/Os per second, reads and writes together.</clr-control-helper>
+          </clr-input-container>
+          <clr-input-container>
+            <label for="qos-bw">Bandwidth limit (MiB/s)</label>
+            <input clrInput type="number" id="qos-bw" name="bandwidth" min="0" step="any" [(ngModel)]="bandwidthMiB" />
+            <clr-control-helper>At least 0.0625 MiB/s (64 KiB/s).</clr-control-helper>
+          </clr-input-container>
+        </form>
+        @if (qosError()) {
+          <div class="alert alert-danger alert-sm" role="alert"><div class="alert-items"><div class="alert-item static"><div class="alert-text">{{ qosError() }}</div></div></div></div>
+        }
+      </div>
+      <div class="modal-footer">
+        <button type="button" class="btn btn-outline" (click)="editingQoS = false">Cancel</button>
+        <button type="button" class="btn btn-primary" (click)="saveQoS()" [disabled]="busy()">Apply</button>
+      </div>
+    </clr-modal>
   `,
   styles: `
     .job-card { margin-top: 1rem; }
     .hosts { border: 0; padding: 0; margin-top: 0.6rem; }
+    .qos-edit { margin: 0 0 0 0.4rem; min-width: 0; padding: 0; height: auto; line-height: inherit; }
     .error-text { color: var(--cds-alias-status-danger, #c21d00); }
   `,
 })
@@ -125,6 +157,12 @@ export class VolumesComponent implements OnInit, OnDestroy {
   sizeGiB = 64;
   thin = true;
   hosts = new Set<string>();
+  editingQoS = false;
+  qosSystem: SystemView | null = null;
+  qosVolume: Volume | null = null;
+  iopsLimit: number | null = null;
+  bandwidthMiB: number | null = null;
+  readonly qosError = signal<string | null>(null);
 
   ngOnInit(): void {
     this.stop = this.store.watch(2000);
@@ -136,6 +174,43 @@ export class VolumesComponent implements OnInit, OnDestroy {
 
   size(n: number): string {
     return bytes(n);
+  }
+
+  limits(v: Volume): string {
+    const own = qosLimits(v.iops_limit, v.bandwidth_limit);
+    const eff = qosLimits(v.effective_iops_limit, v.effective_bandwidth_limit);
+    return own === eff ? own : `${eff} (pool rule)`;
+  }
+
+  openQoS(s: SystemView, v: Volume): void {
+    this.qosSystem = s;
+    this.qosVolume = v;
+    this.iopsLimit = v.iops_limit || null;
+    this.bandwidthMiB = v.bandwidth_limit ? v.bandwidth_limit / MiB : null;
+    this.qosError.set(null);
+    this.editingQoS = true;
+  }
+
+  async saveQoS(): Promise<void> {
+    if (!this.qosSystem || !this.qosVolume) {
+      return;
+    }
+    const qos = qosRequest(this.iopsLimit, this.bandwidthMiB);
+    if (typeof qos === 'string') {
+      this.qosError.set(qos);
+      return;
+    }
+    this.busy.set(true);
+    this.qosError.set(null);
+    try {
+      await this.api.setVolumeQoS(this.qosSystem.name, this.qosVolume.name, qos);
+      this.editingQoS = false;
+      await this.store.refresh();
+    } catch (e) {
+      this.qosError.set(e instanceof ApiError ? e.message : String(e));
+    } finally {
+      this.busy.set(false);
+    }
   }
 
   openCreate(s: SystemView): void {
@@ -191,4 +266,23 @@ export class VolumesComponent implements OnInit, OnDestroy {
       this.busy.set(false);
     }
   }
+}
+
+// qosRequest turns the form's fields into the API's change (both fields
+// sent, an empty one as 0: unlimited), or says what is wrong in the form's
+// units. The gateway checks the upper bounds and says why it refuses.
+export function qosRequest(iops: number | null | undefined, bandwidthMiB: number | null | undefined): VolumeQoS | string {
+  const i = iops ?? 0;
+  const b = bandwidthMiB ?? 0;
+  if (!Number.isInteger(i) || i < 0) {
+    return 'IOPS limit: give a whole number of I/Os per second, or leave it empty for no limit.';
+  }
+  if (!Number.isFinite(b) || b < 0) {
+    return 'Bandwidth limit: give MiB per second, or leave it empty for no limit.';
+  }
+  const bytesPerSecond = Math.round(b * MiB);
+  if (bytesPerSecond !== 0 && bytesPerSecond < 64 * 1024) {
+    return 'Bandwidth limit: at least 0.0625 MiB/s (64 KiB/s); below that one request per second would stall the hosts.';
+  }
+  return { iops_limit: i, bandwidth_limit: bytesPerSecond };
 }
