@@ -215,17 +215,34 @@ try {
     const dialog = page.getByRole('dialog');
     await dialog.getByLabel('Bandwidth limit (MiB/s)').fill('0.01');
     await dialog.getByRole('button', { name: 'Apply' }).click();
-    await dialog.getByText('at least 0.0625 MiB/s').waitFor();
+    await dialog.getByRole('alert').getByText('at least 0.0625 MiB/s').waitFor();
     await dialog.getByLabel('Bandwidth limit (MiB/s)').fill('100');
     await dialog.getByLabel('IOPS limit').fill('20000000');
     await dialog.getByRole('button', { name: 'Apply' }).click();
-    await dialog.getByText('1 to 10000000 I/Os per second').waitFor();
+    await dialog.getByRole('alert').getByText('1 to 10000000 I/Os per second').waitFor();
     await dialog.getByLabel('IOPS limit').fill('2000');
     await shot(page, 'volume-qos');
     await axe(page, 'volume QoS dialog');
     await dialog.getByRole('button', { name: 'Apply' }).click();
     await dialog.waitFor({ state: 'hidden' });
     await page.locator('clr-dg-cell').getByText('2,000 IOPS · 100 MiB/s').waitFor();
+  });
+
+  await step('grow a volume and its datastore (a job: volume, rescans, VMFS expand)', async () => {
+    await page.getByRole('button', { name: 'Grow vol1' }).click();
+    const dialog = page.getByRole('dialog');
+    await dialog.getByLabel('New size (GiB)').fill('8');
+    await dialog.getByRole('button', { name: 'Grow' }).click();
+    await dialog.getByRole('alert').getByText('volumes only grow').waitFor();
+    await dialog.getByLabel('New size (GiB)').fill('32');
+    await shot(page, 'volume-grow');
+    await axe(page, 'volume grow dialog');
+    await dialog.getByRole('button', { name: 'Grow' }).click();
+    await dialog.waitFor({ state: 'hidden' });
+    await page.locator('.job-card').getByText('Job grow:vol1').waitFor();
+    await page.locator('.job-card .label-success').waitFor({ timeout: 120_000 });
+    await page.locator('.job-card').getByText('datastore vol1 grown to 32.0 GiB').waitFor();
+    await page.locator('clr-dg-cell').getByText('32.0 GB').waitFor();
     await shot(page, 'volumes');
     await axe(page, 'volumes');
   });

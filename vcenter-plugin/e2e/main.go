@@ -304,6 +304,12 @@ func (h *harness) run(ctx context.Context) error {
 		var zero int64
 		u, err = api.UpdateVolume(ctx, volume, gateway.VolumeUpdate{IOPSLimit: &zero, BandwidthLimit: &zero})
 		h.check(err == nil && u.IOPSLimit == 0 && u.BandwidthLimit == 0, "QoS limits removed: %s %v", limitsOf(u), err)
+		// Grow the volume in the real cluster and its datastore on every host.
+		capacity, err := eng.Grow(ctx, datastore.GrowRequest{Datacenter: vcsimkit.Datacenter, Volume: volume, SizeGiB: 2, Hosts: kit.HostNames()})
+		h.check(err == nil && capacity == 2<<30-1<<20, "volume and datastore %s grown to 2 GiB: datastore capacity %d %v", volume, capacity, err)
+		if v, err := api.GetVolume(ctx, volume); err == nil {
+			h.check(v.Size == 2<<30, "the real cluster's volume %s is 2 GiB: %d", volume, v.Size)
+		}
 		return nil
 	}); err != nil {
 		return err

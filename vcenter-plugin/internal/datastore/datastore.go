@@ -56,15 +56,7 @@ func Job(volume string) string { return "volume:" + volume }
 
 // Create runs req.
 func (e *Engine) Create(ctx context.Context, req Request) (*Result, error) {
-	if e.Log == nil {
-		e.Log = progress.NewLog(1000, nil)
-	}
-	if e.RescanTimeout == 0 {
-		e.RescanTimeout = 2 * time.Minute
-	}
-	if e.PollInterval == 0 {
-		e.PollInterval = 2 * time.Second
-	}
+	e.defaults()
 	if req.Datastore == "" {
 		req.Datastore = req.Volume
 	}

@@ -88,6 +88,8 @@ func TestVolumeToDatastore(t *testing.T) {
 		t.Fatalf("re-run changed the cluster: %v", array.Calls()[calls:])
 	}
 
+	checkGrow(t, c, eng, array, kit.HostNames())
+
 	// A volume that exists needs no size; one that does not, does.
 	if _, err := eng.Create(ctx, datastore.Request{Datacenter: vcsimkit.Datacenter, Volume: "vol2", Pool: "pool1", Hosts: kit.HostNames()}); err == nil || !strings.Contains(err.Error(), "give its size") {
 		t.Fatalf("missing size: %v", err)
@@ -206,5 +208,67 @@ func TestDatastoreNeedsATS(t *testing.T) {
 	kit.SetVAAIProbeFailed(bad, canonical, false)
 	if _, err := eng.Create(ctx, req); err != nil {
 		t.Fatalf("after the probe succeeds: %v", err)
+	}
+}
+
+// checkGrow: the kit offers a VMFS expansion only once a host rescanned
+// after its LUN grew and refuses a spec for a disk size the host does not
+// see; Grow grows the volume, the datastore over the whole LUN on every
+// host, refuses to shrink and changes nothing when run again.
+func checkGrow(t *testing.T, c *govmomi.Client, eng *datastore.Engine, array *gatewayfake.Array, hosts []string) {
+	t.Helper()
+	ctx := context.Background()
+	hs, _ := find.NewFinder(c.Client).HostSystem(ctx, hosts[0])
+	h := hoststorage.New(c.Client, hs)
+	size := int64(24 << 30)
+	if _, err := array.UpdateVolume(ctx, "vol1", gateway.VolumeUpdate{Size: &size}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := h.ExpandVMFS(ctx, "vol1"); err == nil || !strings.Contains(err.Error(), "offers no free space") {
+		t.Fatalf("expand before the host rescanned: %v", err)
+	}
+	if err := h.Rescan(ctx); err != nil {
+		t.Fatal(err)
+	}
+	ds, err := h.Datastore(ctx, "vol1")
+	if err != nil || ds == nil {
+		t.Fatalf("datastore vol1 on %s: %v", hosts[0], err)
+	}
+	dss, _ := hs.ConfigManager().DatastoreSystem(ctx)
+	opts, err := methods.QueryVmfsDatastoreExpandOptions(ctx, c.Client, &types.QueryVmfsDatastoreExpandOptions{This: dss.Reference(), Datastore: ds.Reference()})
+	if err != nil || len(opts.Returnval) != 1 {
+		t.Fatalf("expand options after the rescan: %+v %v", opts, err)
+	}
+	stale := *opts.Returnval[0].Spec.(*types.VmfsDatastoreExpandSpec)
+	stale.Partition.TotalSectors = (16 << 30) / 512 // the disk as it was before the rescan
+	if _, err := methods.ExpandVmfsDatastore(ctx, c.Client, &types.ExpandVmfsDatastore{This: dss.Reference(), Datastore: ds.Reference(), Spec: stale}); err == nil ||
+		!strings.Contains(err.Error(), "as the host sees it") {
+		t.Fatalf("a spec for the old disk size: %v", err)
+	}
+
+	req := datastore.GrowRequest{Datacenter: vcsimkit.Datacenter, Volume: "vol1", SizeGiB: 32, Hosts: hosts}
+	capacity, err := eng.Grow(ctx, req)
+	if err != nil || capacity != 32<<30-1<<20 {
+		t.Fatalf("grow to 32 GiB: %d %v", capacity, err)
+	}
+	if v, _ := array.GetVolume(ctx, "vol1"); v.Size != 32<<30 {
+		t.Fatalf("volume size %d after the grow", v.Size)
+	}
+	inv, _ := inventory.Collect(ctx, c.Client)
+	for _, name := range hosts {
+		ih, _ := inv.Host(name)
+		for _, d := range ih.Datastores {
+			if d.Name == "vol1" && d.Capacity != 32<<30-1<<20 {
+				t.Fatalf("host %s sees datastore vol1 at %d bytes", name, d.Capacity)
+			}
+		}
+	}
+	calls := len(array.Calls())
+	if _, err := eng.Grow(ctx, req); err != nil || len(array.Calls()) != calls {
+		t.Fatalf("grow again: %v, calls %v", err, array.Calls()[calls:])
+	}
+	req.SizeGiB = 16
+	if _, err := eng.Grow(ctx, req); err == nil || !strings.Contains(err.Error(), "only grows") {
+		t.Fatalf("shrink: %v", err)
 	}
 }

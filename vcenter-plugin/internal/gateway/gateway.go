@@ -113,8 +113,10 @@ type Volume struct {
 	EffectiveBandwidthLimit int64 `json:"effective_bandwidth_limit"`
 }
 
-// VolumeUpdate is a volume PATCH: nil fields stay, 0 removes a limit.
+// VolumeUpdate is a volume PATCH: nil fields stay, 0 removes a limit; a
+// size only grows.
 type VolumeUpdate struct {
+	Size           *int64 `json:"size,omitempty"` // bytes
 	IOPSLimit      *int64 `json:"iops_limit,omitempty"`
 	BandwidthLimit *int64 `json:"bandwidth_limit,omitempty"`
 }

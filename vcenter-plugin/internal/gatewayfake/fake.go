@@ -391,9 +391,10 @@ func (a *Array) CreateVolume(ctx context.Context, spec gateway.VolumeSpec) (*gat
 	return &c, nil
 }
 
-// UpdateVolume sets a volume's QoS limits under the gateway's bounds
-// (contract.CheckQoS); the array has no per-GiB pool rule, so the
-// effective limits are the volume's own.
+// UpdateVolume grows a volume or sets its QoS limits under the gateway's
+// rules (sizes only grow; contract.CheckQoS); the array has no per-GiB
+// pool rule, so the effective limits are the volume's own. Hosts see the
+// new size at their next rescan (LUNsFor).
 func (a *Array) UpdateVolume(ctx context.Context, key string, up gateway.VolumeUpdate) (*gateway.Volume, error) {
 	a.mu.Lock()
 	defer a.mu.Unlock()
@@ -408,16 +409,29 @@ func (a *Array) UpdateVolume(ctx context.Context, key string, up gateway.VolumeU
 	if up.BandwidthLimit != nil {
 		bw = *up.BandwidthLimit
 	}
-	path := "/api/v1/volumes/" + v.ID
-	if err := contract.CheckQoS(fmt.Sprintf("volume %q", v.Name), iops, bw); err != nil {
-		return nil, &gateway.StatusError{Method: "PATCH", Path: path, Status: 400, Message: err.Error()}
+	size := v.Size
+	if up.Size != nil {
+		size = *up.Size
 	}
-	if iops != v.IOPSLimit || bw != v.BandwidthLimit {
-		if err := a.call("UpdateVolume", fmt.Sprintf("%s iops=%d bw=%d", v.Name, iops, bw)); err != nil {
+	path := "/api/v1/volumes/" + v.ID
+	refuse := func(msg string) error {
+		return &gateway.StatusError{Method: "PATCH", Path: path, Status: 400, Message: msg}
+	}
+	if err := contract.CheckQoS(fmt.Sprintf("volume %q", v.Name), iops, bw); err != nil {
+		return nil, refuse(err.Error())
+	}
+	if size < v.Size {
+		return nil, refuse(fmt.Sprintf("volume %q is %d GiB; it can only grow (asked %d bytes): create a new volume and copy the data to shrink", v.Name, v.Size>>30, size))
+	}
+	if size%(1<<30) != 0 {
+		return nil, refuse(fmt.Sprintf("volume %q: size %d is not a multiple of 1 GiB", v.Name, size))
+	}
+	if iops != v.IOPSLimit || bw != v.BandwidthLimit || size != v.Size {
+		if err := a.call("UpdateVolume", fmt.Sprintf("%s size=%d iops=%d bw=%d", v.Name, size, iops, bw)); err != nil {
 			return nil, err
 		}
 	}
-	v.IOPSLimit, v.BandwidthLimit = iops, bw
+	v.Size, v.IOPSLimit, v.BandwidthLimit = size, iops, bw
 	v.EffectiveIOPSLimit, v.EffectiveBandwidthLimit = iops, bw
 	c := *v
 	c.Mappings = append([]gateway.Mapping(nil), v.Mappings...)

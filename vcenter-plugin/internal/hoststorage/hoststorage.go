@@ -208,6 +208,22 @@ func (h *Host) HasLUN(ctx context.Context, wwn string) (bool, error) {
 	return false, nil
 }
 
+// LUNSize returns the size in bytes of naa.<wwn> as the host sees it (as
+// of its last rescan), 0 when it does not see it.
+func (h *Host) LUNSize(ctx context.Context, wwn string) (int64, error) {
+	disks, err := h.Disks(ctx)
+	if err != nil {
+		return 0, err
+	}
+	want := "naa." + strings.ToLower(wwn)
+	for _, d := range disks {
+		if d.CanonicalName == want {
+			return d.Capacity.Block * int64(d.Capacity.BlockSize), nil
+		}
+	}
+	return 0, nil
+}
+
 // EnsureVmkernelPort returns the vmkernel NIC on portgroup, creating the
 // port group (on vSwitch) and the NIC with a static address when create is
 // set, and binds it to the software iSCSI adapter hba.
@@ -328,6 +344,49 @@ func (h *Host) Datastore(ctx context.Context, name string) (*mo.Datastore, error
 		}
 	}
 	return nil, nil
+}
+
+// ExpandVMFS grows datastore name over the free space its LUN gained
+// (the host must have rescanned since the LUN grew) and returns its new
+// capacity. It takes the option ESXi offers whose extent ends last.
+func (h *Host) ExpandVMFS(ctx context.Context, name string) (int64, error) {
+	ds, err := h.Datastore(ctx, name)
+	if err != nil {
+		return 0, err
+	}
+	if ds == nil {
+		return 0, fmt.Errorf("host %s does not mount datastore %s", h.Name, name)
+	}
+	dss, err := h.obj.ConfigManager().DatastoreSystem(ctx)
+	if err != nil {
+		return 0, fmt.Errorf("host %s: datastore system: %w", h.Name, err)
+	}
+	q, err := methods.QueryVmfsDatastoreExpandOptions(ctx, h.c, &types.QueryVmfsDatastoreExpandOptions{This: dss.Reference(), Datastore: ds.Reference()})
+	if err != nil {
+		return 0, fmt.Errorf("host %s: expansion options of %s: %w", h.Name, name, err)
+	}
+	var best *types.VmfsDatastoreExpandSpec
+	for _, o := range q.Returnval {
+		spec, ok := o.Spec.(*types.VmfsDatastoreExpandSpec)
+		if !ok || len(spec.Partition.Partition) == 0 {
+			continue
+		}
+		if best == nil || spec.Partition.Partition[0].EndSector > best.Partition.Partition[0].EndSector {
+			best = spec
+		}
+	}
+	if best == nil {
+		return 0, fmt.Errorf("host %s offers no free space to grow datastore %s into: check that the host sees the LUN's new size (rescan its storage adapters)", h.Name, name)
+	}
+	res, err := methods.ExpandVmfsDatastore(ctx, h.c, &types.ExpandVmfsDatastore{This: dss.Reference(), Datastore: ds.Reference(), Spec: *best})
+	if err != nil {
+		return 0, fmt.Errorf("host %s: grow datastore %s: %w", h.Name, name, err)
+	}
+	var grown mo.Datastore
+	if err := property.DefaultCollector(h.c).RetrieveOne(ctx, res.Returnval, []string{"summary"}, &grown); err != nil {
+		return 0, fmt.Errorf("host %s: read datastore %s: %w", h.Name, name, err)
+	}
+	return grown.Summary.Capacity, nil
 }
 
 // CreateVMFS creates datastore name on the LUN naa.<wwn> with one VMFS

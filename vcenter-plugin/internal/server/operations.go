@@ -242,3 +242,48 @@ func writeGatewayError(w http.ResponseWriter, err error) {
 		writeError(w, http.StatusBadGateway, "%v (check that the system's gateways are up: Cairn > Dashboard)", err)
 	}
 }
+
+// growVolume grows a volume and the VMFS datastore on it, as a job: the
+// hosts rescan, one expands the VMFS, the others check the new capacity.
+func (s *Server) growVolume(w http.ResponseWriter, r *http.Request, us *userSession) {
+	var req struct {
+		SizeGiB   int64  `json:"size_gib"`
+		Datastore string `json:"datastore"`
+	}
+	if !decode(w, r, &req) {
+		return
+	}
+	if req.SizeGiB <= 0 {
+		writeError(w, http.StatusBadRequest, "give the volume's new size in GiB (size_gib), larger than it is now")
+		return
+	}
+	system, volume := r.PathValue("system"), r.PathValue("volume")
+	api, p, err := s.gatewayFor(system)
+	if err != nil {
+		writeError(w, http.StatusConflict, "%v", err)
+		return
+	}
+	v, err := api.GetVolume(r.Context(), volume)
+	if err != nil {
+		writeGatewayError(w, err)
+		return
+	}
+	if req.SizeGiB<<30 < v.Size {
+		writeError(w, http.StatusBadRequest, "volume %s is %d GiB: a volume only grows (asked %d GiB)", v.Name, v.Size>>30, req.SizeGiB)
+		return
+	}
+	g := datastore.GrowRequest{Datacenter: p.Datacenter, Volume: v.Name, Datastore: req.Datastore, SizeGiB: req.SizeGiB}
+	for _, h := range p.Hosts {
+		g.Hosts = append(g.Hosts, h.Name)
+	}
+	eng := &datastore.Engine{VC: us.client, API: api, Log: s.cfg.Log, PollInterval: s.cfg.PollInterval}
+	j, err := s.start(datastore.GrowJob(v.Name), func(ctx context.Context) error {
+		_, err := eng.Grow(ctx, g)
+		return err
+	})
+	if err != nil {
+		writeError(w, http.StatusConflict, "%v", err)
+		return
+	}
+	writeJSON(w, http.StatusAccepted, j)
+}

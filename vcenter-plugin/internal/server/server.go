@@ -150,6 +150,8 @@ func (s *Server) routeTable() []route {
 			handler: s.authed(s.volume)},
 		{method: "PATCH", path: "/api/v1/systems/{system}/volumes/{volume}", what: `{"iops_limit","bandwidth_limit"} (0: unlimited) -> 200 volume: QoS limits, live`,
 			handler: s.authed(s.volumeSettings)},
+		{method: "POST", path: "/api/v1/systems/{system}/volumes/{volume}/grow", what: `{"size_gib","datastore"?} -> 202 {job}: grow the volume and its VMFS datastore on every host`,
+			handler: s.authed(s.growVolume)},
 		{method: "POST", path: "/api/v1/maintenance/{system}", what: `{"by":"host|faultset","mode","hosts","hook"} -> 202 {job}: rolling maintenance (resumes)`,
 			handler: s.authed(s.maintenance)},
 		{method: "POST", path: "/api/v1/maintenance/{system}/continue", what: "confirm the operator's patch step",

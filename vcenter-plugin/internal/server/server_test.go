@@ -316,6 +316,25 @@ func TestServer(t *testing.T) {
 		}
 	}
 
+	// Grow the volume and its datastore (a job); a shrink is refused at once.
+	if code := c.do("POST", "/api/v1/systems/cairn1/volumes/ds1/grow", map[string]any{"size_gib": 4}, &e); code != 400 || !strings.Contains(e["error"], "only grows") {
+		t.Fatalf("shrink: %d %v", code, e)
+	}
+	if code := c.do("POST", "/api/v1/systems/cairn1/volumes/ds1/grow", map[string]any{"size_gib": 24}, &j); code != 202 {
+		t.Fatalf("grow: %d", code)
+	}
+	if j := c.waitJob("grow:ds1"); j.State != "succeeded" {
+		t.Fatalf("grow job %+v", j)
+	}
+	c.do("GET", "/api/v1/inventory", nil, &inv)
+	for _, h := range inv.Datacenters[0].Hosts {
+		for _, ds := range h.Datastores {
+			if ds.Name == "ds1" && ds.Capacity != 24<<30-1<<20 {
+				t.Fatalf("host %s sees ds1 at %d bytes after the grow", h.Name, ds.Capacity)
+			}
+		}
+	}
+
 	// Rolling maintenance driven by the operator's Continue; hooks cannot
 	// be set through the API.
 	if code := c.do("POST", "/api/v1/maintenance/cairn1", map[string]any{"by": "host", "hook": []string{"rm", "-rf", "/"}}, &e); code != 400 {

@@ -141,6 +141,11 @@ export class ApiService {
     return this.call('PATCH', `/systems/${encodeURIComponent(system)}/volumes/${encodeURIComponent(volume)}`, qos);
   }
 
+  // growVolume grows a volume and its VMFS datastore on every host (a job).
+  growVolume(system: string, volume: string, sizeGiB: number): Promise<Job> {
+    return this.call('POST', `/systems/${encodeURIComponent(system)}/volumes/${encodeURIComponent(volume)}/grow`, { size_gib: sizeGiB });
+  }
+
   startMaintenance(system: string, req: MaintenanceRequest): Promise<Job> {
     return this.call('POST', `/maintenance/${encodeURIComponent(system)}`, req);
   }

@@ -129,4 +129,21 @@ describe('VolumesComponent', () => {
     expect(r.qosError()).toContain('1 to 10000000 I/Os per second');
     refused.f.destroy();
   });
+
+  it('grows a volume as a job, and refuses a shrink without calling the server', async () => {
+    const { f, posts } = await setup();
+    const c = f.componentInstance;
+    c.openGrow(system, vol0);
+    expect(c.growGiB).toBe(16);
+    c.growGiB = 8;
+    await c.grow();
+    expect(c.growError()).toContain('larger than the volume\'s 8 GiB');
+    expect(posts).toEqual([]);
+    c.growGiB = 24;
+    await c.grow();
+    expect(posts).toEqual([{ url: '/api/v1/systems/cairn1/volumes/vol0/grow', body: { size_gib: 24 } }]);
+    expect(c.growing).toBe(false);
+    expect(c.jobName()).toBe('volume:vol1');
+    f.destroy();
+  });
 });

@@ -29,19 +29,22 @@ import { Job, SystemView, Volume, VolumeQoS } from '../core/types';
           <clr-dg-column>LUN (naa.)</clr-dg-column>
           <clr-dg-row *clrDgItems="let v of s.volumes ?? []" [clrDgItem]="v">
             <clr-dg-cell>{{ v.name }}</clr-dg-cell>
-            <clr-dg-cell>{{ size(v.size) }}</clr-dg-cell>
+            <clr-dg-cell>
+              {{ size(v.size) }}
+              <button type="button" class="btn btn-link btn-sm cell-action" [attr.aria-label]="'Grow ' + v.name" (click)="openGrow(s, v)">Grow</button>
+            </clr-dg-cell>
             <clr-dg-cell>{{ v.thin ? 'thin' : 'thick' }}</clr-dg-cell>
             <clr-dg-cell>{{ v.mappings?.length ?? 0 }} hosts</clr-dg-cell>
             <clr-dg-cell>
               <span class="qos" [class.cairn-muted]="!v.effective_iops_limit && !v.effective_bandwidth_limit">{{ limits(v) }}</span>
-              <button type="button" class="btn btn-link btn-sm qos-edit" [attr.aria-label]="'Edit the QoS limits of ' + v.name" (click)="openQoS(s, v)">Edit</button>
+              <button type="button" class="btn btn-link btn-sm cell-action" [attr.aria-label]="'Edit the QoS limits of ' + v.name" (click)="openQoS(s, v)">Edit</button>
             </clr-dg-cell>
             <clr-dg-cell><code>{{ v.wwn }}</code></clr-dg-cell>
           </clr-dg-row>
           <clr-dg-placeholder>No volume yet: create one, the plugin also makes its datastore.</clr-dg-placeholder>
           <clr-dg-footer>{{ s.volumes?.length ?? 0 }} {{ (s.volumes?.length ?? 0) === 1 ? 'volume' : 'volumes' }}</clr-dg-footer>
         </clr-datagrid>
-        <p class="cairn-muted">QoS limits apply at once, on every host's path to the volume. Grow, map, unmap and delete are not in this plugin yet: use <code>cairnctl volume resize|map|unmap|delete</code> (remove the datastore in vSphere before you delete its volume).</p>
+        <p class="cairn-muted">QoS limits apply at once, on every host's path to the volume. <em>Grow</em> grows the volume and its datastore on every host. Map, unmap and delete are not in this plugin yet: use <code>cairnctl volume map|unmap|delete</code> (remove the datastore in vSphere before you delete its volume).</p>
       } @empty {
         @if (store.systems() !== null) {
           <p>No deployed system: deploy one first (Deploy page).</p>
@@ -105,6 +108,27 @@ import { Job, SystemView, Volume, VolumeQoS } from '../core/types';
       </div>
     </clr-modal>
 
+    <clr-modal [(clrModalOpen)]="growing" [clrModalSize]="'md'">
+      <h3 class="modal-title">Grow {{ growVolumeOf?.name }}</h3>
+      <div class="modal-body">
+        <p>The volume grows first, then every host rescans and its VMFS datastore grows over the new space. Volumes do not shrink.</p>
+        <form clrForm clrLayout="horizontal" aria-label="Grow volume" (ngSubmit)="grow()">
+          <clr-input-container>
+            <label for="grow-size">New size (GiB)</label>
+            <input clrInput type="number" id="grow-size" name="size" min="1" step="1" [(ngModel)]="growGiB" (ngModelChange)="growError.set(null)" required />
+            <clr-control-helper>Now {{ growVolumeOf ? size(growVolumeOf.size) : '' }}.</clr-control-helper>
+          </clr-input-container>
+        </form>
+        @if (growError()) {
+          <div class="alert alert-danger alert-sm" role="alert"><div class="alert-items"><div class="alert-item static"><div class="alert-text">{{ growError() }}</div></div></div></div>
+        }
+      </div>
+      <div class="modal-footer">
+        <button type="button" class="btn btn-outline" (click)="growing = false">Cancel</button>
+        <button type="button" class="btn btn-primary" (click)="grow()" [disabled]="busy()">Grow</button>
+      </div>
+    </clr-modal>
+
     <clr-modal [(clrModalOpen)]="editingQoS" [clrModalSize]="'md'">
       <h3 class="modal-title">QoS limits of {{ qosVolume?.name }}</h3>
       <div class="modal-body">
@@ -112,12 +136,12 @@ import { Job, SystemView, Volume, VolumeQoS } from '../core/types';
         <form clrForm clrLayout="horizontal" aria-label="QoS limits" (ngSubmit)="saveQoS()">
           <clr-input-container>
             <label for="qos-iops">IOPS limit</label>
-            <input clrInput type="number" id="qos-iops" name="iops" min="0" step="1" [(ngModel)]="iopsLimit" />
+            <input clrInput type="number" id="qos-iops" name="iops" min="0" step="1" [(ngModel)]="iopsLimit" (ngModelChange)="qosError.set(null)" />
             <clr-control-helper>I/Os per second, reads and writes together.</clr-control-helper>
           </clr-input-container>
           <clr-input-container>
             <label for="qos-bw">Bandwidth limit (MiB/s)</label>
-            <input clrInput type="number" id="qos-bw" name="bandwidth" min="0" step="any" [(ngModel)]="bandwidthMiB" />
+            <input clrInput type="number" id="qos-bw" name="bandwidth" min="0" step="any" [(ngModel)]="bandwidthMiB" (ngModelChange)="qosError.set(null)" />
             <clr-control-helper>At least 0.0625 MiB/s (64 KiB/s).</clr-control-helper>
           </clr-input-container>
         </form>
@@ -134,7 +158,7 @@ import { Job, SystemView, Volume, VolumeQoS } from '../core/types';
   styles: `
     .job-card { margin-top: 1rem; }
     .hosts { border: 0; padding: 0; margin-top: 0.6rem; }
-    .qos-edit { margin: 0 0 0 0.4rem; min-width: 0; padding: 0; height: auto; line-height: inherit; }
+    .cell-action { margin: 0 0 0 0.4rem; min-width: 0; padding: 0; height: auto; line-height: inherit; }
     .error-text { color: var(--cds-alias-status-danger, #c21d00); }
   `,
 })
@@ -157,6 +181,11 @@ export class VolumesComponent implements OnInit, OnDestroy {
   sizeGiB = 64;
   thin = true;
   hosts = new Set<string>();
+  growing = false;
+  growSystem: SystemView | null = null;
+  growVolumeOf: Volume | null = null;
+  growGiB = 0;
+  readonly growError = signal<string | null>(null);
   editingQoS = false;
   qosSystem: SystemView | null = null;
   qosVolume: Volume | null = null;
@@ -180,6 +209,37 @@ export class VolumesComponent implements OnInit, OnDestroy {
     const own = qosLimits(v.iops_limit, v.bandwidth_limit);
     const eff = qosLimits(v.effective_iops_limit, v.effective_bandwidth_limit);
     return own === eff ? own : `${eff} (pool rule)`;
+  }
+
+  openGrow(s: SystemView, v: Volume): void {
+    this.growSystem = s;
+    this.growVolumeOf = v;
+    this.growGiB = Math.ceil(v.size / 2 ** 30) * 2;
+    this.growError.set(null);
+    this.growing = true;
+  }
+
+  async grow(): Promise<void> {
+    if (!this.growSystem || !this.growVolumeOf) {
+      return;
+    }
+    const now = this.growVolumeOf.size / 2 ** 30;
+    if (!Number.isInteger(this.growGiB) || this.growGiB <= now) {
+      this.growError.set(`Give a whole number of GiB larger than the volume's ${now} GiB: volumes only grow.`);
+      return;
+    }
+    this.busy.set(true);
+    this.growError.set(null);
+    try {
+      const j = await this.api.growVolume(this.growSystem.name, this.growVolumeOf.name, this.growGiB);
+      this.jobName.set(j.name);
+      this.growing = false;
+      await this.store.refresh();
+    } catch (e) {
+      this.growError.set(e instanceof ApiError ? e.message : String(e));
+    } finally {
+      this.busy.set(false);
+    }
   }
 
   openQoS(s: SystemView, v: Volume): void {
