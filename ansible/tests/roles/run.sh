@@ -62,6 +62,11 @@ cleanup() {
 	[ $rc = 0 ] || echo "roles test: FAILED (logs in $RUN: ansible-*.log, node*/serial.log)" >&2
 }
 trap cleanup EXIT
+# The binaries the playbook installs, as they are now: a build during the
+# test (make build elsewhere in this tree) must not make the second run
+# install new ones.
+mkdir "$RUN/bin"
+cp "$ROOT/appliance/bin/cairn" "$ROOT/appliance/bin/cairnctl" "$RUN/bin/"
 
 free_port() { python3 -c 'import socket;s=socket.socket();s.bind(("127.0.0.1",0));print(s.getsockname()[1])'; }
 ssh-keygen -q -t ed25519 -N '' -C cairn-roles-test -f "$RUN/id"
@@ -134,6 +139,7 @@ all:
     ansible_ssh_private_key_file: $RUN/id
     ansible_python_interpreter: /usr/bin/python3
     cairn_system_name: roles-test
+    cairn_bin_dir: $RUN/bin
     cairn_volumes: [{name: vol1, size_gb: 1, hosts: [node1]}]
     cairn_sds_devices: [{path: /dev/disk/by-id/virtio-cairn-data1}]
   hosts:
