@@ -85,7 +85,8 @@ jq -c '(if type == "array" then . else .items end)[]' <<<"$events" >"$STATE/even
 if grep -i 'throttl' "$STATE/events.jsonl" | grep -q "$SUBNET.250"; then
 	ok "the password guessing is in the events: $(grep -i throttl "$STATE/events.jsonl" | head -1 | jq -r .message)"
 else
-	bad "no event names the throttled guesser $SUBNET.250 ($(wc -l <"$STATE/events.jsonl") events read)"
+	bad "no event names the throttled guesser $SUBNET.250 ($(wc -l <"$STATE/events.jsonl") events read); the gateway's log of it:"
+	grep -h -e 'login throttled' -e 'event not stored' "$STATE"/cl/logs/gateway*.log 2>/dev/null | tail -n 5 || true
 fi
 
 # So are the refused connections: every daemon attacked reports them (the

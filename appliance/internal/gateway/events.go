@@ -19,6 +19,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"maps"
+	"math/rand/v2"
 	"net/http"
 	"sort"
 	"strconv"
@@ -76,7 +77,17 @@ func eventID(n uint64) string { return fmt.Sprintf("%016x", n) }
 // commitEvent writes ev (taking the next id) together with ops, under
 // cmps. It returns false, writing nothing, when cmps do not hold.
 func (s *Server) commitEvent(ctx context.Context, ev Event, cmps []clientv3.Cmp, ops []clientv3.Op) (bool, error) {
+	s.eventMu.Lock()
+	defer s.eventMu.Unlock()
 	for attempt := 0; attempt < 20; attempt++ {
+		if attempt > 0 {
+			// Another gateway moved the sequence: let it finish its round.
+			select {
+			case <-ctx.Done():
+				return false, fmt.Errorf("store event: %v: %w", ctx.Err(), model.ErrUnavailable)
+			case <-time.After(time.Duration(rand.Int64N(int64(attempt)*int64(5*time.Millisecond)) + 1)):
+			}
+		}
 		r, err := s.cfg.Etcd.Get(ctx, model.EventSeqKey)
 		if err != nil {
 			return false, fmt.Errorf("read event sequence: %v: %w", err, model.ErrUnavailable)
@@ -121,7 +132,9 @@ func (s *Server) commitEvent(ctx context.Context, ev Event, cmps []clientv3.Cmp,
 // emit stores an event on its own; failures are logged, not returned: an
 // event must never fail the request it reports.
 func (s *Server) emit(ctx context.Context, ev Event) {
-	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 5*time.Second)
+	// 15 s: on a loaded machine a slow etcd must not lose the event (a
+	// lockout's, say) that the request it reports is waiting for.
+	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 15*time.Second)
 	defer cancel()
 	if _, err := s.commitEvent(ctx, ev, nil, nil); err != nil {
 		s.log.Warn("event not stored", "kind", ev.Kind, "message", ev.Message, "err", err)

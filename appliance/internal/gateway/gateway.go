@@ -16,6 +16,7 @@ import (
 	"net/http"
 	"os"
 	"path/filepath"
+	"sync"
 	"time"
 
 	"github.com/cairn-storage/cairn/appliance/internal/model"
@@ -85,6 +86,9 @@ var headerTimeout = 10 * time.Second
 
 // Server is a configured gateway; Handler serves the API.
 type Server struct {
+	// eventMu queues this gateway's event writers: they all move one
+	// sequence key, and racing each other they only retry (events.go).
+	eventMu sync.Mutex
 	cfg     Config
 	store   *model.Store
 	log     *slog.Logger
