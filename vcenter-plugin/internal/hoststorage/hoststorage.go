@@ -195,17 +195,8 @@ func (h *Host) Disks(ctx context.Context) ([]types.HostScsiDisk, error) {
 
 // HasLUN reports whether the host sees naa.<wwn>.
 func (h *Host) HasLUN(ctx context.Context, wwn string) (bool, error) {
-	disks, err := h.Disks(ctx)
-	if err != nil {
-		return false, err
-	}
-	want := "naa." + strings.ToLower(wwn)
-	for _, d := range disks {
-		if d.CanonicalName == want {
-			return true, nil
-		}
-	}
-	return false, nil
+	size, err := h.LUNSize(ctx, wwn)
+	return size > 0, err
 }
 
 // LUNSize returns the size in bytes of naa.<wwn> as the host sees it (as

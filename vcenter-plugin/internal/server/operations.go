@@ -207,10 +207,16 @@ func (s *Server) maintenanceContinue(w http.ResponseWriter, r *http.Request, us 
 // them within a second). The gateway's answer is passed on with its status,
 // so a refused value reaches the form with the gateway's reason.
 func (s *Server) volumeSettings(w http.ResponseWriter, r *http.Request, us *userSession) {
-	var up gateway.VolumeUpdate
-	if !decode(w, r, &up) {
+	// The QoS fields only: a size goes through the grow job, which grows
+	// the datastore too.
+	var q struct {
+		IOPSLimit      *int64 `json:"iops_limit"`
+		BandwidthLimit *int64 `json:"bandwidth_limit"`
+	}
+	if !decode(w, r, &q) {
 		return
 	}
+	up := gateway.VolumeUpdate{IOPSLimit: q.IOPSLimit, BandwidthLimit: q.BandwidthLimit}
 	if up.IOPSLimit == nil && up.BandwidthLimit == nil {
 		writeError(w, http.StatusBadRequest, "nothing to change: give iops_limit and/or bandwidth_limit (0 removes a limit)")
 		return
