@@ -12,7 +12,7 @@
 #   target cairn-iscsi iscsi://127.0.0.1:PORT/IQN/0
 #   pid qemu PID                      (the guest: counts for both targets)
 #   pid mdm1|sds1|... PID cairn-iscsi (Cairn's host processes)
-#   pid guestfwd-N PID cairn-iscsi    (qemu's per-connection socat/nc relays
+#   pid guestfwd-N PID cairn-iscsi    (qemu's per-connection relays (run-guest.sh)
 #                                      between the guest and the host's SDSs)
 # Everything it starts is recorded under STATEDIR; on failure it stops what it
 # started before exiting non-zero.
@@ -79,7 +79,7 @@ start() {
   . "$HERE/cairn-cluster.sh"
   export GUESTFWD
 
-  log "booting the guest (${BENCH_GUEST_SMP:-1} vCPU, relays: $(command -v socat >/dev/null && echo socat || echo 'busybox nc: apt-get install socat'))"
+  log "booting the guest (${BENCH_GUEST_SMP:-1} vCPU, relays: ${GUESTFWD_RELAY:-cairn})"
   local mem=${BENCH_GUEST_MEM:-$(( 1024 + MIB ))}
   CAIRN_DIR=$STATE/stage SMP=${BENCH_GUEST_SMP:-1} MEM=$mem \
     timeout "$(left)" "$HERE/run-guest.sh" start > "$STATE/boot.log" 2>&1 || { cat "$STATE/boot.log" >&2; return 1; }
@@ -105,7 +105,7 @@ start() {
     n=$(basename "$f" .pid)
     case $n in mdm*|sds*) echo "pid $n $(cat "$f") cairn-iscsi" ;; esac
   done
-  # qemu's guestfwd relays (one socat or `busybox nc` per guest connection, reparented
+  # qemu's guestfwd relays (one relay process per guest connection, reparented
   # to init) exist once the target talked to every SDS: a second of random
   # reads opens those connections, then they are found by their command line
   # (the cluster's own ports).
@@ -114,7 +114,7 @@ start() {
   n=0
   for fw in $GUESTFWD; do
     fw=${fw#*=}
-    for p in $(pgrep -x -f "busybox nc 127\.0\.0\.1 $fw|socat STDIO TCP:127\.0\.0\.1:$fw,nodelay" || true); do
+    for p in $(pgrep -x -f "(/.*/relay-[0-9a-f]+ |busybox nc 127\.0\.0\.1 |socat STDIO TCP:127\.0\.0\.1:)$fw(,nodelay)?" || true); do
       n=$((n + 1)); echo "pid guestfwd-$n $p cairn-iscsi"
     done
   done

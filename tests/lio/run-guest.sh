@@ -10,15 +10,16 @@
 # Network: qemu user net with restrict=on: the guest reaches nothing; the guest's iSCSI port
 # 3260 is forwarded from 127.0.0.1:$PORT (a free loopback port unless PORT is set). GUESTFWD
 # ("guestaddr:port=hostport ...", e.g. "10.0.2.100:2379=2379") opens guest-initiated connections
-# to 127.0.0.1:hostport on the host (one `busybox nc` per connection), for a Cairn cluster that
-# runs on the host (socat if installed, else busybox nc; GUESTFWD_RELAY=nc forces nc).
+# to 127.0.0.1:hostport on the host (one relay process per connection, see relay() below), for
+# a Cairn cluster that runs on the host.
 # Disks: vda = the cached rootfs image (snapshot=on: never modified); vdb = an ext4 image made
 # from $CAIRN_DIR (the cairn binary and guest scripts), mounted at /cairn (also on PATH).
 # The kernel gets tsc=reliable clocksource=tsc: under TCG it would otherwise pick the HPET, and
 # every clock read of a Go program (the Cairn target) becomes an emulated MMIO access.
 # Env: RUN (state dir, default $LIO_CACHE/run), PORT, MEM (MiB, 1024), SMP (2), CAIRN_DIR, GUESTFWD,
-# GUESTFWD_RELAY (nc: busybox nc even when socat is installed), NET_OPTS (extra virtio-net-pci
-# properties, e.g. tx=timer).
+# GUESTFWD_RELAY (cairn, socat or nc: see relay()), NET_OPTS (extra virtio-net-pci
+# properties, e.g. tx=timer), QEMU_EXTRA (more qemu arguments, split at spaces: e.g.
+# "-object filter-dump,id=d,netdev=n0,file=/tmp/g.pcap" records the guest's packets).
 set -euo pipefail
 # HERE, LIO_CACHE, free_port, alive
 # shellcheck source=lib.sh
@@ -28,15 +29,31 @@ RUN=${RUN:-$LIO_CACHE/run}
 now() { date +%s.%N; }
 
 # relay PORT: the command qemu runs per guest connection of a guestfwd (its stdio is the
-# connection). socat with TCP_NODELAY when installed: busybox nc leaves Nagle on, and a
-# request it forwards in two writes waits for the host's delayed ACK (tens of ms per I/O
-# at queue depth 1). ",," is a literal comma inside qemu's -netdev option string.
+# connection). GUESTFWD_RELAY picks it:
+#   cairn (default): relay.c, built once into $LIO_CACHE/relay. libslirp hands the relay a
+#         loopback TCP socket whose qemu end keeps Nagle on, and qemu writes a request one
+#         guest segment at a time: the rest waits for the relay's delayed ACK (40 ms) unless
+#         the relay ACKs every read at once, which relay.c does (see its header).
+#   socat: socat with TCP_NODELAY on its host side only (a 4k write through the guest's
+#         Cairn target then took 48 ms at queue depth 1, against 2.0 ms with relay.c).
+#   nc:    busybox nc (Nagle on both sides).
+# ",," is a literal comma inside qemu's -netdev option string.
+RELAY_BIN=$LIO_CACHE/relay/relay-$(sha256sum "$HERE/relay.c" | cut -c1-12)
 relay() {
-  if [ "${GUESTFWD_RELAY:-auto}" != nc ] && command -v socat >/dev/null; then
-    echo "socat STDIO TCP:127.0.0.1:$1,,nodelay"
-  else
-    echo "busybox nc 127.0.0.1 $1"
-  fi
+  case ${GUESTFWD_RELAY:-cairn} in
+    cairn) echo "$RELAY_BIN $1" ;;
+    socat) echo "socat STDIO TCP:127.0.0.1:$1,,nodelay" ;;
+    nc) echo "busybox nc 127.0.0.1 $1" ;;
+    *) echo "run-guest: GUESTFWD_RELAY=$GUESTFWD_RELAY: want cairn, socat or nc" >&2; return 1 ;;
+  esac
+}
+
+# build_relay: compile relay.c once per version of its source (gcc: under a second).
+build_relay() {
+  [ -x "$RELAY_BIN" ] && return 0
+  mkdir -p "$(dirname "$RELAY_BIN")"
+  gcc -O2 -Wall -o "$RELAY_BIN.tmp" "$HERE/relay.c" && mv "$RELAY_BIN.tmp" "$RELAY_BIN" ||
+    { echo "run-guest: building $HERE/relay.c failed (needs gcc)" >&2; return 1; }
 }
 
 start() {
@@ -58,6 +75,7 @@ start() {
     disk=(-drive "file=$RUN/cairn.img,if=none,id=d1,format=raw,cache=unsafe" -device virtio-blk-pci,drive=d1)
   fi
   local net="user,id=n0,restrict=on,hostfwd=tcp:127.0.0.1:${PORT}-:3260"
+  [ -z "${GUESTFWD:-}" ] || [ "${GUESTFWD_RELAY:-cairn}" != cairn ] || build_relay
   for fw in ${GUESTFWD:-}; do
     net="$net,guestfwd=tcp:${fw%%=*}-cmd:$(relay "${fw#*=}")"
   done
@@ -69,7 +87,7 @@ start() {
     -chardev pipe,id=con,path="$RUN/con" -serial chardev:con \
     -netdev "$net" -device "virtio-net-pci,netdev=n0,romfile=${NET_OPTS:+,$NET_OPTS}" \
     -drive "file=$G/rootfs.img,if=none,id=d0,format=raw,snapshot=on" -device virtio-blk-pci,drive=d0 \
-    "${disk[@]}" \
+    "${disk[@]}" ${QEMU_EXTRA:-} \
     -pidfile "$RUN/qemu.pid" >"$RUN/qemu.log" 2>&1 &
   echo $! > "$RUN/qemu.pid"
   # drain the serial output (qemu blocks when the pipe fills); hold the input pipe open
