@@ -52,8 +52,10 @@ relay() {
 build_relay() {
   [ -x "$RELAY_BIN" ] && return 0
   mkdir -p "$(dirname "$RELAY_BIN")"
-  gcc -O2 -Wall -o "$RELAY_BIN.tmp" "$HERE/relay.c" && mv "$RELAY_BIN.tmp" "$RELAY_BIN" ||
-    { echo "run-guest: building $HERE/relay.c failed (needs gcc)" >&2; return 1; }
+  if ! gcc -O2 -Wall -o "$RELAY_BIN.$$" "$HERE/relay.c"; then
+    echo "run-guest: building $HERE/relay.c failed (needs gcc)" >&2; return 1
+  fi
+  mv "$RELAY_BIN.$$" "$RELAY_BIN"
 }
 
 start() {
