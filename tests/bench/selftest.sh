@@ -81,9 +81,10 @@ reb = [r for r in recs if r["workload"] == "rebuild"]
 check(len(copy) == 1 and copy[0]["mbps"] > 0, "raw copy rate")
 check(len(reb) == 1 and reb[0]["ratio_to_raw"] == round(reb[0]["mbps"] / copy[0]["mbps"], 3), "rebuild ratio_to_raw")
 if "iscsi" in targets:
-    for t in ("lio-fileio", "cairn-iscsi"):
+    for t in ("lio-fileio", "tcmu-runner", "cairn-iscsi"):
         check(len([r for r in meas if r["target"] == t]) == 4, f"{t} records")
-    check(("randread-4k-qd16", "lio-fileio", "iops") in ratios, "iscsi ratio")
+    for v in ("lio-fileio", "tcmu-runner"):
+        check(("randread-4k-qd16", v, "iops") in ratios, f"iscsi ratio against {v}")
 md = open(os.path.join(out, "benchmarks.md")).read()
 for s in ("2 cores" if os.cpu_count() == 2 else "cores", "warm-up", "| randread-4k-qd128 | raw |", "## Goals", "rebuild"):
     check(s in md, f"benchmarks.md lacks {s!r}")

@@ -5,12 +5,15 @@
 # start: builds (or reuses) the LIO guest, runs a Cairn cluster on the host
 # (cairn-cluster.sh: 3 SDSs, 2 copies), boots the guest under qemu (TCG) with
 # the cluster reachable through guestfwd, exports a LIO fileio LUN
-# (guest-fileio.sh, a file on the guest's tmpfs) and the Cairn volume through
-# `cairn target` (TCMU `user:` backstore), waits until both answer INQUIRY
-# from fio's libiscsi initiator name, and prints
+# (guest-fileio.sh, a file on the guest's tmpfs), a tcmu-runner LUN
+# (guest-runner.sh: Debian's tcmu-runner, qcow2 image on tmpfs, LIO user
+# backstore) and the Cairn volume through `cairn target` (TCMU `user:`
+# backstore), waits until all three answer INQUIRY from fio's libiscsi
+# initiator name, and prints
 #   target lio-fileio  iscsi://127.0.0.1:PORT/IQN/0
+#   target tcmu-runner iscsi://127.0.0.1:PORT/IQN/0
 #   target cairn-iscsi iscsi://127.0.0.1:PORT/IQN/0
-#   pid qemu PID                      (the guest: counts for both targets)
+#   pid qemu PID                      (the guest: counts for every target)
 #   pid mdm1|sds1|... PID cairn-iscsi (Cairn's host processes)
 #   pid guestfwd-N PID cairn-iscsi    (qemu's per-connection relays (run-guest.sh)
 #                                      between the guest and the host's SDSs)
@@ -21,7 +24,7 @@
 # Env: CAIRN_BENCH_VOLUME_MIB (256: size of each LUN, at least), BENCH_GUEST_SMP
 # (vCPUs, 1: under TCG on this 2-core machine one vCPU gave both LUNs about twice
 # the IOPS of two, whose cross-vCPU wake-ups are emulated), BENCH_GUEST_MEM (MiB,
-# 1024 + the fileio LUN), LIO_HOOK_TIMEOUT (s, 170: the harness kills the hook at
+# 1024 + the fileio and tcmu-runner LUNs), LIO_HOOK_TIMEOUT (s, 170: the harness kills the hook at
 # CAIRN_START_TIMEOUT, 180 s); run-guest.sh's NET_OPTS, GUESTFWD_RELAY.
 set -euo pipefail
 # HERE, REPO, LIO_CACHE, common.sh
@@ -36,6 +39,7 @@ CL_STATE=$STATE/cluster
 FIO_INI=iqn.2019-04.org.fio:fio   # fio's libiscsi engine logs in with this name
 INI1=iqn.2007-10.com.github:sahlberg:libiscsi:iscsi-test
 FILEIO_IQN=iqn.2003-01.org.linux-iscsi.cairn-test:fileio
+RUNNER_IQN=iqn.2003-01.org.linux-iscsi.cairn-test:tcmu-runner
 CAIRN_IQN=iqn.2026-01.io.cairn:svm-bench
 MIB=${CAIRN_BENCH_VOLUME_MIB:-256}
 log() { echo "[bench-hook $(date +%H:%M:%S)] $*" >&2; }
@@ -68,7 +72,10 @@ start() {
   timeout "$(left)" bash -c '. "$1/lib.sh"; lio_build_guest "$2"' _ "$HERE" "$STATE/build-guest.log"
   timeout "$(left)" bash -c '. "$1/lib.sh"; lio_build_cairn "$2"' _ "$HERE" "$STATE/stage" \
     > "$STATE/build-cairn.log" 2>&1 || { cat "$STATE/build-cairn.log" >&2; return 1; }
-  install -m 755 "$HERE/guest-fileio.sh" "$STATE/stage/"
+  install -m 755 "$HERE/guest-fileio.sh" "$HERE/guest-runner.sh" "$STATE/stage/"
+  # tcmu-runner's LUN: a qcow2 image (its qcow handler is Debian's only disk handler but rbd)
+  # with every cluster allocated: its cluster allocation needs a fallocate mode tmpfs lacks
+  qemu-img create -q -f qcow2 -o preallocation=metadata "$STATE/stage/runner0.qcow2" "${MIB}M"
 
   log "Cairn cluster on the host ($CL_STATE)"
   # cairn-cluster.sh exits the shell on failure: run it in a subshell first
@@ -80,23 +87,30 @@ start() {
   export GUESTFWD
 
   log "booting the guest (${BENCH_GUEST_SMP:-1} vCPU, relays: ${GUESTFWD_RELAY:-cairn})"
-  local mem=${BENCH_GUEST_MEM:-$(( 1024 + MIB ))}
+  local mem=${BENCH_GUEST_MEM:-$(( 1024 + 2 * MIB ))}   # the fileio file and the qcow2 image live on tmpfs
   CAIRN_DIR=$STATE/stage SMP=${BENCH_GUEST_SMP:-1} MEM=$mem \
     timeout "$(left)" "$HERE/run-guest.sh" start > "$STATE/boot.log" 2>&1 || { cat "$STATE/boot.log" >&2; return 1; }
   local port; port=$(cat "$RUN/port")
   g() { CMD_TIMEOUT=$(left) "$HERE/run-guest.sh" cmd "$@"; }
   g "/cairn/guest-fileio.sh $FILEIO_IQN $MIB" > "$STATE/guest-fileio.log"
+  g "/cairn/guest-runner.sh $RUNNER_IQN /cairn/runner0.qcow2" > "$STATE/guest-runner.log"
   g "nohup $CAIRN_TARGET_CMD > /tmp/cairn-target.log 2>&1 &"
   local lio_url=iscsi://127.0.0.1:$port/$FILEIO_IQN/0 cairn_url=iscsi://127.0.0.1:$port/$CAIRN_IQN/0
+  local runner_url=iscsi://127.0.0.1:$port/$RUNNER_IQN/0
   if ! lio_wait_lun "$FIO_INI" "$cairn_url" "$(left)" "$STATE/cairn-inq.txt"; then
     cat "$STATE/cairn-inq.txt" >&2; g "tail -20 /tmp/cairn-target.log" >&2 || true
     log "the Cairn LUN does not answer at $cairn_url"; return 1
   fi
   lio_wait_lun "$FIO_INI" "$lio_url" 10 "$STATE/lio-inq.txt" ||
     { cat "$STATE/lio-inq.txt" >&2; log "the LIO fileio LUN does not answer at $lio_url"; return 1; }
-  log "both LUNs answer; guest: $(head -1 "$STATE/boot.log")"
+  if ! lio_wait_lun "$FIO_INI" "$runner_url" 20 "$STATE/runner-inq.txt"; then
+    cat "$STATE/runner-inq.txt" "$STATE/guest-runner.log" >&2; g "tail -20 /tmp/tcmu-runner.log" >&2 || true
+    log "the tcmu-runner LUN does not answer at $runner_url"; return 1
+  fi
+  log "the three LUNs answer ($(tail -1 "$STATE/guest-runner.log" | tr -d '\r')); guest: $(head -1 "$STATE/boot.log")"
 
   echo "target lio-fileio $lio_url"
+  echo "target tcmu-runner $runner_url"
   echo "target cairn-iscsi $cairn_url"
   local qemu f n p
   qemu=$(cat "$RUN/qemu.pid")

@@ -18,7 +18,7 @@ set -euo pipefail
 OUT=$LIO_CACHE/guest
 KFLAVOUR=${KFLAVOUR:-cloud-amd64}
 MIRROR=${MIRROR:-$(awk '/^URIs:/{print $2; exit}' /etc/apt/sources.list.d/debian.sources 2>/dev/null || echo http://deb.debian.org/debian)}
-ROOTFS_PKGS=targetcli-fb,python3-rtslib-fb,dbus,kmod,procps
+ROOTFS_PKGS=targetcli-fb,python3-rtslib-fb,dbus,kmod,procps,tcmu-runner
 mkdir -p "$OUT" "$LIO_CACHE/debs"
 TMP=$(mktemp -d "$LIO_CACHE/tmp.XXXXXX")
 trap 'rm -rf "$TMP"' EXIT

@@ -1,14 +1,17 @@
-# lio-fileio and cairn-iscsi: LIO in a qemu guest (TCG: KVM does not work on
-# these machines), reached through a port forwarded to 127.0.0.1, measured with
-# fio's libiscsi engine (Debian's fio lacks it: build-fio-libiscsi.sh). Both
-# LUNs live in the same guest in the same run; under TCG absolute numbers are
-# low and the cairn-iscsi / lio-fileio ratio is what counts.
+# lio-fileio, tcmu-runner and cairn-iscsi: LIO in a qemu guest (TCG: KVM does
+# not work on these machines), reached through a port forwarded to 127.0.0.1,
+# measured with fio's libiscsi engine (Debian's fio lacks it:
+# build-fio-libiscsi.sh). The three LUNs live in the same guest in the same run;
+# under TCG absolute numbers are low and the ratios are what counts:
+# cairn-iscsi / tcmu-runner (same TCMU ring, same vCPU: Cairn's own cost) and
+# cairn-iscsi / lio-fileio (LIO's in-kernel backstore).
 #
 # Hook (owned by the LIO helper, contract in README.md):
 #   $CAIRN_ISCSI_HOOK start STATEDIR
-#       boots the guest, exports a LIO fileio LUN and a Cairn LUN of at least
-#       $CAIRN_BENCH_VOLUME_MIB MiB each and prints:
+#       boots the guest, exports a LIO fileio LUN, a tcmu-runner LUN and a
+#       Cairn LUN of at least $CAIRN_BENCH_VOLUME_MIB MiB each and prints:
 #         target lio-fileio iscsi://127.0.0.1:PORT/IQN/LUN
+#         target tcmu-runner iscsi://127.0.0.1:PORT/IQN/LUN
 #         target cairn-iscsi iscsi://127.0.0.1:PORT/IQN/LUN
 #         pid NAME PID [TARGET]   (qemu, and Cairn's host processes if any;
 #                                  with TARGET the pid counts for that target only)
@@ -51,7 +54,7 @@ bench_iscsi() {
   CAIRN_BENCH_VOLUME_MIB=$BENCH_ISCSI_SIZE_MIB run_hook "$state.hook.out" "$CAIRN_START_TIMEOUT" \
     "$CAIRN_ISCSI_HOOK" start "$state" \
     || die "iSCSI hook start failed (rc=$?): see $state.hook.out and $state.hook.out.err"
-  for t in lio-fileio cairn-iscsi; do
+  for t in lio-fileio tcmu-runner cairn-iscsi; do
     uri=$(hook_uri "$state.hook.out" $t)
     [ -n "$uri" ] || die "iSCSI hook printed no 'target $t iscsi://...' line: see $state.hook.out"
     pids=$(hook_pids "$state.hook.out" $t)

@@ -1,0 +1,40 @@
+#!/bin/sh
+# Runs in the guest: the TCMU reference LUN, Debian's tcmu-runner serving a qcow2 image on the
+# guest's tmpfs (its qcow handler: Debian's package has no plain file handler for disks) through
+# a LIO user backstore, exported by its own target in demo mode on the shared portal
+# 0.0.0.0:3260. The same kernel ring and the same TCG vCPU as Cairn's target: the ratio
+# cairn-iscsi / tcmu-runner is Cairn's own cost. Raw configfs writes, like guest-fileio.sh.
+# Usage: guest-runner.sh IQN IMAGE   (IMAGE: a qcow2 file, copied to /tmp first)
+set -eu
+IQN=$1; IMAGE=$2
+C=/sys/kernel/config/target
+B=$C/core/user_90/runner0
+log=/tmp/tcmu-runner.log
+cp "$IMAGE" /tmp/runner0.qcow2
+# tcmu-runner registers on the system bus (targetcli asks it there); configfs does not need it,
+# but the daemon wants the bus up.
+if [ ! -S /run/dbus/system_bus_socket ]; then
+  mkdir -p /run/dbus
+  dbus-daemon --system --fork
+fi
+if ! pgrep -x tcmu-runner >/dev/null; then
+  nohup tcmu-runner > "$log" 2>&1 &
+fi
+# the daemon must listen on netlink before the device is added (it is told of new devices there)
+i=0
+until grep -q -i -E "handler|netlink|dbus" "$log" 2>/dev/null || [ $i -ge 100 ]; do sleep 0.1; i=$((i+1)); done
+size=$(od -An -tu8 --endian=big -j24 -N8 /tmp/runner0.qcow2 | tr -d ' ')
+mkdir -p $B
+echo "dev_size=$size,dev_config=qcow//tmp/runner0.qcow2" > $B/control
+echo "tcmu-runner-ref0" > $B/wwn/vpd_unit_serial
+echo 1 > $B/enable
+T=$C/iscsi/$IQN/tpgt_1
+mkdir -p $T/lun/lun_0
+ln -s $B $T/lun/lun_0/runner0
+mkdir -p "$T/np/0.0.0.0:3260"
+echo 0 > $T/attrib/authentication
+echo 1 > $T/attrib/generate_node_acls
+echo 1 > $T/attrib/cache_dynamic_acls
+echo 0 > $T/attrib/demo_mode_write_protect
+echo 1 > $T/enable
+echo "tcmu-runner reference ready: $IQN lun 0, $((size/1024/1024)) MiB; tcmu-runner $(tcmu-runner --version 2>&1 | head -1)"
