@@ -76,17 +76,24 @@ ISCSI_TARGETS = ("lio-fileio", "tcmu-runner", "cairn-iscsi")
 # "op" says how the ratio target/versus must compare with the goal.
 RATIO_GOALS = [
     ("cairn-nbd", "ceph-rbd", "randwrite-4k-qd32", "iops", ">=", 5.0),
-    ("cairn-nbd", "nbdkit-file", "randwrite-4k-qd32", "iops", ">=", 0.4),
     ("cairn-nbd", "ceph-rbd", "randread-4k-qd32", "iops", ">=", 2.5),
     ("cairn-nbd", "nbdkit-file", "randread-4k-qd32", "iops", ">=", 0.6),
-    ("cairn-nbd", "nbdkit-file", "randread-4k-qd1", "mean_lat_us", "<=", 2.0),
-    ("cairn-nbd", "ceph-rbd", "randwrite-4k-qd32", "cpu_us_per_io", "<=", 0.5),
     ("cairn-nbd", "ceph-rbd", "randread-4k-qd32", "cpu_us_per_io", "<=", 0.5),
+    # issue 18 (speed, part 2): mirrored writes, QD1 latency, the production mix
+    ("cairn-nbd", "nbdkit-file", "randwrite-4k-qd32", "iops", ">=", 0.6),
+    ("cairn-nbd", "nbdkit-file", "randwrite-4k-qd1", "mean_lat_us", "<=", 3.0),
+    ("cairn-nbd", "nbdkit-file", "randread-4k-qd1", "mean_lat_us", "<=", 2.0),
+    ("cairn-nbd", "nbdkit-file", "randrw-64k32k-mix45-qd16", "iops", ">=", 0.6),
+    ("cairn-nbd", "ceph-rbd", "randwrite-4k-qd32", "cpu_us_per_io", "<=", 0.12),
     # issue 18: Cairn's TCMU path against its real peer in the same guest (the ring and TCG
     # cancel out) and against LIO's in-kernel fileio
 ] + [("cairn-iscsi", versus, w, "iops", ">=", goal)
      for versus, goal in (("tcmu-runner", 1.0), ("lio-fileio", 0.5))
      for w in ("randread-4k-qd1", "randread-4k-qd16", "randwrite-4k-qd16", "randrw-64k32k-mix45-qd16")]
+# Goals on one measurement's own figure: (target, workload, metric, op, goal).
+ABSOLUTE_GOALS = [
+    ("cairn-nbd", "randwrite-4k-qd32", "cpu_us_per_io", "<=", 50.0),   # issue 18: CPU per mirrored 4k write
+]
 # Data-path security (issue 19): CPU per I/O of each mode over the same run's
 # mode none (the data path before authentication), averaged over the rounds;
 # authenticated must stay within 10 %, secure is reported beside it.
@@ -411,6 +418,12 @@ def compute_ratios(records):
         out.append({"kind": "ratio", "target": target, "versus": versus, "workload": workload,
                     "metric": metric, "ratio": round(ratio, 3), "goal": f"{op} {goal:g}",
                     "met": compare(ratio, op, goal)})
+    for target, workload, metric, op, goal in ABSOLUTE_GOALS:
+        a = meas.get((target, workload))
+        if a and a.get(metric) is not None:
+            out.append({"kind": "ratio", "target": target, "versus": "-", "workload": workload,
+                        "metric": metric + " (absolute)", "ratio": a[metric], "goal": f"{op} {goal:g}",
+                        "met": compare(a[metric], op, goal)})
     # Scaling: CPU per I/O spread across SDS counts, per workload.
     scaling = {}
     for r in records:
@@ -567,7 +580,9 @@ def cmd_report(a):
     records = read_records(a.out)
     meta_path = os.path.join(a.out, "meta.json")
     meta = json.load(open(meta_path)) if os.path.exists(meta_path) else {}
-    meta.update(machine_info())
+    # what the run recorded (its commit when it started, the load when it ended) wins over
+    # what is true when the report is rendered again later
+    meta.update({k: v for k, v in machine_info().items() if k not in meta})
     ratios = compute_ratios(records)
     meas = sorted((r for r in records if r["kind"] == "measurement"), key=order_key)
     figures = [r for r in records if r["kind"] == "figure"]
@@ -696,10 +711,12 @@ def cmd_report(a):
              "`BENCH_WRITE_DOCS=1` (then `docs/`). See `tests/bench/README.md` for the knobs.")
     out = os.path.join(a.dest, a.prefix + ".md")
     # Sections other suites write into the same page are kept (the QoS
-    # section, by tests/qos/run.sh): from their heading to the next one.
+    # section, by tests/qos/run.sh), and the hand-written analysis of the
+    # missed goals ("Where the time goes ..."): from their heading to the next one.
     if os.path.exists(out):
         old = open(out).read().split("\n## ")
-        L.extend("\n## " + s.rstrip("\n") + "\n" for s in old[1:] if s.startswith("QoS"))
+        L.extend("\n## " + s.rstrip("\n") + "\n" for s in old[1:]
+                 if s.startswith("QoS") or s.startswith("Where the time goes"))
     with open(out, "w") as f:
         f.write("\n".join(L) + "\n")
     print(f"report: {os.path.join(a.dest, a.prefix + '.md')} ({len(meas)} measurements, {len(ratios)} ratios, "

@@ -140,6 +140,7 @@ json.dump({
   "workdir_fs": "$(df -T "$BENCH_WORK" | awk 'NR==2{print $1" ("$2")"}')",
   "nice": "$(ps -o ni= -p $$ | tr -d ' ')",
   "loadavg_start": "$(cut -d' ' -f1-3 /proc/loadavg)",
+  "cairn_git": "$(git -C "$REPO" describe --always --dirty 2>/dev/null)",
   "nbdkit_args": "default cache = page cache, default threads${NBDKIT_FILE_ARGS:+, extra arguments: $NBDKIT_FILE_ARGS}",
   "ceph_desc": "Ceph from Debian's packages, 1 mon + 1 mgr + 3 BlueStore OSDs on zero-filled ${CEPH_OSD_MIB} MiB files, osd_memory_target ${CEPH_OSD_MEMORY_MIB} MiB, pool size 2 / min_size 1, 32 PGs, auth none, client rbd_cache off, fio rbd engine",
   "cairn_desc": "a 3-SDS local Cairn cluster, 2 copies, started by ${CAIRN_CLUSTER_HOOK#$REPO/}",
@@ -162,6 +163,7 @@ import json, sys
 path = sys.argv[1]
 meta = json.load(open(path))
 meta["failed"] = dict(l.rstrip("\n").split("=", 1) for l in sys.stdin if "=" in l)
+meta["loadavg_end"] = " ".join(open("/proc/loadavg").read().split()[:3])
 json.dump(meta, open(path, "w"), indent=1)' "$BENCH_OUT/meta.json"
 
 log "=== report"

@@ -11,8 +11,13 @@ C=/sys/kernel/config/target
 B=$C/core/user_90/runner0
 log=/tmp/tcmu-runner.log
 cp "$IMAGE" /tmp/runner0.qcow2
-# tcmu-runner registers on the system bus (targetcli asks it there); configfs does not need it,
-# but the daemon wants the bus up.
+size=$(od -An -tu8 --endian=big -j24 -N8 /tmp/runner0.qcow2 | tr -d ' ')   # qcow2 header: size
+mkdir -p $B
+echo "dev_size=$size,dev_config=qcow//tmp/runner0.qcow2" > $B/control
+echo "tcmu-runner-ref0" > $B/wwn/vpd_unit_serial
+echo 1 > $B/enable
+# The daemon opens the devices that exist when it starts (and hears of later ones on netlink).
+# It registers on the system bus, where targetcli would ask it to check a configuration.
 if [ ! -S /run/dbus/system_bus_socket ]; then
   mkdir -p /run/dbus
   dbus-daemon --system --fork
@@ -20,14 +25,16 @@ fi
 if ! pgrep -x tcmu-runner >/dev/null; then
   nohup tcmu-runner > "$log" 2>&1 &
 fi
-# the daemon must listen on netlink before the device is added (it is told of new devices there)
 i=0
-until grep -q -i -E "handler|netlink|dbus" "$log" 2>/dev/null || [ $i -ge 100 ]; do sleep 0.1; i=$((i+1)); done
-size=$(od -An -tu8 --endian=big -j24 -N8 /tmp/runner0.qcow2 | tr -d ' ')
-mkdir -p $B
-echo "dev_size=$size,dev_config=qcow//tmp/runner0.qcow2" > $B/control
-echo "tcmu-runner-ref0" > $B/wwn/vpd_unit_serial
-echo 1 > $B/enable
+until ls -l /proc/"$(pgrep -x tcmu-runner | head -1)"/fd 2>/dev/null | grep -q /dev/uio; do
+  i=$((i+1))
+  if [ $i -ge 200 ]; then
+    echo "tcmu-runner did not open the device's uio within 20 s: see /var/log/tcmu-runner.log" >&2
+    tail -5 /var/log/tcmu-runner.log >&2 || true
+    exit 1
+  fi
+  sleep 0.1
+done
 T=$C/iscsi/$IQN/tpgt_1
 mkdir -p $T/lun/lun_0
 ln -s $B $T/lun/lun_0/runner0
