@@ -72,7 +72,7 @@ start() {
   timeout "$(left)" bash -c '. "$1/lib.sh"; lio_build_guest "$2"' _ "$HERE" "$STATE/build-guest.log"
   timeout "$(left)" bash -c '. "$1/lib.sh"; lio_build_cairn "$2"' _ "$HERE" "$STATE/stage" \
     > "$STATE/build-cairn.log" 2>&1 || { cat "$STATE/build-cairn.log" >&2; return 1; }
-  install -m 755 "$HERE/guest-fileio.sh" "$HERE/guest-runner.sh" "$STATE/stage/"
+  install -m 755 "$HERE/guest-fileio.sh" "$HERE/guest-export.sh" "$HERE/guest-runner.sh" "$STATE/stage/"
   # tcmu-runner's LUN: a qcow2 image (its qcow handler is Debian's only disk handler but rbd)
   # with every cluster allocated: its cluster allocation needs a fallocate mode tmpfs lacks
   qemu-img create -q -f qcow2 -o preallocation=metadata "$STATE/stage/runner0.qcow2" "${MIB}M"

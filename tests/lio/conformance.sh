@@ -52,7 +52,7 @@ trap '"$HERE/run-guest.sh" stop; cluster_down' EXIT
 lio_build_guest "$WORK/build-guest.log"
 phase build-guest
 
-install -m 755 "$HERE/guest-fileio.sh" "$WORK/stage/"
+install -m 755 "$HERE/guest-fileio.sh" "$HERE/guest-export.sh" "$WORK/stage/"
 if [ "${CAIRN_CLUSTER_SCRIPT:-}" = memory ]; then CAIRN_CLUSTER_SCRIPT=""; fi
 if [ -n "${CAIRN_CLUSTER_SCRIPT:-}" ]; then
   # The real thing: `cairn target` in the guest over a Cairn cluster on the host.

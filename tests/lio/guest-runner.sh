@@ -35,13 +35,5 @@ until ls -l /proc/"$(pgrep -x tcmu-runner | head -1)"/fd 2>/dev/null | grep -q /
   fi
   sleep 0.1
 done
-T=$C/iscsi/$IQN/tpgt_1
-mkdir -p $T/lun/lun_0
-ln -s $B $T/lun/lun_0/runner0
-mkdir -p "$T/np/0.0.0.0:3260"
-echo 0 > $T/attrib/authentication
-echo 1 > $T/attrib/generate_node_acls
-echo 1 > $T/attrib/cache_dynamic_acls
-echo 0 > $T/attrib/demo_mode_write_protect
-echo 1 > $T/enable
+"$(dirname "$0")/guest-export.sh" "$IQN" $B
 echo "tcmu-runner reference ready: $IQN lun 0, $((size/1024/1024)) MiB; tcmu-runner $(tcmu-runner --version 2>&1 | head -1)"
