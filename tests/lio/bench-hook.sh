@@ -104,7 +104,7 @@ start() {
   lio_wait_lun "$FIO_INI" "$lio_url" 10 "$STATE/lio-inq.txt" ||
     { cat "$STATE/lio-inq.txt" >&2; log "the LIO fileio LUN does not answer at $lio_url"; return 1; }
   if ! lio_wait_lun "$FIO_INI" "$runner_url" 20 "$STATE/runner-inq.txt"; then
-    cat "$STATE/runner-inq.txt" "$STATE/guest-runner.log" >&2; g "tail -20 /tmp/tcmu-runner.log" >&2 || true
+    cat "$STATE/runner-inq.txt" "$STATE/guest-runner.log" >&2; g "tail -5 /tmp/tcmu-runner.log; tail -20 /var/log/tcmu-runner.log" >&2 || true
     log "the tcmu-runner LUN does not answer at $runner_url"; return 1
   fi
   log "the three LUNs answer ($(tail -1 "$STATE/guest-runner.log" | tr -d '\r')); guest: $(head -1 "$STATE/boot.log")"

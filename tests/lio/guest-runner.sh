@@ -9,7 +9,7 @@ set -eu
 IQN=$1; IMAGE=$2
 C=/sys/kernel/config/target
 B=$C/core/user_90/runner0
-log=/tmp/tcmu-runner.log
+log=/tmp/tcmu-runner.log   # the daemon's stdout; it logs to /var/log/tcmu-runner.log
 cp "$IMAGE" /tmp/runner0.qcow2
 size=$(od -An -tu8 --endian=big -j24 -N8 /tmp/runner0.qcow2 | tr -d ' ')   # qcow2 header: size
 mkdir -p $B

@@ -77,7 +77,7 @@ start() {
     disk=(-drive "file=$RUN/cairn.img,if=none,id=d1,format=raw,cache=unsafe" -device virtio-blk-pci,drive=d1)
   fi
   local net="user,id=n0,restrict=on,hostfwd=tcp:127.0.0.1:${PORT}-:3260"
-  [ -z "${GUESTFWD:-}" ] || [ "${GUESTFWD_RELAY:-cairn}" != cairn ] || build_relay
+  if [ -n "${GUESTFWD:-}" ] && [ "${GUESTFWD_RELAY:-cairn}" = cairn ]; then build_relay; fi
   for fw in ${GUESTFWD:-}; do
     net="$net,guestfwd=tcp:${fw%%=*}-cmd:$(relay "${fw#*=}")"
   done
