@@ -5,7 +5,7 @@
 # integration tests and the benchmarks.
 #
 #   cluster.sh start STATEDIR [--sds N] [--devices-per-sds M] [--device-size SIZE]
-#                             [--volume-size SIZE] [--volume NAME]
+#                             [--volume-size SIZE] [--volume NAME] [--fault-sets]
 #   cluster.sh stop STATEDIR      stop every daemon it started (by pid)
 #   cluster.sh status STATEDIR
 #
@@ -14,6 +14,8 @@
 # ports, same data). Everything lives in STATEDIR: logs/, pids/, data,
 # cairnctl.json (export CAIRNCTL_CONFIG=STATEDIR/cairnctl.json to use it),
 # pki/ (the cluster CA in pki/ca, each daemon's certificate in pki/NAME).
+# --fault-sets puts each SDS in a fault set of its own (fs1 holds sds1, ...)
+# when the cluster is first configured.
 set -euo pipefail
 
 ROOT=$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)
@@ -50,7 +52,7 @@ start) ;;
 *) die "unknown command $cmd (start, stop, status)" ;;
 esac
 
-SDS_COUNT=3 DEVS=2 DEV_SIZE=16G VOL_SIZE=8GiB VOL=vol1
+SDS_COUNT=3 DEVS=2 DEV_SIZE=16G VOL_SIZE=8GiB VOL=vol1 FAULT_SETS=0
 while [ $# -gt 0 ]; do
 	case $1 in
 	--sds) SDS_COUNT=$2; shift 2 ;;
@@ -58,6 +60,7 @@ while [ $# -gt 0 ]; do
 	--device-size) DEV_SIZE=$2; shift 2 ;;
 	--volume-size) VOL_SIZE=$2; shift 2 ;;
 	--volume) VOL=$2; shift 2 ;;
+	--fault-sets) FAULT_SETS=1; shift ;;
 	*) die "unknown option $1" ;;
 	esac
 done
@@ -121,8 +124,12 @@ if [ ! -f "$STATE/.configured" ]; then
 	ctl pd info pd1 >/dev/null 2>&1 || ctl pd create pd1 >/dev/null
 	ctl pool info pool1 >/dev/null 2>&1 || ctl pool create pool1 --pd pd1 >/dev/null
 	for ((i = 1; i <= SDS_COUNT; i++)); do
-		p=SDS${i}_PORT
-		ctl sds info "sds$i" >/dev/null 2>&1 || ctl sds create "sds$i" --pd pd1 --address "127.0.0.1:${!p}" >/dev/null
+		p=SDS${i}_PORT fs=()
+		if [ "$FAULT_SETS" = 1 ]; then
+			ctl faultset info "fs$i" >/dev/null 2>&1 || ctl faultset create "fs$i" --pd pd1 >/dev/null
+			fs=(--fault-set "fs$i")
+		fi
+		ctl sds info "sds$i" >/dev/null 2>&1 || ctl sds create "sds$i" --pd pd1 "${fs[@]}" --address "127.0.0.1:${!p}" >/dev/null
 	done
 	for ((i = 1; i <= SDS_COUNT; i++)); do p=SDS${i}_PORT; wait_port --log "$STATE/logs/" 127.0.0.1 "${!p}" 30 "sds$i"; done
 	for ((i = 1; i <= SDS_COUNT; i++)); do

@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # Integration tests of the cairn.storage modules against a real local cluster
-# (tests/lib/cluster.sh: 3 MDMs, 3 SDSs, a gateway, NBD): every module's create/update/delete
-# (crud.yml); a declared state (converge.yml) applied with --check (the etcd revision of the
+# (tests/lib/cluster.sh: 3 MDMs, 3 SDSs each in a fault set of its own, a gateway, NBD): every
+# module's create/update/delete (crud.yml); an MDM member added through the module, started
+# with `cairn mdm --join`, promoted and removed (mdm-add.yml, mdm-join.yml); a declared state (converge.yml) applied with --check (the etcd revision of the
 # model must not move), for real, and again (changed=0 on every task); --check --diff of a
 # change shows it; bad input fails with the gateway's message and changes nothing.
 #
@@ -17,7 +18,8 @@ die() { echo "integration: $*" >&2; exit 1; }
 [ -x "$VENV/bin/ansible-playbook" ] || die "no ansible-playbook in $VENV: run scripts/pydeps.sh"
 "$VENV/bin/python" -c 'import cairn' 2>/dev/null ||
 	die "the cairn Python client is not installed in $VENV (installer/ in the repository): run scripts/pydeps.sh"
-[ -x "${CAIRN_BIN:-$ROOT/appliance/bin}/cairn" ] || die "no cairn binary in ${CAIRN_BIN:-$ROOT/appliance/bin}: run make build"
+CAIRN=${CAIRN_BIN:-$ROOT/appliance/bin}/cairn
+[ -x "$CAIRN" ] || die "no cairn binary in ${CAIRN_BIN:-$ROOT/appliance/bin}: run make build"
 
 T0=$(now)
 STATE=$(mktemp -d /tmp/cairn-ansible-it.XXXXXX)
@@ -34,7 +36,7 @@ cleanup() {
 trap cleanup EXIT
 
 say "starting a local cluster"
-"$ROOT/tests/lib/cluster.sh" start "$STATE" --sds 3 --devices-per-sds 1 --device-size 8G --volume-size 1GiB >"$STATE/cluster.log" 2>&1 ||
+"$ROOT/tests/lib/cluster.sh" start "$STATE" --sds 3 --devices-per-sds 1 --device-size 8G --volume-size 1GiB --fault-sets >"$STATE/cluster.log" 2>&1 ||
 	{ tail -20 "$STATE/cluster.log" >&2; die "the cluster did not start"; }
 # shellcheck disable=SC1091
 source "$STATE/ports.env"
@@ -45,7 +47,7 @@ MDM_URL=https://127.0.0.1:$MDM1_CLIENT
 # etcd authenticates every client: a read-only client certificate of the cluster.
 # shellcheck source=../../../tests/lib/common.sh
 . "$ROOT/tests/lib/common.sh"
-MDM_PKI=$(CAIRN=$ROOT/appliance/bin/cairn pki_dir "$STATE" client ansible-test)
+MDM_PKI=$(pki_dir "$STATE" client ansible-test)
 truncate -s 4G "$STATE/extra.img"
 export CAIRN_TEST_EXTRA_DEVICE=$STATE/extra.img
 export ANSIBLE_COLLECTIONS_PATH=$ROOT/ansible ANSIBLE_NOCOLOR=1 ANSIBLE_RETRY_FILES_ENABLED=False \
@@ -62,6 +64,22 @@ say "crud.yml: each module's create/update/delete"
 t=$(now)
 "${PLAY[@]}" "$HERE/crud.yml" >"$STATE/crud.log" 2>&1 || { grep -E 'FAILED|fatal|msg' "$STATE/crud.log" | tail -20 >&2; die "crud.yml failed (log $STATE/crud.log)"; }
 ok "crud.yml ($(recap "$STATE/crud.log")) in $(($(now) - t)) s"
+
+say "MDM membership: add mdm4 through the module, start it with --join, wait for its promotion, remove it"
+t=$(now)
+mapfile -t MDM4 < <(free_ports 2)
+MDM4_PEER=https://127.0.0.1:${MDM4[1]}
+"${PLAY[@]}" -e "mdm4_peer=$MDM4_PEER" -e "out=$STATE/mdm4.initial-cluster" "$HERE/mdm-add.yml" >"$STATE/mdm-add.log" 2>&1 ||
+	{ grep -E 'FAILED|fatal|msg' "$STATE/mdm-add.log" | tail -20 >&2; die "mdm-add.yml failed (log $STATE/mdm-add.log)"; }
+# The member's own certificate, as cluster.sh gives the others; it stops with the cluster
+# (cluster.sh stop stops every pid file in $STATE/pids).
+spawn "$STATE" mdm4 "$CAIRN" mdm --name mdm4 --data-dir "$STATE/mdm4" --tie-breaker \
+	--pki "$(pki_dir "$STATE" mdm mdm4)" \
+	--client-url "https://127.0.0.1:${MDM4[0]}" --peer-url "$MDM4_PEER" --join --initial-cluster "$(cat "$STATE/mdm4.initial-cluster")"
+"${PLAY[@]}" -e "mdm4_peer=$MDM4_PEER" "$HERE/mdm-join.yml" >"$STATE/mdm-join.log" 2>&1 ||
+	{ grep -E 'FAILED|fatal|msg' "$STATE/mdm-join.log" | tail -20 >&2; tail -5 "$STATE/logs/mdm4.log" >&2; die "mdm-join.yml failed (log $STATE/mdm-join.log, mdm4's log $STATE/logs/mdm4.log)"; }
+stop_pidfiles 10 "$STATE/pids/mdm4.pid"
+ok "MDM member mdm4 added, joined, promoted and removed ($(recap "$STATE/mdm-add.log" | sed 's/ *$//'); $(recap "$STATE/mdm-join.log" | sed 's/ *$//')) in $(($(now) - t)) s"
 
 r0=$(revision)
 "${PLAY[@]}" --check "$HERE/converge.yml" >"$STATE/check.log" 2>&1 || { tail -20 "$STATE/check.log" >&2; die "converge.yml --check failed"; }

@@ -21,6 +21,7 @@ func runMDM(ctx context.Context, args []string) error {
 	fs.StringVar(&cfg.PeerURL, "peer-url", "http://127.0.0.1:2380", "peer URL (listen and advertise); https with --pki")
 	fs.StringVar(&cfg.ClientURL, "client-url", "http://127.0.0.1:2379", "client URL (listen and advertise); https with --pki")
 	fs.StringVar(&cfg.InitialCluster, "initial-cluster", "", "name=peerURL,... of every member (default: this one alone)")
+	fs.BoolVar(&cfg.Join, "join", false, "join a running cluster this member was added to (cairnctl mdm add prints its --initial-cluster); only read on the first start")
 	fs.BoolVar(&cfg.TieBreaker, "tie-breaker", false, "vote in the quorum but never lead")
 	if err := parse(fs, args); err != nil {
 		return err

@@ -41,8 +41,12 @@ func init() {
 				if err := s.api.call(ctx, http.MethodPost, "/mdm/members", map[string]any{"name": args[0], "peer_url": peer, "tie_breaker": tie}, &m); err != nil {
 					return fmt.Errorf("mdm add %s: %w", args[0], err)
 				}
-				fmt.Fprintf(s.out, "added %s as a learner; start it with\n  cairn mdm --name %s --peer-url %s --initial-cluster %s\nit becomes a voting member once it has caught up (cairnctl mdm ls)\n",
-					args[0], args[0], peer, m.InitialCluster)
+				tb := ""
+				if tie {
+					tb = " --tie-breaker"
+				}
+				fmt.Fprintf(s.out, "added %s as a learner; start it on its host (with its --pki and --client-url) with\n  cairn mdm --name %s --peer-url %s --join --initial-cluster %s%s\nit becomes a voting member once it has caught up (cairnctl mdm ls)\n",
+					args[0], args[0], peer, m.InitialCluster, tb)
 				return nil
 			}
 		}})

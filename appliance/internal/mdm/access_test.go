@@ -312,3 +312,16 @@ func TestSchemeMismatchRefused(t *testing.T) {
 		t.Errorf("mdm with an http member in --initial-cluster: %v", err)
 	}
 }
+
+// A member joining a running cluster must be given its members (the API's
+// answer to the addition): alone, it would found a cluster of its own.
+func TestJoinNeedsTheMembers(t *testing.T) {
+	kit := pkitest.New(t)
+	for _, initial := range []string{"", "mdm4=https://127.0.0.1:1"} {
+		_, err := mdm.Start(mdm.Config{Name: "mdm4", DataDir: t.TempDir(), PeerURL: "https://127.0.0.1:1", ClientURL: "https://127.0.0.1:2",
+			InitialCluster: initial, Join: true, Identity: kit.Identity(pki.RoleMDM, "mdm4")})
+		if err == nil || !strings.Contains(err.Error(), "--join needs --initial-cluster with every member") {
+			t.Errorf("--join with --initial-cluster %q: %v", initial, err)
+		}
+	}
+}

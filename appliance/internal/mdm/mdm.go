@@ -30,8 +30,13 @@ type Config struct {
 	PeerURL        string // listen and advertise, e.g. http://127.0.0.1:2380
 	ClientURL      string // listen and advertise, e.g. http://127.0.0.1:2379
 	InitialCluster string // name=peerURL,... of every member
-	TieBreaker     bool
-	Logger         *slog.Logger
+	// Join: this member was added to a running cluster (POST /mdm/members,
+	// whose answer gives InitialCluster) and joins it as a learner, instead
+	// of forming a new cluster with the members named. Only the first start
+	// reads it: a member with data rejoins from its data directory.
+	Join       bool
+	TieBreaker bool
+	Logger     *slog.Logger
 	// ElectionTTL in seconds for the leader's session (default 3).
 	ElectionTTL int
 	// Identity is the member's certificate (role mdm, with the IP SANs of
@@ -160,8 +165,16 @@ func Start(cfg Config) (*embed.Etcd, error) {
 	}
 	ec.InitialClusterToken = "cairn"
 	// Restarted members rejoin from their data directory; InitialCluster
-	// only matters for the first start.
+	// and Join only matter for the first start. A new member of a running
+	// cluster must say so: as "new" it would found a cluster of its own
+	// (another cluster id) that the running members refuse to talk to.
 	ec.ClusterState = embed.ClusterStateFlagNew
+	if cfg.Join {
+		ec.ClusterState = embed.ClusterStateFlagExisting
+		if cfg.InitialCluster == "" || !strings.Contains(cfg.InitialCluster, ",") {
+			return nil, fmt.Errorf("mdm %s: --join needs --initial-cluster with every member, as the API answered when the member was added (cairnctl mdm add)", cfg.Name)
+		}
+	}
 	// Failure detection within seconds: a 100 ms heartbeat and a 1 s
 	// election timeout, as etcd recommends for a LAN.
 	ec.TickMs, ec.ElectionMs = 100, 1000

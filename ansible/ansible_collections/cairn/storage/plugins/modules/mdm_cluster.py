@@ -17,7 +17,8 @@ options:
   members:
     description:
       - Members that must be in the cluster. Members not listed stay unless O(purge_members=true).
-      - A new member's C(cairn mdm) must be started on its host with the cluster's member list (the mdm role does it).
+      - A new member's C(cairn mdm) must then be started on its host with C(--join) and the C(--initial-cluster)
+        this module returns in RV(added); it becomes a voting member once it has caught up.
     type: list
     elements: dict
     suboptions:
@@ -79,6 +80,17 @@ members:
   elements: dict
   sample: [{"name": "mdm1", "peer_urls": ["https://10.0.0.11:2380"], "learner": false, "raft_leader": true,
             "tie_breaker": false, "cairn_leader": true}]
+added:
+  description:
+    - The members listed in O(members) that are added but not started yet (by this run or an earlier one),
+      each with the C(--initial-cluster) to start it with
+      (C(cairn mdm --name NAME --peer-url URL --join --initial-cluster ...)); that value is empty in check mode.
+    - Until it is started, an added member is listed in RV(members) as a learner with C(started=false),
+      named after its peer URL.
+  returned: always
+  type: list
+  elements: dict
+  sample: [{"name": "mdm4", "started": false, "initial_cluster": "mdm1=https://10.0.0.11:2380,...,mdm4=https://10.0.0.14:2380"}]
 """
 
 from typing import Any
@@ -114,9 +126,12 @@ def main() -> None:
     p = m.params
     api = m.client.mdm
     cur = [dict(x.raw) for x in m.call("list the MDM members", api.list)]
-    have = {str(x.get("name")): x for x in cur}
+    # A member added but not started yet has no name in etcd: it is known by its peer URL.
+    have = {str(x.get("name")): x for x in cur if x.get("started", True)}
+    pending = {str(u): x for x in cur if not x.get("started", True) for u in x.get("peer_urls") or []}
     after = [dict(x) for x in cur]
     wanted = {w["name"]: w for w in p["members"] or []}
+    added: list[dict[str, Any]] = []
     for name, w in wanted.items():
         h = have.get(name)
         if h is not None:
@@ -128,14 +143,27 @@ def main() -> None:
             continue
         if not w["peer_url"]:
             m.module.fail_json(msg=f"MDM member {name} is not in the cluster: give its peer_url to add it")
-        body = {"name": name, "peer_url": w["peer_url"], "tie_breaker": w["tie_breaker"]}
-        m.write(None, m.client.transport.request, "POST", "/mdm/members", json_body=body, doing=f"add MDM member {name}")
+        if w["peer_url"] in pending:
+            # Added by an earlier run, not started yet: nothing to change; the gateway answers a
+            # repeated addition with the --initial-cluster again (outside check mode).
+            r = {}
+            if not m.check_mode:
+                r = dict(m.call(f"read how to start MDM member {name}", api.add, name, w["peer_url"], tie_breaker=w["tie_breaker"]).raw)
+            added.append({"name": name, "initial_cluster": r.get("initial_cluster", ""), "started": False})
+            continue
+        r = m.write(None, api.add, name, w["peer_url"], tie_breaker=w["tie_breaker"], doing=f"add MDM member {name}") or {}
+        added.append({"name": name, "initial_cluster": r.get("initial_cluster", ""), "started": False})
         after.append({"name": name, "peer_urls": [w["peer_url"]], "tie_breaker": w["tie_breaker"], "learner": True})
     if p["purge_members"]:
-        for name in have:
-            if name not in wanted:
-                m.write(None, m.client.transport.request, "DELETE", f"/mdm/members/{name}", doing=f"remove MDM member {name}")
-                after = [x for x in after if x.get("name") != name]
+        keep = {str(w["peer_url"]) for w in wanted.values() if w["peer_url"]}
+        for x in cur:
+            name = str(x.get("name"))
+            started = x.get("started", True)
+            if (started and name in wanted) or (not started and keep & set(x.get("peer_urls") or [])):
+                continue
+            # By etcd id: a member not started has no name the gateway could find it by.
+            m.write(None, m.client.transport.request, "DELETE", f"/mdm/members/{x.get('id') or name}", doing=f"remove MDM member {name}")
+            after = [y for y in after if y.get("name") != name]
     if p["leader"]:
         if p["leader"] not in {str(x.get("name")) for x in after}:
             m.module.fail_json(msg=f"no MDM member {p['leader']} (members: {', '.join(sorted(have))}): name a member as leader")
@@ -152,7 +180,7 @@ def main() -> None:
     if m.changed and not m.check_mode:
         after = [dict(x.raw) for x in m.call("list the MDM members", api.list)]
     m.set_diff({"members": view(cur)}, {"members": view(after)})
-    m.exit(members=after)
+    m.exit(members=after, added=added)
 
 
 if __name__ == "__main__":
