@@ -1,14 +1,16 @@
 #!/usr/bin/env bash
 # CI step for the SVM appliance: build the OVA and boot it in qemu with a
-# NoCloud seed (tests/appliance/boot-test.sh). It takes 5-15 minutes under
-# TCG, so it runs only when what the image is built from changed since the
-# last build verified on this machine, or when no verified image is cached;
+# NoCloud seed (tests/appliance/boot-test.sh), then three SVMs of it with the
+# deploy engine's OVF environments on CD-ROMs, which must form one system
+# (join-test.sh). It takes 10-25 minutes under TCG, so it runs only when what
+# the image is built from, or the engine's side of the contract, changed since
+# the last build verified on this machine, or when no verified image is cached;
 # otherwise it says so and skips. FORCE_APPLIANCE=1 always runs it.
 set -euo pipefail
 ROOT=$(cd "$(dirname "$0")/.." && pwd)
 CACHE=${CAIRN_CACHE:-$HOME/.cache/cairn}/packer
 mkdir -p "$CACHE"
-key=$(cd "$ROOT" && find packer tests/appliance appliance/internal/firstboot appliance/contract -type f \
+key=$(cd "$ROOT" && find packer tests/appliance appliance/internal/firstboot appliance/contract vcenter-plugin/internal/plan vcenter-plugin/internal/deploy/ovfenv.go -type f \
 	! -path 'packer/output/*' ! -path 'packer/.work/*' -print0 | sort -z | xargs -0 sha256sum | sha256sum | cut -c1-16)
 stamp=$CACHE/verified-$key
 if [ -f "$stamp" ] && [ "${FORCE_APPLIANCE:-0}" != 1 ]; then
@@ -22,5 +24,8 @@ make -C "$ROOT" build
 make -C "$ROOT/packer" appliance CAIRN_BIN_DIR="$ROOT/appliance/bin"
 echo "appliance: OVA built in $(($(date +%s) - t0)) s"
 make -C "$ROOT/packer" boot-test
+t1=$(date +%s)
+make -C "$ROOT/packer" join-test
+echo "appliance: join test (3 SVMs, ISO transport) in $(($(date +%s) - t1)) s"
 date -u +%Y-%m-%dT%H:%MZ >"$stamp"
 echo "appliance: built and boot-tested in $(($(date +%s) - t0)) s"

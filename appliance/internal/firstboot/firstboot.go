@@ -237,6 +237,16 @@ func (o *Options) findSettings(ctx context.Context) (map[string]string, string, 
 		}
 	}
 	if !o.NoSeedDisk {
+		props, src, err := o.readOVFISO(ctx)
+		if err == nil {
+			return props, src, nil
+		}
+		if !errors.Is(err, contract.ErrNoSettings) {
+			return nil, "", err
+		}
+		tried = append(tried, err.Error())
+	}
+	if !o.NoSeedDisk {
 		props, src, err := o.readSeedDisk(ctx)
 		if err == nil {
 			return props, src, nil
@@ -246,9 +256,61 @@ func (o *Options) findSettings(ctx context.Context) (map[string]string, string, 
 		}
 		tried = append(tried, err.Error())
 	}
-	return nil, "", fmt.Errorf("%w; looked at: %s. Deploy the OVA with its vApp properties filled in, or attach a disk labelled %s holding user-data",
+	return nil, "", fmt.Errorf("%w; looked at: %s. Deploy the OVA with its vApp properties filled in (guestinfo or ISO transport), or attach a disk labelled %s holding user-data",
 		contract.ErrNoSettings, strings.Join(tried, "; "), SeedLabel)
 }
+
+// readOVFISO reads the OVF environment from the ISO transport (DSP0243: vSphere, or
+// any hypervisor, attaches an ISO 9660 image holding ovf-env.xml at its root as a
+// CD-ROM). Every iso9660 device is looked at, at most maxISODevices of them; a
+// CD-ROM without ovf-env.xml (an installer ISO, a NoCloud seed) is skipped.
+func (o *Options) readOVFISO(ctx context.Context) (map[string]string, string, error) {
+	out, err := o.Runner.Run(ctx, "blkid", "-o", "device", "-t", "TYPE=iso9660")
+	devs := strings.Fields(string(out))
+	if err != nil || len(devs) == 0 {
+		return nil, "", fmt.Errorf("no ISO 9660 CD-ROM (OVF ISO transport): %w", contract.ErrNoSettings)
+	}
+	if len(devs) > maxISODevices {
+		devs = devs[:maxISODevices]
+	}
+	for _, dev := range devs {
+		var doc []byte
+		err := o.withMounted(ctx, dev, "iso9660", func(dir string) error {
+			ents, err := os.ReadDir(dir)
+			if err != nil {
+				return err
+			}
+			for _, e := range ents {
+				// ISO 9660 without Rock Ridge shows upper-case names, some tools write ovf_env.xml.
+				if n := strings.ToLower(e.Name()); (n == ovfEnvFile || n == "ovf_env.xml") && e.Type().IsRegular() {
+					doc, err = readBounded(filepath.Join(dir, e.Name()))
+					if err == nil && len(doc) > maxSeedFileBytes {
+						err = fmt.Errorf("%s is larger than %d bytes", e.Name(), maxSeedFileBytes)
+					}
+					return err
+				}
+			}
+			return nil
+		})
+		if err != nil {
+			return nil, "", fmt.Errorf("CD-ROM %s: %w", dev, err)
+		}
+		if doc == nil {
+			continue
+		}
+		props, err := contract.ParseOVFEnv(doc)
+		if err != nil {
+			return nil, "", fmt.Errorf("CD-ROM %s: %s: %w", dev, ovfEnvFile, err)
+		}
+		return props, "OVF environment ISO " + dev, nil
+	}
+	return nil, "", fmt.Errorf("no %s on the CD-ROM(s) %s (OVF ISO transport): %w", ovfEnvFile, strings.Join(devs, ", "), contract.ErrNoSettings)
+}
+
+const (
+	ovfEnvFile    = "ovf-env.xml"
+	maxISODevices = 4
+)
 
 // readSeedDisk mounts the filesystem labelled CIDATA read-only, reads the seed and
 // unmounts it again.
@@ -264,25 +326,39 @@ func (o *Options) readSeedDisk(ctx context.Context) (map[string]string, string, 
 	if dev == "" {
 		return nil, "", fmt.Errorf("no disk labelled %s: %w", SeedLabel, contract.ErrNoSettings)
 	}
-	mnt, err := os.MkdirTemp("", "cairn-seed-")
-	if err != nil {
-		return nil, "", fmt.Errorf("seed disk %s: %w", dev, err)
-	}
-	defer os.Remove(mnt)
-	if _, err := o.Runner.Run(ctx, "mount", "-o", "ro,nosuid,nodev,noexec", dev, mnt); err != nil {
-		return nil, "", fmt.Errorf("seed disk %s: mount: %w", dev, err)
-	}
-	defer func() {
-		// Unmount even when ctx is already cancelled.
-		if _, err := o.Runner.Run(context.WithoutCancel(ctx), "umount", mnt); err != nil {
-			o.Log.Warn("unmount seed disk", "dev", dev, "err", err)
-		}
-	}()
-	seed, err := ReadSeed(mnt)
+	var seed *Seed
+	err := o.withMounted(ctx, dev, "", func(dir string) error {
+		var err error
+		seed, err = ReadSeed(dir)
+		return err
+	})
 	if err != nil {
 		return nil, "", fmt.Errorf("seed disk %s: %w", dev, err)
 	}
 	return seed.Settings, "seed disk " + dev, nil
+}
+
+// withMounted mounts dev read-only (fstype "" = let mount probe) on a fresh directory,
+// calls fn with it and unmounts it again, even when ctx is already cancelled.
+func (o *Options) withMounted(ctx context.Context, dev, fstype string, fn func(dir string) error) error {
+	mnt, err := os.MkdirTemp("", "cairn-seed-")
+	if err != nil {
+		return err
+	}
+	defer os.Remove(mnt)
+	args := []string{"-o", "ro,nosuid,nodev,noexec"}
+	if fstype != "" {
+		args = append(args, "-t", fstype)
+	}
+	if _, err := o.Runner.Run(ctx, "mount", append(args, dev, mnt)...); err != nil {
+		return fmt.Errorf("mount: %w", err)
+	}
+	defer func() {
+		if _, err := o.Runner.Run(context.WithoutCancel(ctx), "umount", mnt); err != nil {
+			o.Log.Warn("unmount", "dev", dev, "err", err)
+		}
+	}()
+	return fn(mnt)
 }
 
 // apply writes the plan's files and starts its units. Files are first staged next to

@@ -19,6 +19,7 @@ import (
 	"io"
 	"io/fs"
 	"log/slog"
+	"maps"
 	"os"
 	"path/filepath"
 	"slices"
@@ -32,11 +33,12 @@ import (
 type fakeRunner struct {
 	mu       sync.Mutex
 	calls    []string
-	ovfEnv   string            // what info-get guestinfo.ovfEnv returns; "" = vmtoolsd fails
-	seedDev  string            // what blkid finds; "" = nothing
-	seedData map[string]string // files "mount" puts into the mount point
-	unitSt   map[string]string // systemctl is-active answers
-	guest    map[string]string // guestinfo set via info-set
+	ovfEnv   string                       // what info-get guestinfo.ovfEnv returns; "" = vmtoolsd fails
+	seedDev  string                       // what blkid finds; "" = nothing
+	seedData map[string]string            // files "mount" puts into the mount point
+	isos     map[string]map[string]string // iso9660 device -> its files (OVF ISO transport)
+	unitSt   map[string]string            // systemctl is-active answers
+	guest    map[string]string            // guestinfo set via info-set
 }
 
 func (f *fakeRunner) Run(_ context.Context, name string, args ...string) ([]byte, error) {
@@ -61,13 +63,23 @@ func (f *fakeRunner) Run(_ context.Context, name string, args ...string) ([]byte
 			return nil, nil
 		}
 	case "blkid":
+		if slices.Contains(args, "TYPE=iso9660") {
+			if len(f.isos) == 0 {
+				return nil, errors.New("exit status 2")
+			}
+			return []byte(strings.Join(slices.Sorted(maps.Keys(f.isos)), "\n") + "\n"), nil
+		}
 		if f.seedDev != "" && slices.Contains(args, "LABEL="+SeedLabel) {
 			return []byte(f.seedDev + "\n"), nil
 		}
 		return nil, errors.New("exit status 2")
 	case "mount":
-		mnt := args[len(args)-1]
-		for n, c := range f.seedData {
+		mnt, dev := args[len(args)-1], args[len(args)-2]
+		files := f.seedData
+		if slices.Contains(args, "iso9660") {
+			files = f.isos[dev]
+		}
+		for n, c := range files {
 			if err := os.WriteFile(filepath.Join(mnt, n), []byte(c), 0o644); err != nil {
 				return nil, err
 			}
@@ -391,4 +403,78 @@ func writeTestCert(t *testing.T, path string) []byte {
 	must(t, os.MkdirAll(filepath.Dir(path), 0o700))
 	must(t, os.WriteFile(path, pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: der}), 0o644))
 	return der
+}
+
+// The OVF ISO transport: vSphere (or any hypervisor) attaches a CD-ROM holding
+// ovf-env.xml. It is read after guestinfo and before a CIDATA disk; a CD-ROM without
+// the file is skipped, a broken environment on it is refused (nothing configured).
+func TestRunOVFISOTransport(t *testing.T) {
+	in := goodSettings()
+	in[contract.KeyHostname] = "from-iso"
+	in[contract.KeyMDMMembers] = "from-iso=192.0.2.10,svm-esx02=192.0.2.11,svm-esx03=192.0.2.12"
+	env := string(contract.EncodeOVFEnv(in))
+
+	t.Run("second CD-ROM, upper-case name, preferred over CIDATA", func(t *testing.T) {
+		root := newRoot(t)
+		var console bytes.Buffer
+		r := &fakeRunner{
+			isos:     map[string]map[string]string{"/dev/sr0": {"README.TXT": "an installer"}, "/dev/sr1": {"OVF-ENV.XML": env}},
+			seedDev:  "/dev/vdb",
+			seedData: map[string]string{"user-data": "#cairn-config v1\ncairn.hostname: from-cidata\n"},
+		}
+		must(t, Run(context.Background(), testOptions(root, r, &console)))
+		if b, _ := os.ReadFile(filepath.Join(root, "etc/hostname")); string(b) != "from-iso\n" {
+			t.Errorf("hostname %q", b)
+		}
+		if !strings.Contains(console.String(), "from OVF environment ISO /dev/sr1") {
+			t.Errorf("console does not name the source: %s", console.String())
+		}
+		var isoMounts, umounts int
+		for _, c := range r.calls {
+			if strings.HasPrefix(c, "mount -o ro,nosuid,nodev,noexec -t iso9660 ") {
+				isoMounts++
+			}
+			if strings.HasPrefix(c, "mount") && strings.Contains(c, "/dev/vdb") {
+				t.Error("mounted the CIDATA disk although the ISO had settings")
+			}
+			if strings.HasPrefix(c, "umount") {
+				umounts++
+			}
+		}
+		if isoMounts != 2 || umounts != 2 {
+			t.Errorf("want both CD-ROMs mounted read-only and unmounted, calls: %v", r.calls)
+		}
+	})
+	t.Run("guestinfo wins over the ISO", func(t *testing.T) {
+		root := newRoot(t)
+		g := goodSettings()
+		g[contract.KeyHostname] = "from-guestinfo"
+		g[contract.KeyMDMMembers] = "from-guestinfo=192.0.2.10,svm-esx02=192.0.2.11,svm-esx03=192.0.2.12"
+		r := &fakeRunner{ovfEnv: string(contract.EncodeOVFEnv(g)), isos: map[string]map[string]string{"/dev/sr0": {"ovf-env.xml": env}}}
+		must(t, Run(context.Background(), testOptions(root, r, io.Discard)))
+		if b, _ := os.ReadFile(filepath.Join(root, "etc/hostname")); string(b) != "from-guestinfo\n" {
+			t.Errorf("hostname %q", b)
+		}
+	})
+	t.Run("broken environment on the ISO is refused, nothing configured", func(t *testing.T) {
+		root := newRoot(t)
+		var console bytes.Buffer
+		r := &fakeRunner{isos: map[string]map[string]string{"/dev/sr0": {"ovf-env.xml": `<!DOCTYPE x [<!ENTITY a "b">]><Environment/>`}}}
+		err := Run(context.Background(), testOptions(root, r, &console))
+		if err == nil || !strings.Contains(err.Error(), "CD-ROM /dev/sr0") {
+			t.Fatalf("want a refusal naming the CD-ROM, got %v", err)
+		}
+		if _, err := os.Stat(filepath.Join(root, EnvFile)); !os.IsNotExist(err) {
+			t.Errorf("configured something: %v", listTree(t, root))
+		}
+	})
+	t.Run("a CD-ROM without the file: the next source is used", func(t *testing.T) {
+		root := newRoot(t)
+		var console bytes.Buffer
+		r := &fakeRunner{isos: map[string]map[string]string{"/dev/sr0": {"boot.cat": "x"}}}
+		err := Run(context.Background(), testOptions(root, r, &console))
+		if !errors.Is(err, contract.ErrNoSettings) || !strings.Contains(err.Error(), "no ovf-env.xml on the CD-ROM(s) /dev/sr0") {
+			t.Fatalf("got %v", err)
+		}
+	})
 }

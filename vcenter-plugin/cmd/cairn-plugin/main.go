@@ -29,6 +29,13 @@ import (
 )
 
 func main() {
+	if len(os.Args) > 1 && os.Args[1] == "ovf-env" {
+		if err := ovfEnvCommand(os.Args[2:]); err != nil {
+			fmt.Fprintln(os.Stderr, "cairn-plugin ovf-env:", err)
+			os.Exit(1)
+		}
+		return
+	}
 	listen := flag.String("listen", "127.0.0.1:9443", "HTTPS listen address")
 	public := flag.String("public-url", "", "URL the vSphere Client reaches the plugin at (default https://<listen>)")
 	vc := flag.String("vcenter", "", "vCenter SDK URL, e.g. https://vc.example.com/sdk")
