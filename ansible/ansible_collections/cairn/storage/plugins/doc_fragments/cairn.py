@@ -1,5 +1,6 @@
 # -*- coding: utf-8 -*-
 # Copyright: Cairn developers
+# Apache License 2.0 (see LICENSE at the root of the repository)
 """How every cairn.storage module reaches the gateway (shared DOCUMENTATION options)."""
 
 from __future__ import annotations

@@ -1,5 +1,6 @@
 # -*- coding: utf-8 -*-
 # Copyright: Cairn developers
+# Apache License 2.0 (see LICENSE at the root of the repository)
 """Shared code of the cairn.storage modules: connection arguments, the API client,
 error conversion and the present/absent reconciliation every module follows.
 

@@ -1,6 +1,7 @@
 #!/usr/bin/python
 # -*- coding: utf-8 -*-
 # Copyright: Cairn developers
+# Apache License 2.0 (see LICENSE at the root of the repository)
 
 from __future__ import annotations
 
