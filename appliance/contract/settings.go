@@ -23,6 +23,8 @@ const (
 	maxMDMMembers = 7 // etcd clusters larger than 7 only slow writes down
 	maxGateways   = 16
 	maxPorts      = 256
+	maxSVMAddrs   = 256 // 128 SVMs with a management and a data address each
+	maxSSHNets    = 16
 )
 
 // Role is one Cairn service an SVM runs.
@@ -72,11 +74,17 @@ type Settings struct {
 	JoinToken   string // one-time bootstrap token, or empty
 	MDMMembers  []Member
 	Gateways    []netip.Addr
+	// SVMs are the management and data addresses of every SVM of the system (empty:
+	// not given; the firewall then opens the cluster ports to whole networks).
+	SVMs []netip.Addr
 	// TargetPortID is this SVM's relative target port (0: not given); TargetPorts
 	// every target SVM's, this one's included (empty: this one only).
 	TargetPortID uint16
 	TargetPorts  []uint16
 	SSHKey       string // one OpenSSH public key line, or empty
+	// SSHAllowFrom are the networks that may connect to SSH (empty: the management
+	// network adapter).
+	SSHAllowFrom []netip.Prefix
 }
 
 // Member is one MDM member: its etcd name (the SVM's host name) and management address.
@@ -363,6 +371,47 @@ func Validate(raw map[string]string) (*Settings, error) {
 	}
 	if len(s.Gateways) > maxGateways {
 		bad(KeyGateways, "%d gateways given, at most %d allowed", len(s.Gateways), maxGateways)
+	}
+
+	for _, f := range strings.FieldsFunc(get(KeySVMs), listSplitter) {
+		ip, err := netip.ParseAddr(f)
+		if err != nil || ip.Zone() != "" || ip.IsUnspecified() || ip.IsMulticast() || ip.IsLoopback() {
+			bad(KeySVMs, "not an SVM address: %q (give the management and data IP addresses of every SVM)", Clip(f))
+			continue
+		}
+		if slices.Contains(s.SVMs, ip) {
+			bad(KeySVMs, "%s given twice", ip)
+			continue
+		}
+		s.SVMs = append(s.SVMs, ip)
+	}
+	if len(s.SVMs) > maxSVMAddrs {
+		bad(KeySVMs, "%d addresses given, at most %d allowed", len(s.SVMs), maxSVMAddrs)
+	}
+
+	for _, f := range strings.FieldsFunc(get(KeySSHAllowFrom), listSplitter) {
+		p, err := netip.ParsePrefix(f)
+		if err != nil {
+			if ip, aerr := netip.ParseAddr(f); aerr == nil && ip.Zone() == "" {
+				p = netip.PrefixFrom(ip, ip.BitLen())
+			} else {
+				bad(KeySSHAllowFrom, "%q is not a network: write address/prefix, e.g. 192.0.2.0/24", Clip(f))
+				continue
+			}
+		}
+		p = p.Masked()
+		if p.Bits() == 0 {
+			bad(KeySSHAllowFrom, "%s opens SSH to every address: leave the setting empty for the management network, or name the admin networks", p)
+			continue
+		}
+		if slices.Contains(s.SSHAllowFrom, p) {
+			bad(KeySSHAllowFrom, "%s given twice", p)
+			continue
+		}
+		s.SSHAllowFrom = append(s.SSHAllowFrom, p)
+	}
+	if len(s.SSHAllowFrom) > maxSSHNets {
+		bad(KeySSHAllowFrom, "%d networks given, at most %d allowed", len(s.SSHAllowFrom), maxSSHNets)
 	}
 
 	if v := get(KeyTargetPortID); v != "" {
