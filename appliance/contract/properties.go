@@ -36,6 +36,7 @@ const (
 	KeyMDMMembers   = "cairn.cluster.mdm_members"
 	KeyGateways     = "cairn.cluster.gateways"
 	KeySVMs         = "cairn.cluster.svms"
+	KeyDataClients  = "cairn.cluster.data_clients"
 	KeyJoinToken    = "cairn.cluster.join_token"
 	KeyTargetPortID = "cairn.target.port_id"
 	KeyTargetPorts  = "cairn.target.port_ids"
@@ -126,6 +127,9 @@ var properties = []Property{
 	{Key: KeySVMs, Category: "Cluster", Label: "SVM addresses",
 		Description: "Management and data addresses of every SVM of the system, this one's included, comma separated. The firewall opens etcd and the SDS data port to these addresses only. Empty: to the whole management network (etcd) and data network (SDS).",
 		Qualifiers:  "MaxLen(4096)"},
+	{Key: KeyDataClients, Category: "Cluster", Label: "Data clients",
+		Description: "Machines outside the SVMs that run Cairn data clients (cairn nbd on a Linux host): addresses or networks (address/prefix), comma separated. The firewall lets them reach etcd and the SDS data port. Empty: none.",
+		Qualifiers:  "MaxLen(1024)"},
 	{Key: KeyJoinToken, Category: "Cluster", Label: "Bootstrap token", Password: true,
 		Description: "One-time token from the deployer. A new system's first gateway accepts it once, within minutes of its first start, so the deployer can set the admin credential; it is useless afterwards. Required on gateway SVMs.",
 		Qualifiers:  "MaxLen(512)", RequiredFor: []Role{RoleGateway}},

@@ -10,8 +10,10 @@
 //	port      role            who may connect                        why
 //	22/tcp    (any, with key) SSH allow_from networks, else eth0     admin shell; without a key nobody can log in
 //	2379/tcp  mdm, tiebreaker SVM addresses + MDM members + gateways every daemon (sds, target, gateway, mdm) uses etcd
+//	                          + data clients                         cairn nbd outside the SVMs reads the model
 //	2380/tcp  mdm, tiebreaker MDM members, on eth0                   etcd peer traffic between members only
 //	7100/tcp  sds             SVM addresses + MDM members + gateways frontends (target), SDS peers, gateway and MDM
+//	                          + data clients                         cairn nbd outside the SVMs
 //	3260/tcp  target          the iSCSI network (data NIC/subnet)    the ESXi software initiators' vmknics
 //	8443/tcp  gateway         anything on the management NIC         vCenter plugin, installer, cairnctl, Ansible
 //
@@ -78,6 +80,9 @@ func Rules(s *contract.Settings) []Rule {
 			peers = addHost(peers, g)
 		}
 	}
+	// Data clients outside the SVMs (cairn nbd on a Linux host) need etcd and the
+	// data path, whatever else is open.
+	clients := slices.Clone(s.DataClients)
 
 	if s.SSHKey != "" {
 		r := Rule{Port: SSHPort, Service: "ssh", Why: "admin shell"}
@@ -101,6 +106,9 @@ func Rules(s *contract.Settings) []Rule {
 			r.Why += ": the management network (no cluster.svms)"
 		}
 		out = append(out, r)
+		if len(clients) > 0 {
+			out = append(out, Rule{Port: contract.MDMClientPort, Service: "etcd-client", From: clients, Why: "data clients (cluster.data_clients)"})
+		}
 		var members []netip.Prefix
 		for _, m := range s.MDMMembers {
 			members = addHost(members, m.Addr)
@@ -120,6 +128,9 @@ func Rules(s *contract.Settings) []Rule {
 			r.Why += ": the data network (no cluster.svms)"
 		}
 		out = append(out, r)
+		if len(clients) > 0 {
+			out = append(out, Rule{Port: contract.SDSPort, Service: "sds", From: clients, Why: "data clients (cluster.data_clients)"})
+		}
 	}
 	if s.HasRole(contract.RoleTarget) {
 		out = append(out, Rule{Port: contract.ISCSIPort, Service: "iscsi", Iface: dataNet.iface, From: dataNet.from,

@@ -129,6 +129,16 @@ func TestRulesPerRole(t *testing.T) {
 			"3260 eth1 198.51.100.0/24",
 			"8443 eth0 any",
 		}},
+		{"data clients: etcd and the data path, nothing else", map[string]string{contract.KeyDataClients: "203.0.113.5,203.0.113.64/26"}, []string{
+			"22 eth0 any",
+			"2379 any " + allSVMs,
+			"2379 any 203.0.113.5,203.0.113.64/26",
+			"2380 eth0 192.0.2.10,192.0.2.11,192.0.2.12",
+			"7100 any " + allSVMs,
+			"7100 any 203.0.113.5,203.0.113.64/26",
+			"3260 eth1 198.51.100.0/24",
+			"8443 eth0 any",
+		}},
 		{"no SSH key: SSH closed", map[string]string{contract.KeySSHKey: "-", contract.KeyRoles: "gateway"}, []string{
 			"8443 eth0 any",
 		}},
@@ -214,14 +224,14 @@ func checkRuleset(t *testing.T, rs string) {
 // bounds) through Validate and Ruleset: whatever validation accepts renders to a
 // ruleset of known line shapes, bounded in size.
 func FuzzRuleset(f *testing.F) {
-	f.Add("mdm,sds,target,gateway", "192.0.2.10/24", "198.51.100.10/24", "svm1=192.0.2.10,svm2=192.0.2.11", "192.0.2.10", allSVMs, "", sshKey)
-	f.Add("sds", "dhcp", "dhcp", "m=2001:db8::1", "", "2001:db8::5,::ffff:192.0.2.1", "10.0.0.0/8,2001:db8::/32", sshKey)
-	f.Add("tiebreaker", "2001:db8::10/64", "", "svm1=2001:db8::10", "2001:db8::10", "", "192.0.2.1", "")
-	f.Fuzz(func(t *testing.T, roles, mgmt, data, members, gateways, svms, sshFrom, key string) {
+	f.Add("mdm,sds,target,gateway", "192.0.2.10/24", "198.51.100.10/24", "svm1=192.0.2.10,svm2=192.0.2.11", "192.0.2.10", allSVMs, "", "", sshKey)
+	f.Add("sds", "dhcp", "dhcp", "m=2001:db8::1", "", "2001:db8::5,::ffff:192.0.2.1", "203.0.113.0/24", "10.0.0.0/8,2001:db8::/32", sshKey)
+	f.Add("tiebreaker", "2001:db8::10/64", "", "svm1=2001:db8::10", "2001:db8::10", "", "2001:db8:5::/48,192.0.2.7", "192.0.2.1", "")
+	f.Fuzz(func(t *testing.T, roles, mgmt, data, members, gateways, svms, clients, sshFrom, key string) {
 		raw := map[string]string{
 			contract.KeyHostname: "svm1", contract.KeyClusterName: "c1", contract.KeyJoinToken: "0123456789abcdef0123",
 			contract.KeyRoles: roles, contract.KeyMgmtAddress: mgmt, contract.KeyDataAddress: data,
-			contract.KeyMDMMembers: members, contract.KeyGateways: gateways, contract.KeySVMs: svms,
+			contract.KeyMDMMembers: members, contract.KeyGateways: gateways, contract.KeySVMs: svms, contract.KeyDataClients: clients,
 			contract.KeySSHAllowFrom: sshFrom, contract.KeySSHKey: key,
 		}
 		s, err := contract.Validate(raw)
@@ -240,7 +250,7 @@ func TestRulesetLoads(t *testing.T) {
 		t.Skip("needs root and nft (tests/security/firewall.sh loads it for real)")
 	}
 	for _, over := range []map[string]string{nil, {contract.KeySVMs: "-", contract.KeyMgmtAddress: "dhcp", contract.KeyDataAddress: "dhcp"},
-		{contract.KeySSHAllowFrom: "203.0.113.0/28,2001:db8::/64", contract.KeyMDMMembers: "svm1=192.0.2.10,svm2=2001:db8:1::2"}} {
+		{contract.KeySSHAllowFrom: "203.0.113.0/28,2001:db8::/64", contract.KeyMDMMembers: "svm1=192.0.2.10,svm2=2001:db8:1::2", contract.KeyDataClients: "203.0.113.5,2001:db8:9::/64"}} {
 		rs := Ruleset(settings(t, over))
 		checkRuleset(t, rs)
 		p := filepath.Join(t.TempDir(), "nftables.conf")
