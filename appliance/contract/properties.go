@@ -20,7 +20,7 @@ import "time"
 
 // Version is the contract version. It changes when a key is added, removed or changes
 // meaning; firstboot writes it into cairn.env (CAIRN_CONTRACT).
-const Version = 2
+const Version = 3
 
 // The settings keys: the ovf:key names of the vApp properties and the keys of the
 // NoCloud user-data format (appliance/internal/firstboot/seed.go).
@@ -35,10 +35,13 @@ const (
 	KeyClusterName  = "cairn.cluster.name"
 	KeyMDMMembers   = "cairn.cluster.mdm_members"
 	KeyGateways     = "cairn.cluster.gateways"
+	KeySVMs         = "cairn.cluster.svms"
+	KeyDataClients  = "cairn.cluster.data_clients"
 	KeyJoinToken    = "cairn.cluster.join_token"
 	KeyTargetPortID = "cairn.target.port_id"
 	KeyTargetPorts  = "cairn.target.port_ids"
 	KeySSHKey       = "cairn.ssh.authorized_key"
+	KeySSHAllowFrom = "cairn.ssh.allow_from"
 )
 
 // Fixed ports of the appliance's daemons (packer/files/cairn-role binds them). The
@@ -121,6 +124,12 @@ var properties = []Property{
 	{Key: KeyGateways, Category: "Cluster", Label: "Gateways",
 		Description: "Management addresses of every gateway SVM, comma separated (tools fail over between them). Empty: none known.",
 		Qualifiers:  "MaxLen(1024)"},
+	{Key: KeySVMs, Category: "Cluster", Label: "SVM addresses",
+		Description: "Management and data addresses of every SVM of the system, this one's included, comma separated. The firewall opens etcd and the SDS data port to these addresses only. Empty: to the whole management network (etcd) and data network (SDS).",
+		Qualifiers:  "MaxLen(4096)"},
+	{Key: KeyDataClients, Category: "Cluster", Label: "Data clients",
+		Description: "Machines outside the SVMs that run Cairn data clients (cairn nbd on a Linux host): addresses or networks (address/prefix), comma separated. The firewall lets them reach etcd and the SDS data port. Empty: none.",
+		Qualifiers:  "MaxLen(1024)"},
 	{Key: KeyJoinToken, Category: "Cluster", Label: "Bootstrap token", Password: true,
 		Description: "One-time token from the deployer. A new system's first gateway accepts it once, within minutes of its first start, so the deployer can set the admin credential; it is useless afterwards. Required on gateway SVMs.",
 		Qualifiers:  "MaxLen(512)", RequiredFor: []Role{RoleGateway}},
@@ -133,6 +142,9 @@ var properties = []Property{
 	{Key: KeySSHKey, Category: "Access", Label: "SSH public key",
 		Description: "OpenSSH public key for the 'cairn' admin account (ssh-ed25519 AAAA... comment). The appliance has no passwords: without a key there is no shell login.",
 		Qualifiers:  "MaxLen(8192)"},
+	{Key: KeySSHAllowFrom, Category: "Access", Label: "SSH allowed from",
+		Description: "Networks that may connect to SSH, as address/prefix, comma separated, e.g. 192.0.2.0/24. Empty: anything that reaches the management network adapter. Without an SSH key the port stays closed.",
+		Qualifiers:  "MaxLen(1024)"},
 }
 
 // Properties returns the vApp properties in descriptor order (a copy: callers may not

@@ -16,13 +16,16 @@ import (
 // Bounds on raw input. They keep a hostile or broken source from costing memory or
 // time; real settings are far below them.
 const (
-	MaxValueLen   = 8192 // an ssh-rsa 16384-bit key is ~2.8 KB
-	MaxSettings   = 64   // properties in one source, known or not
-	maxDNSServers = 3    // resolv.conf honours three
-	maxNTPServers = 4
-	maxMDMMembers = 7 // etcd clusters larger than 7 only slow writes down
-	maxGateways   = 16
-	maxPorts      = 256
+	MaxValueLen    = 8192 // an ssh-rsa 16384-bit key is ~2.8 KB
+	MaxSettings    = 64   // properties in one source, known or not
+	maxDNSServers  = 3    // resolv.conf honours three
+	maxNTPServers  = 4
+	maxMDMMembers  = 7 // etcd clusters larger than 7 only slow writes down
+	maxGateways    = 16
+	maxPorts       = 256
+	maxSVMAddrs    = 256 // 128 SVMs with a management and a data address each
+	maxSSHNets     = 16
+	maxDataClients = 32
 )
 
 // Role is one Cairn service an SVM runs.
@@ -72,11 +75,20 @@ type Settings struct {
 	JoinToken   string // one-time bootstrap token, or empty
 	MDMMembers  []Member
 	Gateways    []netip.Addr
+	// SVMs are the management and data addresses of every SVM of the system (empty:
+	// not given; the firewall then opens the cluster ports to whole networks).
+	SVMs []netip.Addr
+	// DataClients are the machines outside the SVMs that run data clients (cairn
+	// nbd): they reach etcd and the SDS data port.
+	DataClients []netip.Prefix
 	// TargetPortID is this SVM's relative target port (0: not given); TargetPorts
 	// every target SVM's, this one's included (empty: this one only).
 	TargetPortID uint16
 	TargetPorts  []uint16
 	SSHKey       string // one OpenSSH public key line, or empty
+	// SSHAllowFrom are the networks that may connect to SSH (empty: the management
+	// network adapter).
+	SSHAllowFrom []netip.Prefix
 }
 
 // Member is one MDM member: its etcd name (the SVM's host name) and management address.
@@ -136,6 +148,36 @@ func parseMembers(v string, bad func(format string, a ...any)) []Member {
 	}
 	if len(out) > maxMDMMembers {
 		bad("%d members given, at most %d allowed", len(out), maxMDMMembers)
+	}
+	return out
+}
+
+// parseNetworks reads "address/prefix or address,..." (masked, no duplicates, not
+// everything) and reports problems through bad.
+func parseNetworks(v string, max int, allMsg string, bad func(format string, a ...any)) []netip.Prefix {
+	var out []netip.Prefix
+	for _, f := range strings.FieldsFunc(v, listSplitter) {
+		p, err := netip.ParsePrefix(f)
+		if err != nil {
+			ip, aerr := netip.ParseAddr(f)
+			if aerr != nil || ip.Zone() != "" {
+				bad("%q is not a network: write address/prefix or an address, e.g. 192.0.2.0/24", Clip(f))
+				continue
+			}
+			p = netip.PrefixFrom(ip, ip.BitLen())
+		}
+		p = p.Masked()
+		switch {
+		case p.Bits() == 0:
+			bad("%s %s", p, allMsg)
+		case slices.Contains(out, p):
+			bad("%s given twice", p)
+		default:
+			out = append(out, p)
+		}
+	}
+	if len(out) > max {
+		bad("%d networks given, at most %d allowed", len(out), max)
 	}
 	return out
 }
@@ -364,6 +406,27 @@ func Validate(raw map[string]string) (*Settings, error) {
 	if len(s.Gateways) > maxGateways {
 		bad(KeyGateways, "%d gateways given, at most %d allowed", len(s.Gateways), maxGateways)
 	}
+
+	for _, f := range strings.FieldsFunc(get(KeySVMs), listSplitter) {
+		ip, err := netip.ParseAddr(f)
+		if err != nil || ip.Zone() != "" || ip.IsUnspecified() || ip.IsMulticast() || ip.IsLoopback() {
+			bad(KeySVMs, "not an SVM address: %q (give the management and data IP addresses of every SVM)", Clip(f))
+			continue
+		}
+		if slices.Contains(s.SVMs, ip) {
+			bad(KeySVMs, "%s given twice", ip)
+			continue
+		}
+		s.SVMs = append(s.SVMs, ip)
+	}
+	if len(s.SVMs) > maxSVMAddrs {
+		bad(KeySVMs, "%d addresses given, at most %d allowed", len(s.SVMs), maxSVMAddrs)
+	}
+
+	s.DataClients = parseNetworks(get(KeyDataClients), maxDataClients, "opens etcd and the data path to every address: name the client machines or their networks",
+		func(f string, a ...any) { bad(KeyDataClients, f, a...) })
+	s.SSHAllowFrom = parseNetworks(get(KeySSHAllowFrom), maxSSHNets, "opens SSH to every address: leave the setting empty for the management network, or name the admin networks",
+		func(f string, a ...any) { bad(KeySSHAllowFrom, f, a...) })
 
 	if v := get(KeyTargetPortID); v != "" {
 		n, err := parsePort(v)

@@ -25,6 +25,9 @@ func goodSettings() map[string]string {
 		KeyJoinToken:    "cj1.0123456789abcdef0123456789abcdef",
 		KeyMDMMembers:   "svm-esx01.lab.example=192.0.2.10,svm-esx02=192.0.2.11,svm-esx03=192.0.2.12",
 		KeyGateways:     "192.0.2.10,192.0.2.11",
+		KeySVMs:         "192.0.2.10,198.51.100.10,192.0.2.11,198.51.100.11",
+		KeyDataClients:  "203.0.113.7, 203.0.113.64/26,2001:db8::/64",
+		KeySSHAllowFrom: "203.0.113.9/28",
 		KeyTargetPortID: "2",
 		KeyTargetPorts:  "1,2,3",
 		KeySSHKey:       testSSHKey,
@@ -59,6 +62,15 @@ func TestValidateGood(t *testing.T) {
 	}
 	if s.ClusterName != "prod-cluster.1" || s.JoinToken != "cj1.0123456789abcdef0123456789abcdef" || s.SSHKey != testSSHKey {
 		t.Errorf("cluster/token/key wrong: %+v", s)
+	}
+	if len(s.SVMs) != 4 || s.SVMs[3] != netip.MustParseAddr("198.51.100.11") {
+		t.Errorf("svms %v", s.SVMs)
+	}
+	if fmt.Sprint(s.DataClients) != "[203.0.113.7/32 203.0.113.64/26 2001:db8::/64]" {
+		t.Errorf("data clients %v", s.DataClients)
+	}
+	if fmt.Sprint(s.SSHAllowFrom) != "[203.0.113.0/28]" {
+		t.Errorf("ssh allow_from %v, want the masked network", s.SSHAllowFrom)
 	}
 }
 
@@ -145,6 +157,13 @@ func TestValidateRejects(t *testing.T) {
 		{"too many members", KeyMDMMembers, "svm-esx01.lab.example=192.0.2.10,a=10.0.0.1,b=10.0.0.2,c=10.0.0.3,d=10.0.0.4,e=10.0.0.5,f=10.0.0.6,g=10.0.0.7", "at most 7"},
 		{"gateway list garbage", KeyGateways, "192.0.2.10,gw.example", "not a gateway address"},
 		{"gateway twice", KeyGateways, "192.0.2.10 192.0.2.10", "given twice"},
+		{"svm garbage", KeySVMs, "192.0.2.10,svm.example", "not an SVM address"},
+		{"svm twice", KeySVMs, "192.0.2.10 192.0.2.10", "given twice"},
+		{"svm loopback", KeySVMs, "127.0.0.1", "not an SVM address"},
+		{"data clients everything", KeyDataClients, "0.0.0.0/0", "opens etcd and the data path to every address"},
+		{"data clients garbage", KeyDataClients, "203.0.113.0/33", "not a network"},
+		{"ssh everything", KeySSHAllowFrom, "::/0", "opens SSH to every address"},
+		{"ssh twice", KeySSHAllowFrom, "192.0.2.1/24,192.0.2.7/24", "given twice"},
 		{"port zero", KeyTargetPortID, "0", "not a relative target port id"},
 		{"port too big", KeyTargetPortID, "65536", "not a relative target port id"},
 		{"port garbage", KeyTargetPortID, "1;2", "not a relative target port id"},

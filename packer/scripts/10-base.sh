@@ -52,7 +52,8 @@ sshd -t
 install -m 0644 "$FILES/systemd/cairn-ssh-hostkeys.service" /etc/systemd/system/
 systemctl enable cairn-ssh-hostkeys.service "$ssh_unit"
 
-# Firewall: only SSH, iSCSI and Cairn's ports (see files/nftables.conf).
+# Firewall: closed until first boot (files/nftables.conf); `cairn firstboot` replaces
+# /etc/nftables.conf with the ruleset its settings imply (appliance/internal/firewall).
 install -m 0755 "$FILES/nftables.conf" /etc/nftables.conf
 [ "$ID" = debian ] || { mkdir -p /etc/sysconfig; echo 'include "/etc/nftables.conf"' > /etc/sysconfig/nftables.conf; }
 nft -c -f /etc/nftables.conf

@@ -140,7 +140,11 @@ case ",$ROLES," in *,mdm,*)
 check "static data address on eth1"         'ip -br addr show eth1 | grep -q 10.77.0.5/24'
 check "management address from DHCP"        'ip -br addr show eth0 | grep -q 10.0.2.15/'
 check "NTP source configured"               'grep -q "server 10.0.2.2 iburst" /etc/chrony/sources.d/cairn.sources'
-check "firewall: only the Cairn ports"      'test "$(sudo nft list set inet cairn tcp_services | sed -n "/elements/,\$p" | grep -o "[0-9][0-9]*" | sort -n | tr "\n" " ")" = "22 2379 2380 3260 7100 8443 " && sudo nft list chain inet cairn input | grep -q "policy drop"'
+check "firewall: written by first boot, loaded" 'sudo grep -q "written by cairn firstboot" /etc/nftables.conf && sudo nft list chain inet cairn input | grep -q "policy drop"'
+case ",$ROLES," in *,target,*)
+  check "firewall: iSCSI only from the data network" 'sudo nft list chain inet cairn input | grep "dport 3260" | grep -q "iifname \"eth1\" ip saddr 10.77.0.0/24"' ;; esac
+case ",$ROLES," in *,mdm,*)
+  check "firewall: etcd peers only from the members" 'sudo nft list chain inet cairn input | grep "dport 2380" | grep -q "ip saddr 10.0.2.15"' ;; esac
 check "sshd: public keys only"              'sudo sshd -T | grep -qx "passwordauthentication no" && sudo sshd -T | grep -qx "permitrootlogin no"'
 check "no account has a password"           'test -z "$(sudo awk -F: '"'"'$2 !~ /^[!*]/ {print $1}'"'"' /etc/shadow)"'
 check "no build account left"               '! id packer 2>/dev/null && test ! -e /etc/sudoers.d/packer'

@@ -8,7 +8,8 @@
 # chunks on every SDS, read and change etcd on every MDM, list and open NBD
 # exports, and guess the admin password. Every attempt must be refused; the
 # refusals must show in the gateway's events; the cluster must still serve
-# its legitimate clients afterwards.
+# its legitimate clients afterwards. First, tests/security/firewall.sh: the
+# SVM's generated nftables ruleset against real connections.
 # Needs root (namespaces), iproute2, go, jq.
 set -uo pipefail
 
@@ -39,6 +40,13 @@ cleanup() {
 trap cleanup EXIT
 
 t0=$(date +%s)
+say "the SVM firewall in namespaces (tests/security/firewall.sh)"
+if CAIRN=$CAIRN "$ROOT/tests/security/firewall.sh"; then
+	ok "the SVM firewall opens each port only to its peers"
+else
+	bad "the SVM firewall (tests/security/firewall.sh, above)"
+fi
+
 say "building the attacker"
 (cd "$ROOT/tests/security/rogue" && go vet ./... && go build -o "$STATE/rogue" .) || { echo "FAIL the attacker does not build"; exit 1; }
 

@@ -8,10 +8,12 @@ import (
 	"encoding/pem"
 	"errors"
 	"fmt"
+	"net"
 	"os"
 	"path/filepath"
 	"strconv"
 	"strings"
+	"time"
 
 	"github.com/vmware/govmomi/find"
 	"github.com/vmware/govmomi/vim25"
@@ -50,7 +52,7 @@ func (h *harness) checkContract(ctx context.Context, vc *vim25.Client, p *plan.P
 		dir := filepath.Join(h.state, "svm", name)
 		env, err := os.ReadFile(filepath.Join(dir, "root", "etc", "cairn", "cairn.env"))
 		_, derr := os.Stat(filepath.Join(dir, "root", "var-lib", "cairn", "firstboot.done"))
-		h.check(err == nil && derr == nil && strings.Contains(string(env), "CAIRN_CONTRACT=2\n"),
+		h.check(err == nil && derr == nil && strings.Contains(string(env), fmt.Sprintf("CAIRN_CONTRACT=%d\n", contract.Version)),
 			"%s: cairn firstboot configured the SVM from its OVF environment (cairn.env, firstboot.done)", name)
 		cmd := unitCmdline(dir, "cairn-target.service")
 		want := fmt.Sprintf("--port-number %d --group-ports %s", ports[x.Name], strings.Join(all, ","))
@@ -59,6 +61,16 @@ func (h *harness) checkContract(ctx context.Context, vc *vim25.Client, p *plan.P
 			mcmd := unitCmdline(dir, "cairn-mdm.service")
 			h.check(strings.Count(mcmd, "=http://") == 3 && strings.Contains(mcmd, "--name "+plan.SVMHostname(x.Name)),
 				"%s: cairn mdm runs as %s with the 3-member initial cluster: %s", name, plan.SVMHostname(x.Name), mcmd)
+			// The firewall first boot loaded: this core is a data client (etcd client
+			// port and data path open, fio runs through them) but no MDM member, so
+			// etcd's peer port, which etcd serves, must not answer it.
+			fw, _ := os.ReadFile(filepath.Join(dir, "root", "etc", "nftables.conf"))
+			conn, derr := (&net.Dialer{Timeout: 1500 * time.Millisecond}).DialContext(ctx, "tcp", net.JoinHostPort(x.SVMIP, strconv.Itoa(contract.MDMPeerPort)))
+			if conn != nil {
+				conn.Close()
+			}
+			h.check(derr != nil && strings.Contains(string(fw), "ip saddr { 10.232.0.1 } tcp dport 2379 accept"),
+				"%s: the SVM firewall drops etcd peer connections from this core (%v) and lets it reach etcd as a data client", name, derr)
 		}
 
 		vm, err := finder.VirtualMachine(ctx, name)

@@ -204,6 +204,9 @@ func (h *harness) run(ctx context.Context) error {
 			p.Hosts[i].Roles = roles
 		}
 		p.MaintenanceMode = gateway.MaintenanceInstant
+		// The fio loop's `cairn nbd` runs here on the core (.1), outside the
+		// SVMs: their firewalls must let it reach etcd and the data path.
+		p.DataClients = []string{"10.232.0.1"}
 		if err := plan.Validate(p, inv).Err(); err != nil {
 			return fmt.Errorf("plan does not validate: %w", err)
 		}

@@ -7,6 +7,7 @@ import (
 	"encoding/hex"
 	"encoding/pem"
 	"github.com/cairn-storage/cairn/appliance/contract"
+	"github.com/cairn-storage/cairn/appliance/internal/firewall"
 	"slices"
 
 	"bufio"
@@ -411,6 +412,18 @@ func (o *Options) apply(ctx context.Context, plan *Plan) error {
 		}
 		done = append(done, staged{tmp, dst})
 	}
+	if o.Root == "/" {
+		// A ruleset nft refuses would leave the SVM with the image's closed firewall
+		// at the next boot: check it before anything is installed.
+		for _, s := range done {
+			if s.dst == o.path(firewall.Path) {
+				if _, err := o.Runner.Run(ctx, "nft", "-c", "-f", s.tmp); err != nil {
+					cleanup()
+					return fmt.Errorf("the generated firewall (%s) is refused by nft: %w; report this as a bug with the settings", firewall.Path, err)
+				}
+			}
+		}
+	}
 	for i, s := range done {
 		if err := os.Rename(s.tmp, s.dst); err != nil {
 			for _, rest := range done[i:] {
@@ -421,6 +434,10 @@ func (o *Options) apply(ctx context.Context, plan *Plan) error {
 	}
 	if o.Root != "/" {
 		return nil // a test root: no host to reconfigure
+	}
+	// Load the firewall before the role units start listening.
+	if _, err := o.Runner.Run(ctx, "nft", "-f", firewall.Path); err != nil {
+		return fmt.Errorf("%w: load the firewall: %w", errAfterInstall, err)
 	}
 	hn, err := os.ReadFile(o.path("/etc/hostname"))
 	if err == nil {

@@ -19,6 +19,7 @@ func goodSettings() map[string]string {
 		contract.KeyJoinToken:    "cj1.0123456789abcdef0123456789abcdef",
 		contract.KeyMDMMembers:   "svm-esx01.lab.example=192.0.2.10,svm-esx02=192.0.2.11,svm-esx03=192.0.2.12",
 		contract.KeyGateways:     "192.0.2.10,192.0.2.11",
+		contract.KeySVMs:         "192.0.2.10,198.51.100.10,192.0.2.11,198.51.100.11,192.0.2.12,198.51.100.12",
 		contract.KeyTargetPortID: "2",
 		contract.KeyTargetPorts:  "1,2,3",
 		contract.KeySSHKey:       testSSHKey,

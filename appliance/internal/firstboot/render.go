@@ -2,6 +2,7 @@ package firstboot
 
 import (
 	"github.com/cairn-storage/cairn/appliance/contract"
+	"github.com/cairn-storage/cairn/appliance/internal/firewall"
 	"net/netip"
 	"strconv"
 
@@ -180,6 +181,10 @@ func Render(s *contract.Settings) *Plan {
 	if s.JoinToken != "" {
 		add(JoinTokenFile, 0o600, "", s.JoinToken+"\n")
 	}
+
+	// The firewall: each Cairn port only for this SVM's roles and only from who needs
+	// it. nftables.service loads this file at every boot; apply loads it now.
+	add(firewall.Path, 0o755, "", firewall.Ruleset(s))
 
 	if s.SSHKey != "" {
 		add("/home/"+AdminUser+"/.ssh/authorized_keys", 0o600, AdminUser, s.SSHKey+"\n")

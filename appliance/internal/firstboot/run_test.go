@@ -172,9 +172,17 @@ func TestRunFromSeedDir(t *testing.T) {
 		"CAIRN_MDM_INITIAL_CLUSTER=svm-esx01.lab.example=http://192.0.2.10:2380,svm-esx02=http://192.0.2.11:2380,svm-esx03=http://192.0.2.12:2380",
 		"CAIRN_GATEWAYS=https://192.0.2.10:8443,https://192.0.2.11:8443",
 		"CAIRN_TARGET_PORT_NUMBER=2", "CAIRN_TARGET_GROUP_PORTS=1,2,3",
-		"CAIRN_JOIN_TOKEN_FILE=" + JoinTokenFile, "CAIRN_CONTRACT=2"} {
+		"CAIRN_JOIN_TOKEN_FILE=" + JoinTokenFile, "CAIRN_CONTRACT=3"} {
 		if !strings.Contains(env, want+"\n") {
 			t.Errorf("env lacks %q:\n%s", want, env)
+		}
+	}
+	fw := read("/etc/nftables.conf")
+	for _, want := range []string{"policy drop;", `iifname "eth0" ip saddr { 192.0.2.10, 192.0.2.11, 192.0.2.12 } tcp dport 2380 accept`,
+		`ip saddr { 192.0.2.10, 198.51.100.10, 192.0.2.11, 198.51.100.11, 192.0.2.12, 198.51.100.12 } tcp dport 7100 accept`,
+		`iifname "eth1" ip saddr { 198.51.100.0/24 } tcp dport 3260 accept`} {
+		if !strings.Contains(fw, want) {
+			t.Errorf("firewall lacks %q:\n%s", want, fw)
 		}
 	}
 	if strings.Contains(env, "0123456789abcdef") {

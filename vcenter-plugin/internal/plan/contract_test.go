@@ -19,6 +19,8 @@ func TestVAppPropertiesFollowTheContract(t *testing.T) {
 		p.Hosts = append(p.Hosts, Host{Name: fmt.Sprintf("esx-%02d.lab", i+1), Roles: r, SVMIP: fmt.Sprintf("10.20.0.%d", 11+i)})
 	}
 	p.Hosts[4].TargetPortID = 2 // fixed by the plan: the others go around it
+	p.Hosts[1].DataIP = "10.30.0.12"
+	p.DataClients = []string{"10.40.0.5", "10.41.0.0/24"}
 	want := map[string]string{"esx-01.lab": "1", "esx-02.lab": "3", "esx-04.lab": "4", "esx-05.lab": "2"}
 	for i := range p.Hosts {
 		h := &p.Hosts[i]
@@ -38,6 +40,13 @@ func TestVAppPropertiesFollowTheContract(t *testing.T) {
 		}
 		if len(s.MDMMembers) != 3 || s.MDMMembers[2].Name != "cairn-esx-03" || len(s.Gateways) != 2 {
 			t.Errorf("%s: members %v gateways %v", h.Name, s.MDMMembers, s.Gateways)
+		}
+		// The firewall's peers: every SVM's management and data addresses.
+		if got := fmt.Sprint(s.SVMs); got != "[10.20.0.11 10.20.0.12 10.30.0.12 10.20.0.13 10.20.0.14 10.20.0.15]" {
+			t.Errorf("%s: svms %s", h.Name, got)
+		}
+		if got := fmt.Sprint(s.DataClients); got != "[10.40.0.5/32 10.41.0.0/24]" {
+			t.Errorf("%s: data clients %s", h.Name, got)
 		}
 		if (props[contract.KeyJoinToken] != "") != h.Has(RoleGateway) {
 			t.Errorf("%s: bootstrap token %q on roles %v", h.Name, props[contract.KeyJoinToken], h.Roles)

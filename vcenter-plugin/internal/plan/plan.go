@@ -81,7 +81,11 @@ type Plan struct {
 	// SSHAuthorizedKey is the OpenSSH public key of the SVMs' "cairn"
 	// account (the appliance has no passwords).
 	SSHAuthorizedKey string `json:"ssh_authorized_key,omitempty"`
-	Hosts            []Host `json:"hosts"`
+	// DataClients are machines outside the SVMs that run Cairn data clients
+	// (cairn nbd on a Linux host), as addresses or networks: the SVMs'
+	// firewalls let them reach etcd and the SDS data port.
+	DataClients []string `json:"data_clients,omitempty"`
+	Hosts       []Host   `json:"hosts"`
 }
 
 type StoragePool struct {
@@ -223,12 +227,19 @@ func (p *Plan) Gateway() *Host {
 //	cairn.cluster.join_token   the one-time bootstrap token, on gateway SVMs only
 //	cairn.target.port_id       this SVM's relative target port (TargetPorts)
 //	cairn.target.port_ids      every target SVM's
+//	cairn.cluster.svms         svm_ip and data_ip of every SVM (the firewall's peers)
+//	cairn.cluster.data_clients data_clients
 //	cairn.ssh.authorized_key   ssh_authorized_key
+//	cairn.ssh.allow_from       empty: SSH from the management network
 func (p *Plan) VAppProperties(h *Host, s Secrets) map[string]string {
 	mgmt, _ := netip.ParsePrefix(p.Network.CIDR)
-	var members, gateways, ports []string
+	var members, gateways, ports, svms []string
 	portOf := p.TargetPorts()
 	for _, o := range p.Hosts {
+		svms = append(svms, o.SVMIP)
+		if o.DataIP != "" {
+			svms = append(svms, o.DataIP)
+		}
 		if o.Has(RoleMDM) || o.Has(RoleTieBreaker) {
 			members = append(members, SVMHostname(o.Name)+"="+o.SVMIP)
 		}
@@ -254,6 +265,9 @@ func (p *Plan) VAppProperties(h *Host, s Secrets) map[string]string {
 		contract.KeyTargetPortID: "",
 		contract.KeyTargetPorts:  "",
 		contract.KeySSHKey:       p.SSHAuthorizedKey,
+		contract.KeySVMs:         strings.Join(svms, ","),
+		contract.KeyDataClients:  strings.Join(p.DataClients, ","),
+		contract.KeySSHAllowFrom: "",
 	}
 	if h.DataIP != "" {
 		data, _ := netip.ParsePrefix(p.ISCSI.CIDR)

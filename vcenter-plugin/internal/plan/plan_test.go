@@ -108,6 +108,8 @@ func TestValidate(t *testing.T) {
 			}
 		}, "hosts", "gateway role"},
 		{"bad system name", func(p *plan.Plan) { p.System = "Cairn 1" }, "system", "lowercase"},
+		{"data client garbage", func(p *plan.Plan) { p.DataClients = []string{"10.40.0.5", "nbd-host.lab"} }, "data_clients[1]", "neither an IP address nor a network"},
+		{"data clients everything", func(p *plan.Plan) { p.DataClients = []string{"0.0.0.0/0"} }, "data_clients[0]", "every address"},
 		{"vmk missing", func(p *plan.Plan) { p.Hosts[0].VmkernelIP = "" }, "hosts[0].vmkernel_ip", "give host esx-01.cairn.test a vmkernel_ip"},
 	}
 	for _, c := range cases {

@@ -120,6 +120,20 @@ func Validate(p *Plan, inv *inventory.Inventory) Problems {
 	if p.ISCSI.CIDR != "" && svmNet.IsValid() && iscsiNet.IsValid() && svmNet.Overlaps(iscsiNet) && svmNet != iscsiNet {
 		v.errf("iscsi.cidr", "%s overlaps network.cidr %s: use a separate subnet, or the same one", iscsiNet, svmNet)
 	}
+	for i, c := range p.DataClients {
+		pf, err := netip.ParsePrefix(c)
+		if err != nil {
+			a, aerr := netip.ParseAddr(c)
+			if aerr != nil {
+				v.errf(fmt.Sprintf("data_clients[%d]", i), "%q is neither an IP address nor a network (address/prefix)", c)
+				continue
+			}
+			pf = netip.PrefixFrom(a, a.BitLen())
+		}
+		if pf.Bits() == 0 {
+			v.errf(fmt.Sprintf("data_clients[%d]", i), "%s would open etcd and the data path to every address: name the client machines or their networks", c)
+		}
+	}
 	for i, d := range p.Network.DNS {
 		if _, err := netip.ParseAddr(d); err != nil {
 			v.errf(fmt.Sprintf("network.dns[%d]", i), "%q is not an IP address", d)
