@@ -2,6 +2,8 @@ package deploy_test
 
 import (
 	"context"
+	"encoding/json"
+	"errors"
 	"slices"
 	"strings"
 	"sync"
@@ -221,5 +223,220 @@ func TestExpandThreeToFiveInParallel(t *testing.T) {
 	// Again: nothing to add.
 	if err := g.engine.Expand(ctx, g.full, g.full); err == nil || !strings.Contains(err.Error(), "adds no host") {
 		t.Fatalf("second expansion: %v", err)
+	}
+}
+
+// A failure in the middle stops the expansion; sent again, it resumes and
+// does not redo what was done.
+func TestExpandResumesWithoutRedoing(t *testing.T) {
+	g := setupGrown(t, 5, 3)
+	ctx := context.Background()
+	g.volume(t, "vol1", 100, "")
+	g.array.FailNext("AddDevice", errors.New("injected: device busy"))
+	err := g.engine.Expand(ctx, g.deployed, g.full)
+	if err == nil || !strings.Contains(err.Error(), "injected: device busy") {
+		t.Fatalf("first run: %v", err)
+	}
+	st, err := deploy.LoadState(g.engine.StateDir, g.deployed)
+	if err != nil || st.Change == nil || st.Change.Kind != deploy.ChangeExpand || !strings.Contains(st.LastError, "injected") {
+		t.Fatalf("state after the failure: %+v %v", st, err)
+	}
+	if len(g.saved) != 0 {
+		t.Fatal("the plan was saved by a failed expansion")
+	}
+	// Another change waits for this one.
+	if err := g.engine.Shrink(ctx, g.deployed, "esx-03.cairn.test"); err == nil || !strings.Contains(err.Error(), "in progress") {
+		t.Fatalf("shrink during an expansion: %v", err)
+	}
+	before := g.array.Calls()
+	clonesBefore := count(eventsMsgs(g.events(deploy.ExpandJob("cairn1"))), "svm/esx-04.cairn.test/clone: done")
+	if err := g.engine.Expand(ctx, g.deployed, g.full); err != nil {
+		t.Fatalf("resume: %v", err)
+	}
+	after := g.array.Calls()
+	for _, prefix := range []string{"CreateSDS", "CreateFaultSet"} {
+		if count(after, prefix) != 5 {
+			t.Fatalf("%s called %d times in all: %v", prefix, count(after, prefix), after)
+		}
+	}
+	if got := count(after, "AddDevice"); got != 15 {
+		t.Fatalf("AddDevice called %d times in all, want 15 (before the resume: %d)", got, count(before, "AddDevice"))
+	}
+	msgs := eventsMsgs(g.events(deploy.ExpandJob("cairn1")))
+	if clonesBefore != 1 || count(msgs, "svm/esx-04.cairn.test/clone: done") != 1 || count(msgs, "svm/esx-04.cairn.test/clone: already done") != 1 {
+		t.Fatalf("esx-04's clone was redone or not skipped: %v", msgs)
+	}
+	if n := len(g.svms(t)); n != 5 {
+		t.Fatalf("%d SVMs", n)
+	}
+	g.checkState(t, g.full)
+}
+
+func eventsMsgs(evs []progress.Event) []string {
+	var out []string
+	for _, e := range evs {
+		out = append(out, e.Message)
+	}
+	return out
+}
+
+func TestExpandRefusesOtherEdits(t *testing.T) {
+	g := setupGrown(t, 5, 3)
+	ctx := context.Background()
+	edit := func(f func(p *plan.Plan)) *plan.Plan {
+		b, _ := json.Marshal(g.full)
+		var p plan.Plan
+		_ = json.Unmarshal(b, &p)
+		f(&p)
+		return &p
+	}
+	for name, c := range map[string]struct {
+		p    *plan.Plan
+		want string
+	}{
+		"spare":        {edit(func(p *plan.Plan) { p.StoragePool.SparePercent = 20 }), "storage_pool cannot change"},
+		"template":     {edit(func(p *plan.Plan) { p.Template = "cairn-svm-2" }), "one version"},
+		"host removed": {edit(func(p *plan.Plan) { p.Hosts = slices.Delete(p.Hosts, 1, 2) }), "hosts/esx-02.cairn.test/remove"},
+		"host moved":   {edit(func(p *plan.Plan) { p.Hosts[0], p.Hosts[3] = p.Hosts[3], p.Hosts[0] }), "deployed order"},
+		"device added": {edit(func(p *plan.Plan) { p.Hosts[0].Devices = p.Hosts[0].Devices[:2] }), "cairnctl device create"},
+		"new mdm":      {edit(func(p *plan.Plan) { p.Hosts[3].Roles = []string{"mdm", "sds", "target"} }), "cairnctl mdm add"},
+		"new gateway":  {edit(func(p *plan.Plan) { p.Hosts[4].Roles = []string{"sds", "target", "gateway"} }), "role gateway"},
+		"nothing":      {g.deployed, "adds no host"},
+	} {
+		err := g.engine.Expand(ctx, g.deployed, c.p)
+		if err == nil || !strings.Contains(err.Error(), c.want) {
+			t.Errorf("%s: %v, want %q", name, err, c.want)
+		}
+	}
+	if n := len(g.svms(t)); n != 3 {
+		t.Fatalf("refused edits deployed SVMs: %d", n)
+	}
+	g.checkState(t, g.deployed)
+	// A plan the inventory refuses stops before any change too.
+	bad := edit(func(p *plan.Plan) { p.Hosts[3].SVMIP = p.Hosts[0].SVMIP })
+	if err := g.engine.Expand(ctx, g.deployed, bad); err == nil {
+		t.Fatal("an expansion reusing an SVM address was accepted")
+	}
+	if n := len(g.svms(t)); n != 3 || count(g.array.Calls(), "CreateSDS") != 3 {
+		t.Fatalf("a refused plan changed the system: %d SVMs", n)
+	}
+}
+
+func TestShrinkDrainsAndRemoves(t *testing.T) {
+	g := setupGrown(t, 4, 4)
+	ctx := context.Background()
+	g.volume(t, "vol1", 100, "esx-01.cairn.test")
+	host := "esx-04.cairn.test"
+	// Another array's send target on the host stays: only Cairn's go.
+	hs, _ := g.finder.HostSystem(ctx, host)
+	if err := hoststorage.New(g.c.Client, hs).AddSendTargets(ctx, []string{"192.0.2.50:3260"}); err != nil {
+		t.Fatal(err)
+	}
+	if err := g.engine.Shrink(ctx, g.deployed, host); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := g.array.GetSDS(ctx, deploy.SDSName(host)); !errors.Is(err, gateway.ErrNotFound) {
+		t.Fatalf("SDS of %s after the removal: %v", host, err)
+	}
+	devs, _ := g.array.ListDevices(ctx)
+	if len(devs) != 9 {
+		t.Fatalf("%d devices left, want 9", len(devs))
+	}
+	if _, err := g.array.GetHost(ctx, host); !errors.Is(err, gateway.ErrNotFound) {
+		t.Fatalf("host record of %s: %v", host, err)
+	}
+	for _, m := range g.svms(t) {
+		if strings.HasSuffix(m.Name, "-esx-04") {
+			t.Fatalf("SVM %s still exists", m.Name)
+		}
+	}
+	if ts := g.sendTargets(t, host); !slices.Equal(ts, []string{"192.0.2.50:3260"}) {
+		t.Fatalf("removed host's send targets %v, want only the other array's", ts)
+	}
+	for _, h := range g.deployed.Hosts[:3] {
+		ts := g.sendTargets(t, h.Name)
+		if len(ts) != 3 || slices.Contains(ts, "10.20.0.14:3260") {
+			t.Fatalf("host %s send targets %v", h.Name, ts)
+		}
+	}
+	var drains []string
+	for _, e := range g.events(deploy.ShrinkJob("cairn1", host)) {
+		if e.Step == "drain" {
+			drains = append(drains, e.Message)
+		}
+	}
+	if len(drains) < 3 || !slices.ContainsFunc(drains, func(m string) bool { return strings.Contains(m, "33%") }) ||
+		!slices.ContainsFunc(drains, func(m string) bool { return strings.Contains(m, "100%: sds cairn-esx-04 drained and removed") }) {
+		t.Fatalf("drain progress: %v", drains)
+	}
+	if len(g.saved) != 1 {
+		t.Fatal("plan not saved")
+	}
+	after := g.saved[0]
+	if len(after.Hosts) != 3 || after.Hosts[2].TargetPortID != 3 {
+		t.Fatalf("plan after the removal: %+v", after.Hosts)
+	}
+	g.checkStateLoose(t, after)
+	// The host is gone from the plan: removing it again is refused.
+	if err := g.engine.Shrink(ctx, after, host); err == nil || !strings.Contains(err.Error(), "not part of system") {
+		t.Fatalf("second removal: %v", err)
+	}
+}
+
+// checkStateLoose checks the state after a removal: the plan's deploy keys
+// only (a removed host's are gone).
+func (g *grown) checkStateLoose(t *testing.T, p *plan.Plan) {
+	t.Helper()
+	st, err := deploy.LoadState(g.engine.StateDir, p)
+	if err != nil || st.Change != nil {
+		t.Fatalf("state: %v %+v", err, st)
+	}
+	for k := range st.Steps {
+		if strings.Contains(k, "esx-04") || strings.HasPrefix(k, "shrink/") {
+			t.Fatalf("state keeps step %s", k)
+		}
+	}
+	if _, ok := st.GatewayThumbprints["esx-04.cairn.test"]; ok {
+		t.Fatal("thumbprint of the removed host kept")
+	}
+}
+
+func TestShrinkRefusals(t *testing.T) {
+	g := setupGrown(t, 4, 4)
+	ctx := context.Background()
+	host := "esx-04.cairn.test"
+	unchanged := func(what string) {
+		t.Helper()
+		if n := len(g.svms(t)); n != 4 {
+			t.Fatalf("%s: %d SVMs", what, n)
+		}
+		if s, err := g.array.GetSDS(ctx, deploy.SDSName(host)); err != nil || s.State != gateway.SDSNormal {
+			t.Fatalf("%s: SDS %+v %v", what, s, err)
+		}
+		st, err := deploy.LoadState(g.engine.StateDir, g.deployed)
+		if err != nil || st.Change != nil {
+			t.Fatalf("%s: state %v %+v", what, err, st)
+		}
+	}
+	if err := g.engine.Shrink(ctx, g.deployed, "esx-01.cairn.test"); err == nil || !strings.Contains(err.Error(), "MDM member") {
+		t.Fatalf("MDM host: %v", err)
+	}
+	unchanged("MDM host")
+	// The gateway refuses a drain that leaves too little room for the data
+	// (4 hosts x 3 x 100 GiB; 3 hosts after: 405 GiB usable).
+	g.volume(t, "big", 500, "")
+	err := g.engine.Shrink(ctx, g.deployed, host)
+	if err == nil || !strings.Contains(err.Error(), "refused by the gateway") || !strings.Contains(err.Error(), "thick reservations") {
+		t.Fatalf("drain without room: %v", err)
+	}
+	unchanged("drain without room")
+	// A volume mapped to the host: its datastores would be cut off.
+	g.volume(t, "vol1", 10, host)
+	if err := g.engine.Shrink(ctx, g.deployed, host); err == nil || !strings.Contains(err.Error(), "vol1 are mapped") {
+		t.Fatalf("mapped host: %v", err)
+	}
+	unchanged("mapped host")
+	if count(g.array.Calls(), "RemoveSDS") != 0 {
+		t.Fatal("a refused removal started a drain")
 	}
 }
