@@ -352,7 +352,7 @@ func (e *Engine) Shrink(ctx context.Context, deployed *plan.Plan, host string) (
 		return fmt.Errorf("host %s is not part of system %s (its hosts: %s)", host, deployed.System, strings.Join(hostNames(deployed), ", "))
 	}
 	h := &deployed.Hosts[i]
-	if err := refuseShrink(deployed, h); err != nil {
+	if err := CheckShrink(deployed, host); err != nil {
 		return err
 	}
 	target := deployed.Without(host)
@@ -406,8 +406,14 @@ func (e *Engine) Shrink(ctx context.Context, deployed *plan.Plan, host string) (
 	return r.endChange(target, host)
 }
 
-// refuseShrink refuses removing a host the system cannot do without.
-func refuseShrink(p *plan.Plan, h *plan.Host) error {
+// CheckShrink refuses removing a host the system cannot do without (what
+// the plan alone tells; the gateway's refusals come when the removal runs).
+func CheckShrink(p *plan.Plan, host string) error {
+	i := slices.IndexFunc(p.Hosts, func(h plan.Host) bool { return h.Name == host })
+	if i < 0 {
+		return fmt.Errorf("host %s is not part of system %s (its hosts: %s)", host, p.System, strings.Join(hostNames(p), ", "))
+	}
+	h := &p.Hosts[i]
 	if h.Has(plan.RoleMDM) || h.Has(plan.RoleTieBreaker) {
 		return fmt.Errorf("host %s holds an MDM member (cluster metadata, voting): it cannot be removed here; move the member to another SVM first (cairnctl mdm add on the new one, then cairnctl mdm rm %s)", h.Name, plan.SVMHostname(h.Name))
 	}
@@ -592,4 +598,27 @@ func (r *run) deleteSVM(ctx context.Context, h *plan.Host) (string, error) {
 		return "", fmt.Errorf("delete %s: %w", name, err)
 	}
 	return "powered off and deleted " + vm.Reference().Value, nil
+}
+
+// SameHash reports whether sum is the SHA-256 the state files record of p.
+func SameHash(sum string, p *plan.Plan) bool { return sum == planHash(p) }
+
+// EndChange ends a change whose steps were all done and whose plan p was
+// saved (SavePlan) when the plugin stopped, before the state recorded the
+// end: the state then loads with p as the change's plan.
+func (e *Engine) EndChange(p *plan.Plan) error {
+	r := e.newRun(p, ExpandJob(p.System))
+	st, err := LoadState(e.StateDir, p)
+	if err != nil {
+		return err
+	}
+	if st.Change == nil || st.Change.PlanSHA256 != planHash(p) {
+		return fmt.Errorf("system %s has no change in progress that leads to this plan", p.System)
+	}
+	r.st = st
+	if st.Change.Kind == ChangeShrink {
+		r.job = ShrinkJob(p.System, st.Change.Host)
+		return r.endChange(p, st.Change.Host)
+	}
+	return r.endChange(p, "")
 }
