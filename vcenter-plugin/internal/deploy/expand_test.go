@@ -245,8 +245,10 @@ func TestExpandResumesWithoutRedoing(t *testing.T) {
 		t.Fatal("the plan was saved by a failed expansion")
 	}
 	// Another change waits for this one.
-	if err := g.engine.Shrink(ctx, g.deployed, "esx-03.cairn.test"); err == nil || !strings.Contains(err.Error(), "in progress") {
-		t.Fatalf("shrink during an expansion: %v", err)
+	other := *g.full
+	other.Hosts = other.Hosts[:4]
+	if err := g.engine.Expand(ctx, g.deployed, &other); err == nil || !strings.Contains(err.Error(), "has an expansion in progress") {
+		t.Fatalf("another expansion during an expansion: %v", err)
 	}
 	before := g.array.Calls()
 	clonesBefore := count(eventsMsgs(g.events(deploy.ExpandJob("cairn1"))), "svm/esx-04.cairn.test/clone: done")
