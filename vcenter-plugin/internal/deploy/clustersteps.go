@@ -224,7 +224,10 @@ func (r *run) addDevices(ctx context.Context, h *plan.Host) (string, error) {
 	}
 	added := 0
 	for _, d := range h.Devices {
-		path, err := r.DevicePath(h.Name, d, r.guest[h.Name].Values)
+		r.mu.Lock()
+		guest := r.guest[h.Name].Values
+		r.mu.Unlock()
+		path, err := r.DevicePath(h.Name, d, guest)
 		if err != nil {
 			return "", err
 		}

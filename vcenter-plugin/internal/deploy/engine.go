@@ -15,6 +15,7 @@ import (
 	"errors"
 	"fmt"
 	"strings"
+	"sync"
 	"time"
 
 	"github.com/vmware/govmomi/find"
@@ -50,6 +51,15 @@ type Engine struct {
 	// /dev/disk/by-id/wwn-0x<naa>; a passthrough device's path is what
 	// the SVM publishes as guestinfo.cairn.passthrough.<pci id>.
 	DevicePath func(host string, d plan.Device, guest map[string]string) (string, error)
+	// Parallel bounds the new hosts an expansion deploys at once; default 4.
+	Parallel int
+	// DataTimeout bounds the wait for the cluster to move data: the
+	// rebalance after an expansion, an SDS drain; default 12 h.
+	DataTimeout time.Duration
+	// SavePlan, when set, records a deployed system's plan after an
+	// expansion or a host removal (the plugin server's plan-<system>.json),
+	// just before the state file ends the change.
+	SavePlan func(*plan.Plan) error
 }
 
 func (e *Engine) defaults() {
@@ -73,6 +83,12 @@ func (e *Engine) defaults() {
 	}
 	if e.DevicePath == nil {
 		e.DevicePath = DefaultDevicePath
+	}
+	if e.Parallel <= 0 {
+		e.Parallel = 4
+	}
+	if e.DataTimeout == 0 {
+		e.DataTimeout = 12 * time.Hour
 	}
 }
 
@@ -103,6 +119,9 @@ type run struct {
 	hosts  map[string]*object.HostSystem
 	guest  map[string]GuestInfo // SVM guest info by ESXi host
 	api    gateway.API          // set by connectGateway
+	// mu guards st and guest when steps of several hosts run at once
+	// (expand.go); a pointer, so per-host copies of the run share it.
+	mu *sync.Mutex
 }
 
 // A step is one idempotent unit of the deployment: it checks what exists
@@ -140,7 +159,10 @@ func (r *run) runSteps(ctx context.Context, steps []step) error {
 
 // runStep runs s unless the state says it is done; marks it done and saves.
 func (r *run) runStep(ctx context.Context, s step) error {
-	if st, ok := r.st.Steps[s.key]; ok && st.Done {
+	r.mu.Lock()
+	st, ok := r.st.Steps[s.key]
+	r.mu.Unlock()
+	if ok && st.Done {
 		r.info(s.event, s.host, "%s: already done", s.key)
 		if s.resume != nil {
 			if err := s.resume(ctx); err != nil {
@@ -154,8 +176,11 @@ func (r *run) runStep(ctx context.Context, s step) error {
 	if err != nil {
 		return fmt.Errorf("%s: %w", s.key, err)
 	}
+	r.mu.Lock()
 	r.st.Steps[s.key] = StepState{Done: true, Time: time.Now().UTC(), Detail: detail}
-	if err := r.st.Save(r.StateDir); err != nil {
+	err = r.st.Save(r.StateDir)
+	r.mu.Unlock()
+	if err != nil {
 		return err
 	}
 	r.info(s.event, s.host, "%s: done %s", s.key, detail)
@@ -172,7 +197,7 @@ func (e *Engine) Deploy(ctx context.Context, p *plan.Plan) (err error) {
 	if e.StateDir == "" {
 		return errors.New("deploy: no state directory configured")
 	}
-	r := &run{Engine: e, p: p, job: Job(p.System), guest: map[string]GuestInfo{}}
+	r := &run{Engine: e, p: p, job: Job(p.System), guest: map[string]GuestInfo{}, mu: &sync.Mutex{}}
 	r.st, err = LoadState(e.StateDir, p)
 	if err != nil {
 		return err

@@ -42,6 +42,20 @@ type State struct {
 	Steps              map[string]StepState `json:"steps"`
 	Completed          bool                 `json:"completed"`
 	LastError          string               `json:"last_error,omitempty"`
+	// Change is an expansion or a host removal in progress (expand.go);
+	// nil when none is.
+	Change *Change `json:"change,omitempty"`
+}
+
+// Change is a change of a deployed system in progress. Until it ends the
+// system's plan is still the deployed one (PlanSHA256); the state also
+// loads with the plan the change leads to (Change.PlanSHA256), so a plugin
+// stopped between saving that plan and ending the change resumes.
+type Change struct {
+	Kind       string    `json:"kind"`           // ChangeExpand or ChangeShrink
+	Host       string    `json:"host,omitempty"` // shrink: the host removed
+	PlanSHA256 string    `json:"plan_sha256"`    // of the plan after the change
+	Started    time.Time `json:"started"`
 }
 
 type StepState struct {
@@ -87,9 +101,9 @@ func LoadState(dir string, p *plan.Plan) (*State, error) {
 	if s.Version != StateVersion {
 		return nil, fmt.Errorf("deploy state %s has version %d, this plugin reads %d", path, s.Version, StateVersion)
 	}
-	if s.PlanSHA256 != planHash(p) {
+	if s.PlanSHA256 != planHash(p) && (s.Change == nil || s.Change.PlanSHA256 != planHash(p)) {
 		if s.Completed {
-			return nil, fmt.Errorf("system %s is deployed with another plan: changing a deployed system (adding hosts or devices) is not supported by the deploy engine yet; use cairnctl", p.System)
+			return nil, fmt.Errorf("system %s is deployed with another plan: grow it with POST /api/v1/systems/%s/expand (the deployed plan plus new hosts), remove a host with POST /api/v1/systems/%s/hosts/{host}/remove", p.System, p.System, p.System)
 		}
 		return nil, fmt.Errorf("the plan of system %s changed since its deployment started: resume with the original plan, or remove %s and the SVMs to start over", p.System, path)
 	}

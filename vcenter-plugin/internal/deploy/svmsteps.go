@@ -226,6 +226,8 @@ func (r *run) awaitSVM(ctx context.Context, s *svmTarget) error {
 	if err != nil {
 		return fmt.Errorf("%s/ready: %w", s.base, err)
 	}
+	r.mu.Lock()
+	defer r.mu.Unlock()
 	r.guest[h.Name] = g
 	r.info("ready", h.Name, "SVM %s is ready at %s", name, g.IP)
 	if h.Has(plan.RoleGateway) {

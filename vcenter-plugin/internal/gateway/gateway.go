@@ -147,7 +147,49 @@ type System struct {
 		Usable int64 `json:"usable"`
 		Used   int64 `json:"allocated"` // usable bytes written
 	} `json:"capacity"`
+	// Rebuild is the cluster's copy work: rebuild, resync and rebalance
+	// (the appliance's rebuildView).
+	Rebuild Rebuild `json:"rebuild"`
 }
+
+// Rebuild is GET /system's "rebuild": placement groups by condition and the
+// fill work still to do. The leader rebalances on its own after SDSs or
+// devices are added; RebalancingGroups counts the groups still moving.
+type Rebuild struct {
+	DegradedGroups    int      `json:"degraded_groups"`
+	RebuildingGroups  int      `json:"rebuilding_groups"`
+	ResyncingGroups   int      `json:"resyncing_groups"`
+	RebalancingGroups int      `json:"rebalancing_groups"`
+	PendingBytes      int64    `json:"pending_bytes"`
+	Percent           float64  `json:"percent"`
+	ETASeconds        *float64 `json:"eta_seconds"`
+}
+
+// Job is a gateway job (GET /api/v1/jobs/{id}): a long operation such as
+// an SDS drain, kept in etcd so it outlives the gateway that started it.
+type Job struct {
+	ID         string   `json:"id"`
+	Kind       string   `json:"kind"`
+	State      string   `json:"state"` // JobQueued, JobRunning, JobSucceeded, JobFailed
+	Percent    float64  `json:"percent"`
+	ETASeconds *float64 `json:"eta_seconds"`
+	Message    string   `json:"message"`
+	Error      *struct {
+		Code    string `json:"code"`
+		Message string `json:"message"`
+	} `json:"error"`
+}
+
+// Job states.
+const (
+	JobQueued    = "queued"
+	JobRunning   = "running"
+	JobSucceeded = "succeeded"
+	JobFailed    = "failed"
+)
+
+// Done reports whether the job ended (succeeded or failed).
+func (j *Job) Done() bool { return j.State == JobSucceeded || j.State == JobFailed }
 
 // Requests (POST bodies).
 
@@ -218,6 +260,19 @@ type API interface {
 
 	EnterSDSMaintenance(ctx context.Context, sds, mode string) error
 	ExitSDSMaintenance(ctx context.Context, sds string) error
+
+	// RemoveSDS starts the drain-and-remove of an SDS (POST
+	// /sds/{ref}/remove): its copies move to the others, then the leader
+	// deletes it with its devices. It answers the gateway job; a removal
+	// the gateway refuses (a pool holding volumes would be left on one
+	// fault domain, or without room for its data) is a 409 *StatusError
+	// and changes nothing. Repeated while the SDS is removing, it answers
+	// the running job.
+	RemoveSDS(ctx context.Context, sds string) (*Job, error)
+	GetJob(ctx context.Context, id string) (*Job, error)
+	// DeleteHost removes a host record (DELETE /hosts/{ref}); the gateway
+	// refuses one with volumes mapped.
+	DeleteHost(ctx context.Context, idOrName string) error
 }
 
 // DefaultTimeout bounds one HTTP exchange with the gateway.

@@ -472,4 +472,21 @@ func (c *HTTPClient) ExitSDSMaintenance(ctx context.Context, sds string) error {
 	return c.do(ctx, http.MethodDelete, "/api/v1/sds/"+esc(sds)+"/maintenance", nil, nil)
 }
 
+func (c *HTTPClient) RemoveSDS(ctx context.Context, sds string) (*Job, error) {
+	var j Job
+	if err := c.do(ctx, http.MethodPost, "/api/v1/sds/"+esc(sds)+"/remove", nil, &j); err != nil {
+		return nil, err
+	}
+	if j.ID == "" {
+		return nil, fmt.Errorf("gateway POST /api/v1/sds/%s/remove answered without a job", sds)
+	}
+	return &j, nil
+}
+func (c *HTTPClient) GetJob(ctx context.Context, id string) (*Job, error) {
+	return getOne[Job](ctx, c, "jobs", id)
+}
+func (c *HTTPClient) DeleteHost(ctx context.Context, id string) error {
+	return c.do(ctx, http.MethodDelete, "/api/v1/hosts/"+esc(id), nil, nil)
+}
+
 var _ API = (*HTTPClient)(nil)

@@ -28,6 +28,12 @@ type Array struct {
 
 	// AdminPassword is what the deployer set with the bootstrap token.
 	AdminPassword string
+	// RebalanceGroups is how many placement groups start moving when a
+	// device joins a pool that holds volumes; each System call sees one
+	// more of them done (default 4).
+	RebalanceGroups int
+	// DrainSteps is how many GetJob reads an SDS drain takes (default 3).
+	DrainSteps int
 
 	mu             sync.Mutex
 	bootstrapToken string // stored by the first gateway SVM's start
@@ -45,11 +51,15 @@ type Array struct {
 	resync         time.Time       // health is "resyncing" until then
 	calls          []string
 	failNxt        map[string]error
+	// Rebalance and drains (topology.go).
+	rebalancing, rebalanceTotal int
+	jobs                        map[string]*drain
 }
 
 // New returns an empty array.
 func New() *Array {
-	return &Array{down: map[string]bool{}, failNxt: map[string]error{}}
+	return &Array{down: map[string]bool{}, failNxt: map[string]error{}, jobs: map[string]*drain{},
+		RebalanceGroups: 4, DrainSteps: 3}
 }
 
 // Calls returns the mutating calls received, in order ("CreateSDS svm-1", ...).
@@ -143,6 +153,7 @@ func (a *Array) System(ctx context.Context) (*gateway.System, error) {
 	for _, d := range a.devs {
 		s.Capacity.Raw += d.Capacity
 	}
+	a.rebalanceView(s)
 	return s, nil
 }
 
@@ -322,6 +333,7 @@ func (a *Array) AddDevice(ctx context.Context, spec gateway.DeviceSpec) (*gatewa
 	}
 	d := &gateway.Device{ID: a.id("dev"), Name: spec.Name, SDSID: s.ID, PoolID: p.ID, Path: spec.Path, Capacity: 100 << 30, State: "normal"}
 	a.devs = append(a.devs, d)
+	a.startRebalance(p.ID)
 	c := *d
 	return &c, nil
 }

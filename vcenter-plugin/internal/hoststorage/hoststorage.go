@@ -150,6 +150,42 @@ func (h *Host) AddSendTargets(ctx context.Context, addrs []string) error {
 	return nil
 }
 
+// RemoveSendTargets removes those of addrs (host:port) the adapter has;
+// other send targets (another array's) stay. ESXi drops the static targets
+// it discovered through a removed send target with it.
+func (h *Host) RemoveSendTargets(ctx context.Context, addrs []string) (int, error) {
+	st, err := h.ISCSI(ctx)
+	if err != nil || st.HBA == "" {
+		return 0, err
+	}
+	have := map[string]bool{}
+	for _, t := range st.SendTargets {
+		have[t] = true
+	}
+	var rm []types.HostInternetScsiHbaSendTarget
+	for _, a := range addrs {
+		host, port, err := splitTarget(a)
+		if err != nil {
+			return 0, fmt.Errorf("host %s: send target %q: %w", h.Name, a, err)
+		}
+		if have[fmt.Sprintf("%s:%d", host, port)] {
+			rm = append(rm, types.HostInternetScsiHbaSendTarget{Address: host, Port: port})
+		}
+	}
+	if len(rm) == 0 {
+		return 0, nil
+	}
+	ss, err := h.storageSystem(ctx)
+	if err != nil {
+		return 0, err
+	}
+	req := types.RemoveInternetScsiSendTargets{This: ss.Reference(), IScsiHbaDevice: st.HBA, Targets: rm}
+	if _, err := methods.RemoveInternetScsiSendTargets(ctx, h.c, &req); err != nil {
+		return 0, fmt.Errorf("host %s: remove send targets: %w", h.Name, err)
+	}
+	return len(rm), nil
+}
+
 func splitTarget(a string) (string, int32, error) {
 	host, portStr, ok := strings.Cut(a, ":")
 	if !ok {

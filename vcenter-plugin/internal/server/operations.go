@@ -97,6 +97,14 @@ func (s *Server) deploy(w http.ResponseWriter, r *http.Request, us *userSession)
 	if p == nil {
 		return
 	}
+	if old, err := s.savedPlan(p.System); err == nil {
+		// A deployed system's plan is changed by an expansion or a host
+		// removal, never overwritten here (its state would no longer load).
+		if st, err := deploy.LoadState(s.cfg.StateDir, old); err == nil && (st.Completed || st.Change != nil) && !deploy.SameHash(st.PlanSHA256, p) {
+			writeError(w, http.StatusConflict, "system %s is deployed with another plan: add hosts with POST /api/v1/systems/%s/expand, remove one with POST /api/v1/systems/%s/hosts/{host}/remove", p.System, p.System, p.System)
+			return
+		}
+	}
 	if err := statefile.WriteJSON(s.planPath(p.System), p); err != nil {
 		writeError(w, http.StatusInternalServerError, "save plan: %v", err)
 		return

@@ -156,6 +156,10 @@ func (s *Server) routeTable() []route {
 			handler: s.authed(s.maintenance)},
 		{method: "POST", path: "/api/v1/maintenance/{system}/continue", what: "confirm the operator's patch step",
 			handler: s.authed(s.maintenanceContinue)},
+		{method: "POST", path: "/api/v1/systems/{system}/expand", what: "plan (the deployed plan + new SDS/target hosts) -> 202 {job}: deploy the new SVMs in parallel, add SDSs and devices, wire iSCSI, await the rebalance (resumes); 400 {error, problems[]} for other edits",
+			handler: s.authed(s.expand)},
+		{method: "POST", path: "/api/v1/systems/{system}/hosts/{host}/remove", what: "-> 202 {job}: drain the host's SDS, take its iSCSI off Cairn, delete its SVM (resumes); 409 for an MDM member, the last gateway or target",
+			handler: s.authed(s.removeHost)},
 	}
 }
 

@@ -6,6 +6,7 @@ import (
 	"hash/fnv"
 	"os"
 	"path/filepath"
+	"slices"
 	"sort"
 	"strings"
 	"sync"
@@ -147,6 +148,29 @@ func (s *storageSystem) AddInternetScsiSendTargets(ctx *simulator.Context, req *
 	}
 	s.publish(ctx)
 	return &methods.AddInternetScsiSendTargetsBody{Res: &types.AddInternetScsiSendTargetsResponse{}}
+}
+
+// RemoveInternetScsiSendTargets removes send targets as ESXi does: a
+// target the adapter does not have is a NotFound fault and nothing changes.
+// LUNs reached only through removed targets go at the next rescan.
+func (s *storageSystem) RemoveInternetScsiSendTargets(ctx *simulator.Context, req *types.RemoveInternetScsiSendTargets) soap.HasFault {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	hba := s.iscsiHba()
+	if hba == nil || hba.Device != req.IScsiHbaDevice {
+		return &methods.RemoveInternetScsiSendTargetsBody{Fault_: simulator.Fault("software iSCSI adapter "+req.IScsiHbaDevice+" not found", &types.NotFound{})}
+	}
+	keep := append([]types.HostInternetScsiHbaSendTarget(nil), hba.ConfiguredSendTarget...)
+	for _, t := range req.Targets {
+		i := slices.IndexFunc(keep, func(h types.HostInternetScsiHbaSendTarget) bool { return h.Address == t.Address && h.Port == t.Port })
+		if i < 0 {
+			return &methods.RemoveInternetScsiSendTargetsBody{Fault_: simulator.Fault(fmt.Sprintf("send target %s:%d is not configured on %s", t.Address, t.Port, req.IScsiHbaDevice), &types.NotFound{})}
+		}
+		keep = slices.Delete(keep, i, i+1)
+	}
+	hba.ConfiguredSendTarget = keep
+	s.publish(ctx)
+	return &methods.RemoveInternetScsiSendTargetsBody{Res: &types.RemoveInternetScsiSendTargetsResponse{}}
 }
 
 // rescan asks the LUN source what this host sees now and replaces the

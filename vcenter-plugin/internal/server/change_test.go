@@ -1,0 +1,137 @@
+package server_test
+
+import (
+	"context"
+	"crypto/tls"
+	"io"
+	"net/http/cookiejar"
+	"net/http/httptest"
+	"slices"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/cairn-storage/cairn/vcenter-plugin/internal/gateway"
+	"github.com/cairn-storage/cairn/vcenter-plugin/internal/gatewayfake"
+	"github.com/cairn-storage/cairn/vcenter-plugin/internal/plan"
+	"github.com/cairn-storage/cairn/vcenter-plugin/internal/server"
+	"github.com/cairn-storage/cairn/vcenter-plugin/internal/vcsimkit"
+)
+
+// Expanding a deployed system from 3 to 5 hosts and removing one, through
+// the plugin server's API.
+func TestServerExpandAndRemoveHost(t *testing.T) {
+	ctx := context.Background()
+	array := gatewayfake.New()
+	kit, _ := vcsimkit.StartTest(t, vcsimkit.Options{Hosts: 5, LUNs: array, Guest: array.Hooks(nil)})
+	dir := t.TempDir()
+	cert, err := server.EnsureCertificate(dir, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ts := httptest.NewUnstartedServer(nil)
+	ts.TLS = &tls.Config{Certificates: []tls.Certificate{cert.TLS}}
+	ts.StartTLS()
+	defer ts.Close()
+	srv, err := server.New(server.Config{VCenter: kit.URL, VCenterThumbprint: kit.Thumbprint, PublicURL: ts.URL, StateDir: dir,
+		Certificate: cert, Gateway: func(gateway.Config) (gateway.API, error) { return array, nil },
+		ReadyTimeout: 3 * time.Second, PollInterval: 10 * time.Millisecond})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer srv.Close()
+	ts.Config.Handler = srv
+	jar, _ := cookiejar.New(nil)
+	hc := ts.Client()
+	hc.Jar = jar
+	c := &client{t: t, base: ts.URL, http: hc}
+	if code := c.do("POST", "/api/v1/session", map[string]string{"username": kit.Username, "password": kit.Password}, nil); code != 200 {
+		t.Fatalf("login %d", code)
+	}
+	resp, err := hc.Get(ts.URL + "/")
+	if err != nil {
+		t.Fatal(err)
+	}
+	page, _ := io.ReadAll(resp.Body)
+	resp.Body.Close()
+	for _, route := range []string{"/api/v1/systems/{system}/expand", "/api/v1/systems/{system}/hosts/{host}/remove"} {
+		if !strings.Contains(string(page), route) {
+			t.Fatalf("the API page does not list %s", route)
+		}
+	}
+
+	var full plan.Plan
+	if code := c.do("POST", "/api/v1/plan/suggest", map[string]string{"datacenter": "DC0", "system": "cairn1", "template": "cairn-svm", "svm_cidr": "10.20.0.0/24", "iscsi_cidr": "10.30.0.0/24"}, &full); code != 200 || len(full.Hosts) != 5 {
+		t.Fatalf("suggest %d: %d hosts", code, len(full.Hosts))
+	}
+	deployed := full
+	deployed.Hosts = slices.Clone(full.Hosts[:3])
+	var j server.Job
+	if code := c.do("POST", "/api/v1/deploy", deployed, &j); code != 202 {
+		t.Fatalf("deploy %d", code)
+	}
+	if j := c.waitJob("deploy:cairn1"); j.State != "succeeded" {
+		t.Fatalf("deploy job %+v", j)
+	}
+	if _, err := array.CreateVolume(ctx, gateway.VolumeSpec{Name: "vol1", Pool: "pool1", Size: 50 << 30}); err != nil {
+		t.Fatal(err)
+	}
+
+	var e struct {
+		Error    string         `json:"error"`
+		Problems []plan.Problem `json:"problems"`
+	}
+	// Growing through the deploy endpoint would overwrite the deployed plan.
+	if code := c.do("POST", "/api/v1/deploy", full, &e); code != 409 || !strings.Contains(e.Error, "/api/v1/systems/cairn1/expand") {
+		t.Fatalf("deploy of a grown plan: %d %+v", code, e)
+	}
+	changed := full
+	changed.StoragePool.SparePercent = 25
+	if code := c.do("POST", "/api/v1/systems/cairn1/expand", changed, &e); code != 400 || len(e.Problems) != 1 || e.Problems[0].Field != "storage_pool" {
+		t.Fatalf("expansion with a changed pool: %d %+v", code, e)
+	}
+	if code := c.do("POST", "/api/v1/systems/other/expand", full, &e); code != 400 || !strings.Contains(e.Error, `for system "cairn1"`) {
+		t.Fatalf("expansion of another system: %d %+v", code, e)
+	}
+	if code := c.do("POST", "/api/v1/systems/cairn1/expand", full, &j); code != 202 || j.Name != "expand:cairn1" {
+		t.Fatalf("expand %d %+v", code, j)
+	}
+	if j := c.waitJob("expand:cairn1"); j.State != "succeeded" {
+		t.Fatalf("expand job %+v", j)
+	}
+	var systems []server.SystemView
+	c.do("GET", "/api/v1/systems", nil, &systems)
+	if len(systems) != 1 || len(systems[0].Hosts) != 5 || len(systems[0].SDSs) != 5 || systems[0].Unavailable != "" {
+		t.Fatalf("systems after the expansion: %+v", systems)
+	}
+
+	if code := c.do("POST", "/api/v1/systems/cairn1/hosts/esx-01.cairn.test/remove", nil, &e); code != 409 || !strings.Contains(e.Error, "MDM member") {
+		t.Fatalf("removing an MDM host: %d %+v", code, e)
+	}
+	if code := c.do("POST", "/api/v1/systems/cairn1/hosts/esx-09.cairn.test/remove", nil, &e); code != 404 {
+		t.Fatalf("removing an unknown host: %d %+v", code, e)
+	}
+	if code := c.do("POST", "/api/v1/systems/cairn1/hosts/esx-05.cairn.test/remove", nil, &j); code != 202 || j.Name != "shrink:cairn1:esx-05.cairn.test" {
+		t.Fatalf("remove %d %+v", code, j)
+	}
+	if j := c.waitJob("shrink:cairn1:esx-05.cairn.test"); j.State != "succeeded" {
+		t.Fatalf("remove job %+v", j)
+	}
+	c.do("GET", "/api/v1/systems", nil, &systems)
+	if len(systems) != 1 || len(systems[0].Hosts) != 4 || len(systems[0].SDSs) != 4 || slices.Contains(systems[0].Hosts, "esx-05.cairn.test") {
+		t.Fatalf("systems after the removal: %+v", systems)
+	}
+	// The saved plan is the one the system has now: a re-deploy of it is a no-op.
+	now := full
+	now.Hosts = nil
+	for _, h := range full.Hosts[:4] {
+		h.TargetPortID = map[string]int{"esx-01.cairn.test": 1, "esx-02.cairn.test": 2, "esx-03.cairn.test": 3, "esx-04.cairn.test": 4}[h.Name]
+		now.Hosts = append(now.Hosts, h)
+	}
+	if code := c.do("POST", "/api/v1/deploy", now, &j); code != 202 {
+		t.Fatalf("re-deploy of the current plan: %d", code)
+	}
+	if j := c.waitJob("deploy:cairn1"); j.State != "succeeded" {
+		t.Fatalf("re-deploy job %+v", j)
+	}
+}
