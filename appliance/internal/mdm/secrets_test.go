@@ -119,8 +119,8 @@ func TestLeaderMovesInlineSecrets(t *testing.T) {
 	hash := string(hr.Kvs[0].Value)
 	const id, secret = "00000000000000a1", "inline-chap-secret"
 	for k, v := range map[string]string{
-		model.Key(model.KindUser, "root"): fmt.Sprintf(`{"name":"root","role":"admin","password_hash":%q}`, hash),
-		model.Key(model.KindHost, id):     fmt.Sprintf(`{"id":%q,"name":"esx1","type":"iscsi","iqn":"iqn.1998-01.com.vmware:esx1","chap_user":"u","chap_secret":%q}`, id, secret),
+		model.Key(model.KindUser, "root"):     fmt.Sprintf(`{"name":"root","role":"admin","password_hash":%q}`, hash),
+		model.Key(model.KindHost, id):         fmt.Sprintf(`{"id":%q,"name":"esx1","type":"iscsi","iqn":"iqn.1998-01.com.vmware:esx1","chap_user":"u","chap_secret":%q}`, id, secret),
 		model.NameKey(model.KindHost, "esx1"): id,
 	} {
 		if _, err := old.C.Put(ctx, k, v); err != nil {

@@ -102,7 +102,6 @@ func TestSecretsOutsideTheModel(t *testing.T) {
 	}
 }
 
-
 // A model written before SecretPrefix (secrets inline) is moved by
 // MoveSecrets: every object loses its secret to its key, logins and CHAP
 // work from there, and a second run writes nothing. More objects than one
