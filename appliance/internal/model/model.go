@@ -161,7 +161,7 @@ type Host struct {
 	// CHAP credentials for iSCSI (optional). CHAP says a secret is set;
 	// the secret itself is stored at CHAPSecretKey(ID), outside the model
 	// (keys.go), and never leaves the gateway in API responses. CHAPSecret
-	// is filled only where the Store read it (GetHostSecret, the ops that
+	// is filled only where the Store read it (HostCHAPSecret, the ops that
 	// set it): a Host from the model or the catalog has it empty.
 	CHAPUser   string `json:"chap_user,omitempty"`
 	CHAP       bool   `json:"chap,omitempty"`
