@@ -99,7 +99,7 @@ func runTarget(ctx context.Context, args []string) error {
 		Portals:         strings.Split(*portals, ","),
 		Changed:         changed,
 		Mappings: func(ctx context.Context) ([]target.Mapping, error) {
-			return iscsiMappings(cat), nil
+			return iscsiMappings(ctx, cat, model.NewStore(cat.Client()))
 		},
 		Open: func(ctx context.Context, id string) (blockdev.Volume, error) {
 			vid, err := catalog.ParseVolumeID(id)
@@ -123,8 +123,23 @@ func runTarget(ctx context.Context, args []string) error {
 	return target.Run(ctx, cfg)
 }
 
-// iscsiMappings lists every volume mapped to an iSCSI host, with its hosts.
-func iscsiMappings(cat *catalog.Catalog) []target.Mapping {
+// iscsiMappings lists every volume mapped to an iSCSI host, with its hosts
+// and their CHAP credentials. The secrets are outside the model (the
+// catalog has a flag, Host.CHAP): they are read from etcd at each pass,
+// which follows every change of a host (a secret is written with its
+// host's key, model/keys.go).
+func iscsiMappings(ctx context.Context, cat *catalog.Catalog, st *model.Store) ([]target.Mapping, error) {
+	var secrets map[string]string
+	for _, v := range cat.Volumes() {
+		for _, mp := range v.Mappings {
+			if h, ok := cat.Host(mp.HostID); ok && h.CHAP && secrets == nil {
+				var err error
+				if secrets, err = st.CHAPSecrets(ctx); err != nil {
+					return nil, err
+				}
+			}
+		}
+	}
 	var out []target.Mapping
 	for _, v := range cat.Volumes() {
 		m := target.Mapping{VolumeID: v.ID, LUN: -1}
@@ -134,11 +149,20 @@ func iscsiMappings(cat *catalog.Catalog) []target.Mapping {
 				continue
 			}
 			m.LUN, m.ReadOnly = mp.LUN, m.ReadOnly || mp.ReadOnly
-			m.Hosts = append(m.Hosts, target.Host{IQN: h.IQN, CHAP: lio.Credentials{User: h.CHAPUser, Secret: h.CHAPSecret}})
+			cred := lio.Credentials{}
+			if h.CHAP {
+				sec, ok := secrets[h.ID]
+				if !ok {
+					// Never serve a host that should use CHAP without it.
+					return nil, fmt.Errorf("host %q has CHAP on but its secret is missing in etcd (%s): set it again with PATCH /api/v1/hosts/%s", h.Name, model.CHAPSecretKey(h.ID), h.Name)
+				}
+				cred = lio.Credentials{User: h.CHAPUser, Secret: sec}
+			}
+			m.Hosts = append(m.Hosts, target.Host{IQN: h.IQN, CHAP: cred})
 		}
 		if len(m.Hosts) > 0 {
 			out = append(out, m)
 		}
 	}
-	return out
+	return out, nil
 }

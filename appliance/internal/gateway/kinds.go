@@ -210,8 +210,15 @@ func (s *Server) kinds() []kindAPI {
 						if n, err := model.NormalizeIQN(spec.IQN); err == nil {
 							iqn = n
 						}
-						if h.Type != spec.Type || h.IQN != iqn || h.CHAPUser != spec.CHAPUser || h.CHAPSecret != spec.CHAPSecret {
+						if h.Type != spec.Type || h.IQN != iqn || h.CHAPUser != spec.CHAPUser || h.CHAP != (spec.CHAPSecret != "") {
 							return ""
+						}
+						if h.CHAP {
+							// The secret is outside the model: compare it
+							// with the stored one (a repeat sends the same).
+							if sec, err := st.HostCHAPSecret(c.ctx, id); err != nil || sec != spec.CHAPSecret {
+								return ""
+							}
 						}
 						return id
 					})

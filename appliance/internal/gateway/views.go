@@ -416,7 +416,7 @@ type hostView struct {
 }
 
 func (w *world) hostView(h model.Host) hostView {
-	v := hostView{ID: h.ID, Name: h.Name, Type: h.Type, IQN: h.IQN, CHAPUser: h.CHAPUser, CHAP: h.CHAPSecret != "", VolumeNames: []string{}}
+	v := hostView{ID: h.ID, Name: h.Name, Type: h.Type, IQN: h.IQN, CHAPUser: h.CHAPUser, CHAP: h.CHAP, VolumeNames: []string{}}
 	for _, vol := range w.volumes {
 		for _, m := range vol.Mappings {
 			if m.HostID == h.ID {

@@ -246,6 +246,19 @@ func campaign(ctx context.Context, cli *clientv3.Client, cfg Config, log *slog.L
 			continue
 		}
 		log.Info("MDM leader elected", "leader", cfg.Name)
+		// Secrets a Cairn from before SecretPrefix stored inline in the
+		// model move out of it before any daemon may read the model.
+		if n, err := model.NewStore(cli).MoveSecrets(ctx); err != nil {
+			log.Error("CHAP secrets and password hashes not moved out of the model; resigning and retrying", "err", err)
+			rctx, rcancel := context.WithTimeout(context.Background(), time.Second)
+			_ = el.Resign(rctx)
+			rcancel()
+			sess.Close()
+			sleep(ctx, 2*time.Second)
+			continue
+		} else if n > 0 {
+			log.Info("CHAP secrets and password hashes moved out of the model", "objects", n, "to", model.SecretPrefix)
+		}
 		if cfg.Identity != nil {
 			// Access control before the control loop: daemons of every
 			// role may already be waiting to connect.

@@ -40,7 +40,9 @@ type perm struct {
 
 // access is the permission table of the roles that are not root: each reads
 // the model (catalog: placement maps, objects, liveness) and writes only the
-// keys it publishes (model/keys.go, column "written by"). An etcd role
+// keys it publishes (model/keys.go, column "written by"). Secrets are
+// outside the model prefix (model.SecretPrefix): only the target reads
+// them, and only the CHAP secrets. An etcd role
 // "cairn-<role>" holds the permissions; the user <role> holds that role.
 // Roles not in this table and not root (host: an NBD initiator) have no
 // etcd user, so etcd refuses them.
@@ -59,6 +61,7 @@ var access = map[string][]perm{
 	},
 	pki.RoleTarget: {
 		{model.Prefix, authpb.READ},
+		{model.CHAPSecretPrefix, authpb.READ}, // to configure CHAP in LIO; no other role reads a secret
 		{model.FrontendStatsPrefix, authpb.WRITE},
 		{model.CertPrefix + pki.RoleTarget + "/", authpb.WRITE},
 		{model.RefusedPrefix + pki.RoleTarget + "/", authpb.WRITE}, // refusals.Reporter

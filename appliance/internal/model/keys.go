@@ -8,10 +8,11 @@ import (
 	"encoding/hex"
 )
 
-// Key layout v1. Two roots: Prefix holds the model and the cluster's
+// Key layout v1. Three roots: Prefix holds the model and the cluster's
 // runtime state; LogPrefix holds the events, alerts and jobs of the
-// gateways, outside Prefix so that reading or watching the model never
-// reads the log. Values are JSON unless said otherwise.
+// gateways; SecretPrefix holds the CHAP secrets and password hashes. The
+// last two are outside Prefix so that reading or watching the model never
+// reads the log or a secret. Values are JSON unless said otherwise.
 //
 //	key                                    value                     written by                        read by                                  lifetime
 //	Prefix+"<kind>/<id>"                   the object (PD, SDS...)   Store ops (via the gateway)       catalog, gateway, MDM controller         until deleted
@@ -33,6 +34,8 @@ import (
 //	Prefix+"election/..."                  etcd election keys        MDM members (concurrency)         MDM members, gateway                     lease (leader session)
 //	Prefix+"handover"                      member name (text)        gateway (POST /mdm/leader)        MDM leader; the named member deletes it  lease (60 s) or until done
 //	Prefix+"mdmrole/<member>"              {"tie_breaker": bool}     `cairn mdm` at start, gateway     gateway (MDM member list)                until the member is removed
+//	SecretPrefix+"chap/<host id>"          CHAP secret (text)        Store, in the host's txn          Store (gateway), iSCSI target (LIO)      with the host's CHAP
+//	SecretPrefix+"password/<user name>"    password hash (text)      Store, in the user's txn          Store.Authenticate (gateway)             with the user
 //	LogPrefix+"eventseq"                   last event number (dec.)  gateway, in each event's txn      gateway                                  forever
 //	LogPrefix+"event/<16 hex digits>"      gateway Event             gateway                           gateway (GET /events, SSE)               10 000 events, 30 days
 //	LogPrefix+"alert/<id>"                 gateway Alert             gateway                           gateway (GET /alerts)                    7 days after cleared
@@ -46,8 +49,19 @@ import (
 // target, nbd and client read Prefix and write only the keys the table above
 // says they write (sds: live/sds, stats/sds, filled, devfailed; target and nbd:
 // stats/frontend; each: cert/<its role>/). Not yet enforced per name: any
-// sds may write any SDS's keys. LogPrefix is the gateway's alone. A new key
-// written by a daemon that is not root needs its line in mdm/rbac.go.
+// sds may write any SDS's keys. LogPrefix is the gateway's alone. Of
+// SecretPrefix only the target reads anything (SecretPrefix+"chap/", to
+// configure LIO); sds, nbd and client read no secret. A new key written by
+// a daemon that is not root needs its line in mdm/rbac.go.
+//
+// A secret key is written only in a transaction that also writes its
+// object's key (the host, the user), under the object's mod revision: the
+// object's revision guards its secret, and a watcher of the model (the
+// target's catalog) sees a change of secret as a change of its host.
+// Model objects keep a flag (Host.CHAP) or nothing (User), never the
+// secret. A model written before SecretPrefix (secrets inline, in the
+// objects' "chap_secret" and "password_hash") is moved by the MDM leader
+// at the start of its term (Store.MoveSecrets).
 //
 // Tokens are stored only as the SHA-256 of the token (tokenHash): reading
 // etcd does not reveal a usable token.
@@ -200,6 +214,23 @@ const LeaderHandoverKey = Prefix + "handover"
 // {"tie_breaker": bool}), written by `cairn mdm` at start and by the
 // gateway's POST /mdm/members; the gateway's MDM member list reads it.
 const MDMRolePrefix = Prefix + "mdmrole/"
+
+// Secrets (outside Prefix: readable by mdm, gateway and, for CHAP, target).
+
+// SecretPrefix is the root of the secrets.
+const SecretPrefix = "/cairn/secret/v1/"
+
+// CHAPSecretPrefix is where the hosts' CHAP secrets live (CHAPSecretKey).
+const CHAPSecretPrefix = SecretPrefix + "chap/"
+
+// CHAPSecretKey returns the key of a host's CHAP secret.
+func CHAPSecretKey(hostID string) string { return CHAPSecretPrefix + hostID }
+
+// PasswordHashPrefix is where the users' password hashes live.
+const PasswordHashPrefix = SecretPrefix + "password/"
+
+// PasswordHashKey returns the key of a user's password hash.
+func PasswordHashKey(user string) string { return PasswordHashPrefix + user }
 
 // The gateways' log (see the table above).
 const (

@@ -158,16 +158,23 @@ type Host struct {
 	Name string `json:"name"`
 	Type string `json:"type"`
 	IQN  string `json:"iqn,omitempty"` // iSCSI initiator name
-	// CHAP credentials for iSCSI (optional); secrets never leave the gateway
-	// in API responses.
+	// CHAP credentials for iSCSI (optional). CHAP says a secret is set;
+	// the secret itself is stored at CHAPSecretKey(ID), outside the model
+	// (keys.go), and never leaves the gateway in API responses. CHAPSecret
+	// is filled only where the Store read it (HostCHAPSecret, the ops that
+	// set it): a Host from the model or the catalog has it empty.
 	CHAPUser   string `json:"chap_user,omitempty"`
-	CHAPSecret string `json:"chap_secret,omitempty"`
+	CHAP       bool   `json:"chap,omitempty"`
+	CHAPSecret string `json:"-"`
 }
 
+// User is a gateway account. Its password hash is stored at
+// PasswordHashKey(Name), outside the model (keys.go); PasswordHash is
+// filled only where the Store read or made it, and is never encoded.
 type User struct {
 	Name         string `json:"name"`
 	Role         string `json:"role"`
-	PasswordHash string `json:"password_hash"`
+	PasswordHash string `json:"-"`
 }
 
 // Copy states in a placement map. Maps written before CopyReady had a name

@@ -77,7 +77,7 @@ func (s *Store) RedeemBootstrapToken(ctx context.Context, token, password string
 	tr, err := s.C.Txn(ctx).If(
 		clientv3.Compare(clientv3.ModRevision(key), "=", r.Kvs[0].ModRevision),
 		clientv3.Compare(clientv3.ModRevision(ukey), "=", rev),
-	).Then(clientv3.OpDelete(key), clientv3.OpPut(ukey, string(b))).Commit()
+	).Then(clientv3.OpDelete(key), clientv3.OpPut(ukey, string(b)), clientv3.OpPut(PasswordHashKey(u.Name), hash)).Commit()
 	if err != nil {
 		return User{}, fmt.Errorf("bootstrap token: %w", err)
 	}

@@ -66,7 +66,7 @@ func (s *Store) CreateHost(ctx context.Context, spec HostSpec) (Host, error) {
 		if err := checkCHAP(spec.Name, spec.CHAPUser, spec.CHAPSecret); err != nil {
 			return Host{}, err
 		}
-		h.CHAPUser, h.CHAPSecret = spec.CHAPUser, spec.CHAPSecret
+		h.CHAPUser, h.CHAPSecret, h.CHAP = spec.CHAPUser, spec.CHAPSecret, spec.CHAPSecret != ""
 	case HostNBD:
 		if spec.IQN != "" || spec.CHAPUser != "" || spec.CHAPSecret != "" {
 			return Host{}, invalidf("NBD host %q: iqn and CHAP apply to iSCSI hosts only; drop them or use type iscsi", spec.Name)
@@ -89,7 +89,7 @@ func (s *Store) CreateHost(ctx context.Context, spec HostSpec) (Host, error) {
 		}
 		cmps = append(cmps, unchangedSince(KindHost, r))
 	}
-	return h, s.create(ctx, KindHost, h.ID, h.Name, h, cmps)
+	return h, s.create(ctx, KindHost, h.ID, h.Name, h, cmps, chapSecretOps(h)...)
 }
 
 func (s *Store) GetHost(ctx context.Context, ref string) (Host, error) {
@@ -118,5 +118,5 @@ func (s *Store) DeleteHost(ctx context.Context, ref string) error {
 	if len(vn) > 0 {
 		return inUsef("host %q still has %s mapped (%s); unmap them first", h.Name, plural(len(vn), "volume"), nameList(vn))
 	}
-	return s.deleteObj(ctx, KindHost, h.ID, h.Name, rev, []clientv3.Cmp{unchangedSince(KindVolume, r)})
+	return s.deleteObj(ctx, KindHost, h.ID, h.Name, rev, []clientv3.Cmp{unchangedSince(KindVolume, r)}, clientv3.OpDelete(CHAPSecretKey(h.ID)))
 }

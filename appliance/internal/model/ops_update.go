@@ -50,9 +50,22 @@ func applyVolumeQoS(v Volume, up VolumeUpdate) (Volume, error) {
 // new value), then write it, moving the name index when the name changed.
 // nameOf reads the name of a T; the caller checked that up names a field.
 func update[T any](ctx context.Context, s *Store, kind, ref string, apply func(T) (T, []clientv3.Cmp, error), nameOf, idOf func(T) string) (T, error) {
+	return updateWithSecret(ctx, s, kind, ref, nil, apply, nameOf, idOf, nil)
+}
+
+// updateWithSecret is update for a kind with a secret outside the model
+// (keys.go, SecretPrefix): load adds the stored secret to the fetched
+// object before apply sees it, and secretOps(new) writes the secret in the
+// object's transaction (under the object's mod revision, which guards it).
+func updateWithSecret[T any](ctx context.Context, s *Store, kind, ref string, load func(context.Context, *T) error, apply func(T) (T, []clientv3.Cmp, error), nameOf, idOf func(T) string, secretOps func(T) []clientv3.Op) (T, error) {
 	v, rev, err := fetch[T](ctx, s, kind, ref)
 	if err != nil {
 		return v, err
+	}
+	if load != nil {
+		if err := load(ctx, &v); err != nil {
+			return v, err
+		}
 	}
 	nv, cmps, err := apply(v)
 	if err != nil {
@@ -68,6 +81,9 @@ func update[T any](ctx context.Context, s *Store, kind, ref string, apply func(T
 	key := Key(kind, idOf(nv))
 	cmps = append([]clientv3.Cmp{clientv3.Compare(clientv3.ModRevision(key), "=", rev)}, cmps...)
 	ops := []clientv3.Op{clientv3.OpPut(key, string(b))}
+	if secretOps != nil {
+		ops = append(ops, secretOps(nv)...)
+	}
 	oldName, newName := nameOf(v), nameOf(nv)
 	if oldName != newName {
 		if err := ValidateName(kind, newName); err != nil {
@@ -192,7 +208,7 @@ func (s *Store) UpdateHost(ctx context.Context, ref string, up HostUpdate) (Host
 	if up.Name == nil && up.IQN == nil && up.CHAPUser == nil && up.CHAPSecret == nil {
 		return Host{}, noChange(KindHost, ref, "name, iqn, chap_user, chap_secret")
 	}
-	return update(ctx, s, KindHost, ref, func(h Host) (Host, []clientv3.Cmp, error) {
+	return updateWithSecret(ctx, s, KindHost, ref, s.loadCHAPSecret, func(h Host) (Host, []clientv3.Cmp, error) {
 		setName(up.Name, &h.Name)
 		if h.Type != HostISCSI && (up.IQN != nil || up.CHAPUser != nil || up.CHAPSecret != nil) {
 			return h, nil, invalidField("iqn", "NBD host %q: iqn and CHAP apply to iSCSI hosts only", h.Name)
@@ -226,8 +242,9 @@ func (s *Store) UpdateHost(ctx context.Context, ref string, up HostUpdate) (Host
 		if err := checkCHAP(h.Name, h.CHAPUser, h.CHAPSecret); err != nil {
 			return h, nil, err
 		}
+		h.CHAP = h.CHAPSecret != ""
 		return h, cmps, nil
-	}, func(v Host) string { return v.Name }, func(v Host) string { return v.ID })
+	}, func(v Host) string { return v.Name }, func(v Host) string { return v.ID }, chapSecretOps)
 }
 
 // checkCHAP: both or neither, and a secret initiators accept.

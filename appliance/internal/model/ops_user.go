@@ -72,7 +72,7 @@ func (s *Store) CreateUser(ctx context.Context, spec UserSpec) (User, error) {
 		return User{}, err
 	}
 	u := User{Name: spec.Name, Role: spec.Role, PasswordHash: hash}
-	return u, s.create(ctx, KindUser, u.Name, u.Name, u, nil)
+	return u, s.create(ctx, KindUser, u.Name, u.Name, u, nil, clientv3.OpPut(PasswordHashKey(u.Name), u.PasswordHash))
 }
 
 func (s *Store) GetUser(ctx context.Context, name string) (User, error) {
@@ -86,6 +86,7 @@ func (s *Store) UpdateUser(ctx context.Context, name string, up UserUpdate) (Use
 	if err != nil {
 		return u, err
 	}
+	ops := []clientv3.Op{}
 	if up.Role == "" && up.Password == "" {
 		return u, &opError{ErrNoChange, fmt.Sprintf("user %q: the request changes nothing; give a new role and/or password", name)}
 	}
@@ -112,6 +113,7 @@ func (s *Store) UpdateUser(ctx context.Context, name string, up UserUpdate) (Use
 			return u, err
 		}
 		u.PasswordHash = hash
+		ops = append(ops, clientv3.OpPut(PasswordHashKey(u.Name), hash))
 	}
 	b, err := json.Marshal(u)
 	if err != nil {
@@ -119,7 +121,7 @@ func (s *Store) UpdateUser(ctx context.Context, name string, up UserUpdate) (Use
 	}
 	key := Key(KindUser, u.Name)
 	cmps = append(cmps, clientv3.Compare(clientv3.ModRevision(key), "=", rev))
-	return u, s.txn(ctx, fmt.Sprintf("user %q", u.Name), cmps, clientv3.OpPut(key, string(b)))
+	return u, s.txn(ctx, fmt.Sprintf("user %q", u.Name), cmps, append([]clientv3.Op{clientv3.OpPut(key, string(b))}, ops...)...)
 }
 
 // lastAdmin refuses when name is the only admin; it returns the revision of
@@ -155,7 +157,7 @@ func (s *Store) DeleteUser(ctx context.Context, name string) error {
 		}
 		cmps = append(cmps, unchangedSince(KindUser, r))
 	}
-	return s.deleteObj(ctx, KindUser, u.Name, u.Name, rev, cmps)
+	return s.deleteObj(ctx, KindUser, u.Name, u.Name, rev, cmps, clientv3.OpDelete(PasswordHashKey(u.Name)))
 }
 
 // Authenticate checks a password; it returns ErrBadCredentials for an
@@ -165,8 +167,7 @@ func (s *Store) DeleteUser(ctx context.Context, name string) error {
 // that write fails (the user changed meanwhile, etcd busy) the login still
 // succeeds and the next one tries again.
 func (s *Store) Authenticate(ctx context.Context, name, password string) (User, error) {
-	var u User
-	rev, err := s.Get(ctx, Key(KindUser, name), &u)
+	u, rev, err := s.userWithHash(ctx, name)
 	if err != nil && !errors.Is(err, ErrNotFound) {
 		return User{}, unavailable(err)
 	}
@@ -188,8 +189,11 @@ func (s *Store) Authenticate(ctx context.Context, name, password string) (User, 
 			nu := u
 			nu.PasswordHash = hash
 			if b, err := json.Marshal(nu); err == nil {
+				// The user's key is written too (unchanged): a secret
+				// moves only with its object (keys.go).
 				key := Key(KindUser, u.Name)
-				tr, err := s.C.Txn(ctx).If(clientv3.Compare(clientv3.ModRevision(key), "=", rev)).Then(clientv3.OpPut(key, string(b))).Commit()
+				tr, err := s.C.Txn(ctx).If(clientv3.Compare(clientv3.ModRevision(key), "=", rev)).
+					Then(clientv3.OpPut(key, string(b)), clientv3.OpPut(PasswordHashKey(u.Name), hash)).Commit()
 				if err == nil && tr.Succeeded {
 					u = nu
 				}

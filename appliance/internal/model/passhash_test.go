@@ -1,7 +1,6 @@
 package model_test
 
 import (
-	"encoding/json"
 	"errors"
 	"strings"
 	"testing"
@@ -13,11 +12,11 @@ import (
 // storedHash reads the password hash etcd holds for a user.
 func (f *fixture) storedHash(name string) string {
 	f.t.Helper()
-	var u model.User
-	if _, err := f.s.Get(f.ctx, model.Key(model.KindUser, name), &u); err != nil {
-		f.t.Fatal(err)
+	r, err := f.c.Get(f.ctx, model.PasswordHashKey(name))
+	if err != nil || len(r.Kvs) != 1 {
+		f.t.Fatalf("password hash of %s: %v %v", name, r, err)
 	}
-	return u.PasswordHash
+	return string(r.Kvs[0].Value)
 }
 
 func TestPasswordsAreArgon2id(t *testing.T) {
@@ -55,13 +54,7 @@ func TestPasswordsAreArgon2id(t *testing.T) {
 // (bcrypt) or a corrupted record would have it.
 func (f *fixture) putUserHash(name, hash string) {
 	f.t.Helper()
-	var u model.User
-	if _, err := f.s.Get(f.ctx, model.Key(model.KindUser, name), &u); err != nil {
-		f.t.Fatal(err)
-	}
-	u.PasswordHash = hash
-	b, _ := json.Marshal(u)
-	if _, err := f.c.Put(f.ctx, model.Key(model.KindUser, name), string(b)); err != nil {
+	if _, err := f.c.Put(f.ctx, model.PasswordHashKey(name), hash); err != nil {
 		f.t.Fatal(err)
 	}
 }
