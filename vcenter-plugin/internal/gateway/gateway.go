@@ -218,6 +218,8 @@ type API interface {
 
 	EnterSDSMaintenance(ctx context.Context, sds, mode string) error
 	ExitSDSMaintenance(ctx context.Context, sds string) error
+
+	StatisticsReader // statistics.go
 }
 
 // DefaultTimeout bounds one HTTP exchange with the gateway.

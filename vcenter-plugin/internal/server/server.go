@@ -69,6 +69,8 @@ type Server struct {
 	sessions map[string]*userSession
 	jobs     map[string]*Job
 	maint    *maintenance.Engine
+
+	progress rebuildTracker // copy progress seen, for ETAs (statistics.go)
 }
 
 // New returns a server; Close stops its jobs.
@@ -156,6 +158,11 @@ func (s *Server) routeTable() []route {
 			handler: s.authed(s.maintenance)},
 		{method: "POST", path: "/api/v1/maintenance/{system}/continue", what: "confirm the operator's patch step",
 			handler: s.authed(s.maintenanceContinue)},
+		{method: "GET", path: "/api/v1/systems/{system}/statistics", query: "kind=system|pool|volume|sds|device|host&name=NAME",
+			what:    "the gateway's I/O statistics of the system or one object: read/write IOPS, bytes/s, mean and p99 latency, throttled time, 10 minutes of history",
+			handler: s.authed(s.statistics)},
+		{method: "GET", path: "/api/v1/systems/{system}/rebuild", what: "rebuild, rebalance and resync progress with an ETA from the copy rate observed over the last minute (\"estimating\" until there is one)",
+			handler: s.authed(s.rebuild)},
 	}
 }
 
