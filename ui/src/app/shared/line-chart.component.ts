@@ -1,0 +1,92 @@
+import { Component, computed, input } from '@angular/core';
+import { niceMax } from '../core/perf';
+
+// A series of a LineChartComponent: its values at the chart's times.
+export interface ChartSeries {
+  name: string;
+  color: string;
+  dash: string; // stroke-dasharray: series differ by more than colour
+  values: number[];
+}
+
+const W = 300;
+const H = 100;
+
+// LineChartComponent draws a few series over a time window as SVG lines,
+// newest at the right. Its text alternative (the SVG's label and the
+// legend) says the current value of each series and the chart's scale.
+@Component({
+  selector: 'cairn-line-chart',
+  template: `
+    <figure class="chart">
+      <figcaption class="chart-title">{{ label() }}</figcaption>
+      <div class="plot">
+        <span class="ymax" aria-hidden="true">{{ format()(top()) }}</span>
+        <svg [attr.viewBox]="'0 0 ' + W + ' ' + H" preserveAspectRatio="none" width="100%" height="110" role="img" [attr.aria-label]="summary()">
+          <line x1="0" [attr.y1]="H / 2" [attr.x2]="W" [attr.y2]="H / 2" class="grid" />
+          <line x1="0" [attr.y1]="H - 0.5" [attr.x2]="W" [attr.y2]="H - 0.5" class="axis" />
+          @for (s of lines(); track s.name) {
+            <polyline [attr.points]="s.points" fill="none" [attr.stroke]="s.color" [attr.stroke-dasharray]="s.dash" stroke-width="2" vector-effect="non-scaling-stroke" />
+          }
+        </svg>
+        <div class="xaxis" aria-hidden="true"><span>−{{ windowMinutes() }} min</span><span>now</span></div>
+      </div>
+      <ul class="legend">
+        @for (s of series(); track s.name) {
+          <li>
+            <svg width="18" height="8" aria-hidden="true"><line x1="0" y1="4" x2="18" y2="4" [attr.stroke]="s.color" [attr.stroke-dasharray]="s.dash" stroke-width="2" /></svg>
+            {{ s.name }} <strong class="current">{{ current(s) }}</strong>
+          </li>
+        }
+      </ul>
+    </figure>
+  `,
+  styles: `
+    .chart { margin: 0; }
+    .chart-title { font-weight: 600; font-size: 0.7rem; }
+    .plot { position: relative; border-left: 1px solid var(--cds-alias-object-border-color, #b3b3b3); padding-top: 0.9rem; }
+    .ymax { position: absolute; top: 0; left: 0.2rem; font-size: 0.55rem; }
+    .grid { stroke: var(--cds-alias-object-border-color, #dcdcdc); stroke-dasharray: 2 3; vector-effect: non-scaling-stroke; }
+    .axis { stroke: var(--cds-alias-object-border-color, #b3b3b3); vector-effect: non-scaling-stroke; }
+    .xaxis { display: flex; justify-content: space-between; font-size: 0.55rem; }
+    .legend { list-style: none; padding: 0; margin: 0.2rem 0 0; display: flex; flex-wrap: wrap; gap: 0.8rem; font-size: 0.65rem; }
+  `,
+})
+export class LineChartComponent {
+  readonly W = W;
+  readonly H = H;
+  readonly label = input.required<string>();
+  readonly series = input.required<ChartSeries[]>();
+  readonly times = input.required<number[]>(); // ms since the epoch, oldest first
+  readonly now = input.required<number>();
+  readonly windowMs = input(5 * 60_000);
+  readonly format = input.required<(n: number) => string>();
+
+  readonly windowMinutes = computed(() => Math.round(this.windowMs() / 60_000));
+  readonly top = computed(() => niceMax(Math.max(0, ...this.series().flatMap((s) => s.values))));
+
+  readonly lines = computed(() => {
+    const start = this.now() - this.windowMs();
+    const times = this.times();
+    const top = this.top();
+    return this.series().map((s) => ({
+      ...s,
+      points: s.values
+        .map((v, i) => {
+          const x = ((times[i] - start) / this.windowMs()) * W;
+          const y = H - (Math.max(0, v) / top) * H;
+          return `${x.toFixed(1)},${y.toFixed(1)}`;
+        })
+        .join(' '),
+    }));
+  });
+
+  current(s: ChartSeries): string {
+    return s.values.length ? this.format()(s.values[s.values.length - 1]) : '—';
+  }
+
+  readonly summary = computed(() => {
+    const parts = this.series().map((s) => `${s.name} ${this.current(s)}`);
+    return `${this.label()}, last ${this.windowMinutes()} minutes: now ${parts.join(', ')}; scale 0 to ${this.format()(this.top())}`;
+  });
+}
