@@ -1,5 +1,4 @@
 import { TestBed } from '@angular/core/testing';
-import { provideNoopAnimations } from '@angular/platform-browser/animations';
 import { ApiService } from '../core/api.service';
 import { StatPoint, SystemView } from '../core/types';
 import { PerformanceComponent } from './performance.component';
@@ -37,7 +36,7 @@ async function settle(f: { detectChanges(): void }) {
 
 describe('PerformanceComponent', () => {
   function setup(reply: (url: string) => Response) {
-    TestBed.configureTestingModule({ imports: [PerformanceComponent], providers: [provideNoopAnimations()] });
+    TestBed.configureTestingModule({ imports: [PerformanceComponent] });
     const api = TestBed.inject(ApiService);
     const urls: string[] = [];
     api.base = '/api/v1';
@@ -56,12 +55,12 @@ describe('PerformanceComponent', () => {
     await settle(f);
     const el = f.nativeElement as HTMLElement;
     expect(urls[0]).toBe('/api/v1/systems/cairn1/statistics?kind=system');
-    const imgs = [...el.querySelectorAll('svg[role="img"]')].map((s) => s.getAttribute('aria-label'));
+    const imgs = Array.from(el.querySelectorAll('svg[role="img"]')).map((s) => s.getAttribute('aria-label'));
     expect(imgs).toHaveLength(3);
     expect(imgs[0]).toBe('IOPS, last 5 minutes: now Read 1,234 IOPS, Write 617 IOPS; scale 0 to 2,000 IOPS');
     expect(imgs[2]).toContain('Read 310 µs, Write 1.8 ms');
     expect(el.querySelectorAll('polyline')[0].getAttribute('points')?.split(' ')).toHaveLength(3);
-    const rows = [...el.querySelectorAll('table.perf-now tbody tr')].map((r) => r.textContent?.replace(/\s+/g, ' ').trim());
+    const rows = Array.from(el.querySelectorAll('table.perf-now tbody tr')).map((r) => Array.from(r.children, (c) => c.textContent?.trim()).join(' '));
     expect(rows[0]).toBe('Read 1,234 IOPS 19.3 MB/s 310 µs 1.4 ms');
     expect(el.querySelector('table caption')?.textContent).toContain('System cairn1');
     f.destroy();
@@ -94,7 +93,7 @@ describe('PerformanceComponent', () => {
 
 describe('RebuildComponent', () => {
   function setup(body: Record<string, unknown>) {
-    TestBed.configureTestingModule({ imports: [RebuildComponent], providers: [provideNoopAnimations()] });
+    TestBed.configureTestingModule({ imports: [RebuildComponent] });
     const api = TestBed.inject(ApiService);
     api.base = '/api/v1';
     const base = { system: 'cairn1', degraded_groups: 0, rebuilding_groups: 0, resyncing_groups: 0, rebalancing_groups: 0, pending_bytes: 0, done_bytes: 0, resync_bytes: 0, rate_bytes_per_second: 0, percent: 100, eta_seconds: 0, observed_rate_bytes_per_second: null, window_seconds: 0, eta_state: 'idle', observed_eta_seconds: null, observed: '' };
@@ -113,7 +112,7 @@ describe('RebuildComponent', () => {
   });
 
   it('says estimating until the server observed a rate', async () => {
-    const f = setup({ pending_bytes: 3 << 30, resyncing_groups: 2, percent: 12.5, eta_state: 'estimating' });
+    const f = setup({ pending_bytes: 3 * 2 ** 30, resyncing_groups: 2, percent: 12.5, eta_state: 'estimating' });
     f.detectChanges();
     await settle(f);
     const t = (f.nativeElement as HTMLElement).textContent ?? '';
@@ -124,14 +123,14 @@ describe('RebuildComponent', () => {
   });
 
   it('gives the ETA from the observed rate', async () => {
-    const f = setup({ pending_bytes: 3 << 30, rebuilding_groups: 40, percent: 60, eta_state: 'known', observed_rate_bytes_per_second: 100 << 20, window_seconds: 60, observed_eta_seconds: 31 });
+    const f = setup({ pending_bytes: 3 * 2 ** 30, rebuilding_groups: 40, percent: 60, eta_state: 'known', observed_rate_bytes_per_second: 100 << 20, window_seconds: 60, observed_eta_seconds: 31 });
     f.detectChanges();
     await settle(f);
     const el = f.nativeElement as HTMLElement;
     expect(el.textContent).toContain('Rebuilding 40 placement groups.');
     expect(el.textContent).toContain('100.0 MB/s over the last 60 s');
     expect(el.querySelector('.eta')?.textContent).toBe('under a minute');
-    expect(el.querySelector('clr-progress-bar')?.getAttribute('aria-label')).toBe('Copy progress of system cairn1');
+    expect(el.querySelector('progress')?.getAttribute('aria-label')).toBe('Copy progress of system cairn1');
     f.destroy();
   });
 });

@@ -1,7 +1,6 @@
-import { Component, OnDestroy, OnInit, computed, inject, input, signal } from '@angular/core';
+import { Component, Input, OnDestroy, OnInit, computed, inject, signal } from '@angular/core';
 import { DatePipe } from '@angular/common';
 import { FormsModule } from '@angular/forms';
-import { ClarityModule } from '@clr/angular';
 import { ApiError, ApiService } from '../core/api.service';
 import { bandwidth, iops, latency, mergeHistory } from '../core/perf';
 import { StatKind, StatPoint, Statistics, SystemView } from '../core/types';
@@ -19,35 +18,42 @@ const WRITE = { name: 'Write', color: '#c25400', dash: '5 3' };
 // figures as a table.
 @Component({
   selector: 'cairn-performance',
-  imports: [ClarityModule, FormsModule, DatePipe, LineChartComponent],
+  // Clarity's CSS classes, not its Angular components: the dashboard's
+  // charts stay light and their tests need no Clarity linking.
+  imports: [FormsModule, DatePipe, LineChartComponent],
   template: `
     <div class="controls">
-      <clr-select-container>
-        <label [for]="'perf-kind-' + system().name">Show</label>
-        <select clrSelect [id]="'perf-kind-' + system().name" [name]="'perf-kind-' + system().name" [ngModel]="kind()" (ngModelChange)="setKind($event)">
-          <option value="system">Whole system</option>
-          <option value="pool">Storage pool</option>
-          <option value="volume">Volume</option>
-          <option value="sds">SDS</option>
-        </select>
-      </clr-select-container>
-      @if (kind() !== 'system') {
-        <clr-select-container>
-          <label [for]="'perf-name-' + system().name">{{ kindLabel() }}</label>
-          <select clrSelect [id]="'perf-name-' + system().name" [name]="'perf-name-' + system().name" [ngModel]="name()" (ngModelChange)="setName($event)">
-            @for (n of names(); track n) {
-              <option [value]="n">{{ n }}</option>
-            }
+      <div class="clr-form-control">
+        <label class="clr-control-label" [for]="'perf-kind-' + systemValue().name">Show</label>
+        <div class="clr-select-wrapper">
+          <select class="clr-select" [id]="'perf-kind-' + systemValue().name" [name]="'perf-kind-' + systemValue().name" [ngModel]="kind()" (ngModelChange)="setKind($event)">
+            <option value="system">Whole system</option>
+            <option value="pool">Storage pool</option>
+            <option value="volume">Volume</option>
+            <option value="sds">SDS</option>
           </select>
-        </clr-select-container>
+        </div>
+      </div>
+      @if (kind() !== 'system') {
+        <div class="clr-form-control">
+          <label class="clr-control-label" [for]="'perf-name-' + systemValue().name">{{ kindLabel() }}</label>
+          <div class="clr-select-wrapper">
+            <select class="clr-select" [id]="'perf-name-' + systemValue().name" [name]="'perf-name-' + systemValue().name" [ngModel]="name()" (ngModelChange)="setName($event)">
+              @for (n of names(); track n) {
+                <option [value]="n">{{ n }}</option>
+              }
+            </select>
+          </div>
+        </div>
       }
     </div>
     @if (error(); as err) {
-      <clr-alert clrAlertType="warning" [clrAlertClosable]="false"><clr-alert-item><span class="alert-text">{{ err }}</span></clr-alert-item></clr-alert>
+      <div class="alert alert-warning" role="alert"><div class="alert-items"><div class="alert-item static"><span class="alert-text">{{ err }}</span></div></div></div>
     }
     @if (kind() !== 'system' && names().length === 0) {
       <p class="cairn-muted">The system has no {{ kindLabel().toLowerCase() }} yet.</p>
-    } @else if (latest(); as st) {
+    } @else if (latest()) {
+      @let st = latest()!;
       @if (points().length === 0) {
         <p class="cairn-muted">Waiting for the gateway's first sample (it samples every {{ st.interval_seconds }} s).</p>
       } @else {
@@ -69,11 +75,12 @@ const WRITE = { name: 'Write', color: '#c25400', dash: '5 3' };
         }
       }
     } @else if (!error()) {
-      <clr-spinner clrInline>Loading statistics</clr-spinner>
+      <span class="spinner spinner-inline">Loading statistics</span> <span class="cairn-muted">Loading statistics…</span>
     }
   `,
   styles: `
-    .controls { display: flex; gap: 1.2rem; flex-wrap: wrap; margin-top: -0.6rem; }
+    .controls { display: flex; gap: 1.2rem; flex-wrap: wrap; align-items: baseline; }
+    .controls .clr-form-control { margin-top: 0; flex-direction: row; gap: 0.5rem; align-items: baseline; }
     .charts { display: grid; grid-template-columns: repeat(auto-fit, minmax(14rem, 1fr)); gap: 1rem; margin-top: 0.6rem; }
     .perf-now { margin-top: 0.6rem; }
     .perf-now caption { text-align: left; font-size: 0.65rem; }
@@ -81,7 +88,10 @@ const WRITE = { name: 'Write', color: '#c25400', dash: '5 3' };
 })
 export class PerformanceComponent implements OnInit, OnDestroy {
   private api = inject(ApiService);
-  readonly system = input.required<SystemView>();
+  readonly systemValue = signal<SystemView>({ name: '', datacenter: '', pool: '', hosts: null, deploy: { completed: false, steps_done: 0 } });
+  @Input({ required: true }) set system(v: SystemView) {
+    this.systemValue.set(v);
+  }
   readonly windowMs = PERF_WINDOW_MS;
 
   readonly kind = signal<StatKind>('system');
@@ -99,7 +109,7 @@ export class PerformanceComponent implements OnInit, OnDestroy {
 
   readonly kindLabel = computed(() => ({ system: 'System', pool: 'Pool', volume: 'Volume', sds: 'SDS' })[this.kind()]);
   readonly names = computed(() => {
-    const s = this.system();
+    const s = this.systemValue();
     switch (this.kind()) {
       case 'pool':
         return s.pool ? [s.pool] : [];
@@ -111,7 +121,7 @@ export class PerformanceComponent implements OnInit, OnDestroy {
         return [];
     }
   });
-  readonly subject = computed(() => (this.kind() === 'system' ? `System ${this.system().name}` : `${this.kindLabel()} ${this.name()}`));
+  readonly subject = computed(() => (this.kind() === 'system' ? `System ${this.systemValue().name}` : `${this.kindLabel()} ${this.name()}`));
   readonly times = computed(() => this.points().map((p) => Date.parse(p.timestamp)));
   readonly iopsSeries = computed<ChartSeries[]>(() => [
     { ...READ, values: this.points().map((p) => p.read.iops) },
@@ -163,7 +173,7 @@ export class PerformanceComponent implements OnInit, OnDestroy {
     }
     const gen = this.generation;
     try {
-      const st = await this.api.statistics(this.system().name, this.kind(), this.name());
+      const st = await this.api.statistics(this.systemValue().name, this.kind(), this.name());
       if (gen !== this.generation) {
         return;
       }

@@ -1,5 +1,4 @@
-import { Component, OnDestroy, OnInit, computed, inject, input, signal } from '@angular/core';
-import { ClarityModule } from '@clr/angular';
+import { Component, Input, OnDestroy, OnInit, computed, inject, signal } from '@angular/core';
 import { ApiError, ApiService } from '../core/api.service';
 import { bytes } from '../core/format';
 import { bandwidth, eta } from '../core/perf';
@@ -13,14 +12,17 @@ export const REBUILD_POLL_MS = 3000;
 // minute ("estimating" until it has one).
 @Component({
   selector: 'cairn-rebuild',
-  imports: [ClarityModule],
   template: `
     @if (error(); as err) {
       <p class="cairn-muted">Rebuild progress is not available: {{ err }}</p>
-    } @else if (progress(); as p) {
+    }
+    @if (progress(); as p) {
       @if (p.pending_bytes > 0) {
         <p class="work">{{ work() }}</p>
-        <clr-progress-bar clrLabeled [clrValue]="p.percent" [clrMax]="100" [attr.aria-label]="'Copy progress of system ' + system()"></clr-progress-bar>
+        <div class="progress labeled">
+          <progress max="100" [value]="p.percent" [attr.aria-label]="'Copy progress of system ' + systemValue()"></progress>
+          <span aria-hidden="true">{{ p.percent.toFixed(0) }}%</span>
+        </div>
         <dl class="rebuild-facts">
           <dt>Copied</dt><dd>{{ percent() }} — {{ bytesText(p.pending_bytes) }} left</dd>
           <dt>Rate</dt><dd>{{ rateText() }}</dd>
@@ -32,8 +34,8 @@ export const REBUILD_POLL_MS = 3000;
           <p class="cairn-muted">{{ p.degraded_groups }} placement groups lack a copy and no copy is running: check the Health card.</p>
         }
       }
-    } @else {
-      <clr-spinner clrInline>Loading rebuild progress</clr-spinner>
+    } @else if (!error()) {
+      <span class="spinner spinner-inline">Loading rebuild progress</span> <span class="cairn-muted">Loading rebuild progress…</span>
     }
   `,
   styles: `
@@ -45,7 +47,10 @@ export const REBUILD_POLL_MS = 3000;
 })
 export class RebuildComponent implements OnInit, OnDestroy {
   private api = inject(ApiService);
-  readonly system = input.required<string>();
+  readonly systemValue = signal<string>('');
+  @Input({ required: true }) set system(v: string) {
+    this.systemValue.set(v);
+  }
   readonly progress = signal<RebuildProgress | null>(null);
   readonly error = signal<string | null>(null);
   private timer: ReturnType<typeof setInterval> | null = null;
@@ -100,7 +105,7 @@ export class RebuildComponent implements OnInit, OnDestroy {
 
   async poll(): Promise<void> {
     try {
-      this.progress.set(await this.api.rebuild(this.system()));
+      this.progress.set(await this.api.rebuild(this.systemValue()));
       this.error.set(null);
     } catch (e) {
       this.error.set(e instanceof ApiError ? e.message : String(e));

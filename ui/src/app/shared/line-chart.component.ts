@@ -1,4 +1,4 @@
-import { Component, computed, input } from '@angular/core';
+import { Component, Input, computed, signal } from '@angular/core';
 import { niceMax } from '../core/perf';
 
 // A series of a LineChartComponent: its values at the chart's times.
@@ -19,9 +19,9 @@ const H = 100;
   selector: 'cairn-line-chart',
   template: `
     <figure class="chart">
-      <figcaption class="chart-title">{{ label() }}</figcaption>
+      <figcaption class="chart-title">{{ labelValue() }}</figcaption>
       <div class="plot">
-        <span class="ymax" aria-hidden="true">{{ format()(top()) }}</span>
+        <span class="ymax" aria-hidden="true">{{ formatValue()(top()) }}</span>
         <svg [attr.viewBox]="'0 0 ' + W + ' ' + H" preserveAspectRatio="none" width="100%" height="110" role="img" [attr.aria-label]="summary()">
           <line x1="0" [attr.y1]="H / 2" [attr.x2]="W" [attr.y2]="H / 2" class="grid" />
           <line x1="0" [attr.y1]="H - 0.5" [attr.x2]="W" [attr.y2]="H - 0.5" class="axis" />
@@ -32,7 +32,7 @@ const H = 100;
         <div class="xaxis" aria-hidden="true"><span>−{{ windowMinutes() }} min</span><span>now</span></div>
       </div>
       <ul class="legend">
-        @for (s of series(); track s.name) {
+        @for (s of seriesValue(); track s.name) {
           <li>
             <svg width="18" height="8" aria-hidden="true"><line x1="0" y1="4" x2="18" y2="4" [attr.stroke]="s.color" [attr.stroke-dasharray]="s.dash" stroke-width="2" /></svg>
             {{ s.name }} <strong class="current">{{ current(s) }}</strong>
@@ -55,25 +55,43 @@ const H = 100;
 export class LineChartComponent {
   readonly W = W;
   readonly H = H;
-  readonly label = input.required<string>();
-  readonly series = input.required<ChartSeries[]>();
-  readonly times = input.required<number[]>(); // ms since the epoch, oldest first
-  readonly now = input.required<number>();
-  readonly windowMs = input(5 * 60_000);
-  readonly format = input.required<(n: number) => string>();
+  readonly labelValue = signal<string>('');
+  @Input({ required: true }) set label(v: string) {
+    this.labelValue.set(v);
+  }
+  readonly seriesValue = signal<ChartSeries[]>([]);
+  @Input({ required: true }) set series(v: ChartSeries[]) {
+    this.seriesValue.set(v);
+  }
+  readonly timesValue = signal<number[]>([]);
+  @Input({ required: true }) set times(v: number[]) {
+    this.timesValue.set(v);
+  }
+  readonly nowValue = signal<number>(0);
+  @Input({ required: true }) set now(v: number) {
+    this.nowValue.set(v);
+  }
+  readonly windowMsValue = signal<number>(5 * 60_000);
+  @Input() set windowMs(v: number) {
+    this.windowMsValue.set(v);
+  }
+  readonly formatValue = signal<(n: number) => string>((n: number) => String(n));
+  @Input({ required: true }) set format(v: (n: number) => string) {
+    this.formatValue.set(v);
+  }
 
-  readonly windowMinutes = computed(() => Math.round(this.windowMs() / 60_000));
-  readonly top = computed(() => niceMax(Math.max(0, ...this.series().flatMap((s) => s.values))));
+  readonly windowMinutes = computed(() => Math.round(this.windowMsValue() / 60_000));
+  readonly top = computed(() => niceMax(Math.max(0, ...this.seriesValue().flatMap((s) => s.values))));
 
   readonly lines = computed(() => {
-    const start = this.now() - this.windowMs();
-    const times = this.times();
+    const start = this.nowValue() - this.windowMsValue();
+    const times = this.timesValue();
     const top = this.top();
-    return this.series().map((s) => ({
+    return this.seriesValue().map((s) => ({
       ...s,
       points: s.values
         .map((v, i) => {
-          const x = ((times[i] - start) / this.windowMs()) * W;
+          const x = ((times[i] - start) / this.windowMsValue()) * W;
           const y = H - (Math.max(0, v) / top) * H;
           return `${x.toFixed(1)},${y.toFixed(1)}`;
         })
@@ -82,11 +100,11 @@ export class LineChartComponent {
   });
 
   current(s: ChartSeries): string {
-    return s.values.length ? this.format()(s.values[s.values.length - 1]) : '—';
+    return s.values.length ? this.formatValue()(s.values[s.values.length - 1]) : '—';
   }
 
   readonly summary = computed(() => {
-    const parts = this.series().map((s) => `${s.name} ${this.current(s)}`);
-    return `${this.label()}, last ${this.windowMinutes()} minutes: now ${parts.join(', ')}; scale 0 to ${this.format()(this.top())}`;
+    const parts = this.seriesValue().map((s) => `${s.name} ${this.current(s)}`);
+    return `${this.labelValue()}, last ${this.windowMinutes()} minutes: now ${parts.join(', ')}; scale 0 to ${this.formatValue()(this.top())}`;
   });
 }
