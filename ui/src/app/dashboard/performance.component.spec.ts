@@ -58,6 +58,7 @@ describe('PerformanceComponent', () => {
     const imgs = Array.from(el.querySelectorAll('svg[role="img"]')).map((s) => s.getAttribute('aria-label'));
     expect(imgs).toHaveLength(3);
     expect(imgs[0]).toBe('IOPS, last 5 minutes: now Read 1,234 IOPS, Write 617 IOPS; scale 0 to 2,000 IOPS');
+    expect(imgs[1]).toContain('scale 0 to 50.0 MB/s'); // 19.3 MB/s read: rounded in MiB
     expect(imgs[2]).toContain('Read 310 µs, Write 1.8 ms');
     expect(el.querySelectorAll('polyline')[0].getAttribute('points')?.split(' ')).toHaveLength(3);
     const rows = Array.from(el.querySelectorAll('table.perf-now tbody tr')).map((r) => Array.from(r.children, (c) => c.textContent?.trim()).join(' '));
@@ -79,6 +80,16 @@ describe('PerformanceComponent', () => {
     expect(el.querySelector('#perf-name-cairn1')).not.toBeNull();
     expect(el.textContent).toContain('Statistics of SDS svm-a are not available: sds "svm-a" not found');
     expect(el.querySelectorAll('svg[role="img"]')).toHaveLength(0);
+    f.destroy();
+  });
+
+  it('leaves idle intervals out of the latency line instead of drawing 0', async () => {
+    const { f } = setup(() => new Response(JSON.stringify(answer([800, 0, 900]))));
+    f.detectChanges();
+    await settle(f);
+    const lines = (f.nativeElement as HTMLElement).querySelectorAll('polyline');
+    expect(lines[0].getAttribute('points')?.split(' ')).toHaveLength(3); // IOPS: 0 is a value
+    expect(lines[4].getAttribute('points')?.split(' ')).toHaveLength(2); // latency: no I/O, no point
     f.destroy();
   });
 

@@ -59,7 +59,7 @@ const WRITE = { name: 'Write', color: '#c25400', dash: '5 3' };
       } @else {
         <div class="charts" role="group" [attr.aria-label]="'Performance of ' + subject()">
           <cairn-line-chart label="IOPS" [series]="iopsSeries()" [times]="times()" [now]="now()" [windowMs]="windowMs" [format]="fmtIops" />
-          <cairn-line-chart label="Bandwidth" [series]="bandwidthSeries()" [times]="times()" [now]="now()" [windowMs]="windowMs" [format]="fmtBandwidth" />
+          <cairn-line-chart label="Bandwidth" [series]="bandwidthSeries()" [times]="times()" [now]="now()" [windowMs]="windowMs" [format]="fmtBandwidth" [unit]="mib" />
           <cairn-line-chart label="Latency (mean)" [series]="latencySeries()" [times]="times()" [now]="now()" [windowMs]="windowMs" [format]="fmtLatency" />
         </div>
         <table class="table table-compact perf-now">
@@ -93,6 +93,7 @@ export class PerformanceComponent implements OnInit, OnDestroy {
     this.systemValue.set(v);
   }
   readonly windowMs = PERF_WINDOW_MS;
+  readonly mib = 2 ** 20;
 
   readonly kind = signal<StatKind>('system');
   readonly name = signal('');
@@ -132,8 +133,9 @@ export class PerformanceComponent implements OnInit, OnDestroy {
     { ...WRITE, values: this.points().map((p) => p.write.bytes_per_second) },
   ]);
   readonly latencySeries = computed<ChartSeries[]>(() => [
-    { ...READ, values: this.points().map((p) => p.read.latency_mean_us) },
-    { ...WRITE, values: this.points().map((p) => p.write.latency_mean_us) },
+    // No I/O, no latency: a gap rather than a drop to 0.
+    { ...READ, values: this.points().map((p) => (p.read.iops > 0 ? p.read.latency_mean_us : NaN)) },
+    { ...WRITE, values: this.points().map((p) => (p.write.iops > 0 ? p.write.latency_mean_us : NaN)) },
   ]);
 
   ngOnInit(): void {

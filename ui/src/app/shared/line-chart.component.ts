@@ -80,8 +80,18 @@ export class LineChartComponent {
     this.formatValue.set(v);
   }
 
+  // unit: the scale is rounded in this unit (1 MiB for bytes/s, so the
+  // top reads "20.0 MB/s", not "19.1 MB/s").
+  readonly unitValue = signal<number>(1);
+  @Input() set unit(v: number) {
+    this.unitValue.set(v);
+  }
+
   readonly windowMinutes = computed(() => Math.round(this.windowMsValue() / 60_000));
-  readonly top = computed(() => niceMax(Math.max(0, ...this.seriesValue().flatMap((s) => s.values))));
+  readonly top = computed(() => {
+    const u = this.unitValue();
+    return niceMax(Math.max(0, ...this.seriesValue().flatMap((s) => s.values.filter(Number.isFinite))) / u) * u;
+  });
 
   readonly lines = computed(() => {
     const start = this.nowValue() - this.windowMsValue();
@@ -89,18 +99,24 @@ export class LineChartComponent {
     const top = this.top();
     return this.seriesValue().map((s) => ({
       ...s,
+      // A value that is not a number (latency of an idle interval) is a gap.
       points: s.values
         .map((v, i) => {
+          if (!Number.isFinite(v)) {
+            return '';
+          }
           const x = ((times[i] - start) / this.windowMsValue()) * W;
           const y = H - (Math.max(0, v) / top) * H;
           return `${x.toFixed(1)},${y.toFixed(1)}`;
         })
+        .filter((p) => p)
         .join(' '),
     }));
   });
 
   current(s: ChartSeries): string {
-    return s.values.length ? this.formatValue()(s.values[s.values.length - 1]) : '—';
+    const v = s.values[s.values.length - 1];
+    return Number.isFinite(v) ? this.formatValue()(v) : '—';
   }
 
   readonly summary = computed(() => {
