@@ -339,6 +339,44 @@ try {
     await c.close();
   });
 
+  await step('dashboard performance: live IOPS, bandwidth and latency of a volume that move, and the rebuild panel', async () => {
+    // vol1 runs the demo array's synthetic load (docs/ui.md); its QoS
+    // limits (set above) would hold it flat at 2,000 IOPS: lift them.
+    const lift = await ctx.request.patch(`${stack.base}/api/v1/systems/cairn1/volumes/vol1`, {
+      data: { iops_limit: 0, bandwidth_limit: 0 },
+      headers: { 'X-Cairn-Request': '1' },
+    });
+    assert(lift.ok(), `lifting vol1's limits: ${lift.status()} ${await lift.text()}`);
+    await page.getByRole('link', { name: 'Dashboard' }).click();
+    const perf = page.locator('.card.performance');
+    await perf.getByRole('img', { name: /^IOPS, last 5 minutes: now Read / }).waitFor({ timeout: 30_000 });
+    await perf.getByLabel('Show').selectOption('volume');
+    await perf.getByLabel('Volume', { exact: true }).selectOption('vol1');
+    await perf.getByRole('group', { name: 'Performance of Volume vol1' }).waitFor({ timeout: 30_000 });
+    const readIops = async () => {
+      const t = (await perf.locator('table.perf-now tbody tr').first().locator('td').first().textContent()) ?? '';
+      return Number(t.replace(/[^0-9]/g, ''));
+    };
+    const first = await readIops();
+    assert(first > 0, `vol1 shows ${first} read IOPS under the demo load`);
+    let later = first;
+    const deadline = Date.now() + 30_000;
+    while (later === first) {
+      assert(Date.now() < deadline, `vol1's read IOPS stayed at ${first} for 30 s`);
+      await page.waitForTimeout(1000);
+      later = await readIops();
+    }
+    assert(later > 0, 'read IOPS fell to 0 with the load running');
+    for (const chart of ['IOPS', 'Bandwidth', 'Latency (mean)']) {
+      const label = await perf.getByRole('img', { name: new RegExp(`^${chart.replace(/[()]/g, '\\$&')}, last 5 minutes`) }).getAttribute('aria-label');
+      assert(/Read [0-9.,]+ .*Write [0-9.,]+ /.test(label ?? ''), `${chart} chart's text alternative: ${label}`);
+    }
+    assert((await perf.locator('polyline').count()) === 6, 'three charts of two lines each');
+    await page.locator('.card').filter({ hasText: 'Rebuild, rebalance and resync' }).getByText('No rebuild, rebalance or resync in progress.').waitFor();
+    await page.locator('section.system').first().screenshot({ path: join(shots, 'dashboard-performance.png') });
+    await axe(page, 'dashboard performance');
+  });
+
   assert(consoleErrors.length === 0, `uncaught errors in the page: ${consoleErrors.join('\n')}`);
 } catch (e) {
   failed = true;

@@ -152,19 +152,6 @@ type System struct {
 	Rebuild Rebuild `json:"rebuild"`
 }
 
-// Rebuild is GET /system's "rebuild": placement groups by condition and the
-// fill work still to do. The leader rebalances on its own after SDSs or
-// devices are added; RebalancingGroups counts the groups still moving.
-type Rebuild struct {
-	DegradedGroups    int      `json:"degraded_groups"`
-	RebuildingGroups  int      `json:"rebuilding_groups"`
-	ResyncingGroups   int      `json:"resyncing_groups"`
-	RebalancingGroups int      `json:"rebalancing_groups"`
-	PendingBytes      int64    `json:"pending_bytes"`
-	Percent           float64  `json:"percent"`
-	ETASeconds        *float64 `json:"eta_seconds"`
-}
-
 // Job is a gateway job (GET /api/v1/jobs/{id}): a long operation such as
 // an SDS drain, kept in etcd so it outlives the gateway that started it.
 type Job struct {
@@ -273,6 +260,7 @@ type API interface {
 	// DeleteHost removes a host record (DELETE /hosts/{ref}); the gateway
 	// refuses one with volumes mapped.
 	DeleteHost(ctx context.Context, idOrName string) error
+	StatisticsReader // statistics.go
 }
 
 // DefaultTimeout bounds one HTTP exchange with the gateway.

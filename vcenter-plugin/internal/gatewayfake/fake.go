@@ -35,6 +35,10 @@ type Array struct {
 	// DrainSteps is how many GetJob reads an SDS drain takes (default 3).
 	DrainSteps int
 
+	// StatsInterval between statistics samples (load.go); default
+	// DefaultStatsInterval, as the gateway.
+	StatsInterval time.Duration
+
 	mu             sync.Mutex
 	bootstrapToken string // stored by the first gateway SVM's start
 	tokenUsed      bool
@@ -54,12 +58,14 @@ type Array struct {
 	// Rebalance and drains (topology.go).
 	rebalancing, rebalanceTotal int
 	jobs                        map[string]*drain
+	clock                       func() time.Time // nil: time.Now (SetClock)
+	load                        *load            // the synthetic workload and its statistics (load.go)
 }
 
 // New returns an empty array.
 func New() *Array {
 	return &Array{down: map[string]bool{}, failNxt: map[string]error{}, jobs: map[string]*drain{},
-		RebalanceGroups: 4, DrainSteps: 3}
+		RebalanceGroups: 4, DrainSteps: 3, load: newLoad(time.Now())}
 }
 
 // Calls returns the mutating calls received, in order ("CreateSDS svm-1", ...).
@@ -328,6 +334,7 @@ func (a *Array) AddDevice(ctx context.Context, spec gateway.DeviceSpec) (*gatewa
 			return nil, fmt.Errorf("device %s is already in use on sds %s", spec.Path, s.Name)
 		}
 	}
+	a.advance()
 	if err := a.call("AddDevice", s.Name+":"+spec.Path); err != nil {
 		return nil, err
 	}
@@ -391,6 +398,7 @@ func (a *Array) CreateVolume(ctx context.Context, spec gateway.VolumeSpec) (*gat
 	if p == nil {
 		return nil, notFound("pool", spec.Pool)
 	}
+	a.advance()
 	if err := a.call("CreateVolume", spec.Name); err != nil {
 		return nil, err
 	}
@@ -439,6 +447,7 @@ func (a *Array) UpdateVolume(ctx context.Context, key string, up gateway.VolumeU
 		return nil, refuse(fmt.Sprintf("volume %q: size %d is not a multiple of 1 GiB", v.Name, size))
 	}
 	if iops != v.IOPSLimit || bw != v.BandwidthLimit || size != v.Size {
+		a.advance()
 		if err := a.call("UpdateVolume", fmt.Sprintf("%s size=%d iops=%d bw=%d", v.Name, size, iops, bw)); err != nil {
 			return nil, err
 		}
@@ -466,6 +475,7 @@ func (a *Array) MapVolume(ctx context.Context, volume, host string) error {
 			return fmt.Errorf("volume %s is already mapped to host %s", v.Name, h.Name)
 		}
 	}
+	a.advance()
 	if err := a.call("MapVolume", v.Name+"->"+h.Name); err != nil {
 		return err
 	}
@@ -516,6 +526,7 @@ func (a *Array) EnterSDSMaintenance(ctx context.Context, sds, mode string) error
 			return fmt.Errorf("sds %s is in maintenance and is not in the fault set of %s: one fault set at a time", o.Name, s.Name)
 		}
 	}
+	a.advance()
 	if err := a.call("EnterSDSMaintenance", s.Name+":"+mode); err != nil {
 		return err
 	}
@@ -543,11 +554,13 @@ func (a *Array) ExitSDSMaintenance(ctx context.Context, sds string) error {
 	if a.down[s.ID] {
 		return fmt.Errorf("sds %s is unreachable: power its SVM on before leaving maintenance", s.Name)
 	}
+	a.advance()
 	if err := a.call("ExitSDSMaintenance", s.Name); err != nil {
 		return err
 	}
 	s.State = gateway.SDSNormal
 	a.resync = time.Now().Add(a.ResyncTime)
+	a.startResync(s, a.now())
 	return nil
 }
 
@@ -585,12 +598,17 @@ func (a *Array) setDown(svm vcsimkit.SVM, down bool) {
 	}
 	a.mu.Lock()
 	defer a.mu.Unlock()
+	a.advance()
 	for _, s := range a.sdss {
 		if host, _, _ := strings.Cut(s.Address, ":"); ips[host] {
-			if a.down[s.ID] && !down {
+			back := a.down[s.ID] && !down
+			if back {
 				a.resync = time.Now().Add(a.ResyncTime)
 			}
 			a.down[s.ID] = down
+			if back && s.State == gateway.SDSNormal {
+				a.startResync(s, a.now())
+			}
 		}
 	}
 }

@@ -69,6 +69,8 @@ type Server struct {
 	sessions map[string]*userSession
 	jobs     map[string]*Job
 	maint    *maintenance.Engine
+
+	progress rebuildTracker // copy progress seen, for ETAs (statistics.go)
 }
 
 // New returns a server; Close stops its jobs.
@@ -160,6 +162,11 @@ func (s *Server) routeTable() []route {
 			handler: s.authed(s.expand)},
 		{method: "POST", path: "/api/v1/systems/{system}/hosts/{host}/remove", what: "-> 202 {job}: drain the host's SDS, take its iSCSI off Cairn, delete its SVM (resumes); 409 for an MDM member, the last gateway or target",
 			handler: s.authed(s.removeHost)},
+		{method: "GET", path: "/api/v1/systems/{system}/statistics", query: "kind=system|pool|volume|sds|device|host&name=NAME",
+			what:    "the gateway's I/O statistics of the system or one object: read/write IOPS, bytes/s, mean and p99 latency, throttled time, 10 minutes of history",
+			handler: s.authed(s.statistics)},
+		{method: "GET", path: "/api/v1/systems/{system}/rebuild", what: "rebuild, rebalance and resync progress with an ETA from the copy rate observed over the last minute (\"estimating\" until there is one)",
+			handler: s.authed(s.rebuild)},
 	}
 }
 

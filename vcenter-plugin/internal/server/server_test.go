@@ -372,6 +372,8 @@ func TestServer(t *testing.T) {
 		t.Fatalf("%d operator confirmations for 4 fault sets", continues)
 	}
 
+	checkStatistics(t, c, srv, array) // statistics_test.go
+
 	// Cross-origin writes are refused.
 	req, _ = http.NewRequest("POST", ts.URL+"/api/v1/plan/validate", strings.NewReader("{}"))
 	req.Header.Set("Origin", "https://evil.example")

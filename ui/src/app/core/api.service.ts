@@ -5,6 +5,9 @@ import {
   MaintenanceRequest,
   Plan,
   ProgressEvent,
+  RebuildProgress,
+  StatKind,
+  Statistics,
   SystemView,
   Validation,
   Volume,
@@ -152,6 +155,21 @@ export class ApiService {
 
   async continueMaintenance(system: string): Promise<void> {
     await this.call<unknown>('POST', `/maintenance/${encodeURIComponent(system)}/continue`);
+  }
+
+  // statistics reads the I/O statistics of the system or of one of its
+  // pools, volumes or SDSs (kind 'system' takes no name).
+  statistics(system: string, kind: StatKind, name?: string): Promise<Statistics> {
+    const q = new URLSearchParams({ kind });
+    if (kind !== 'system' && name) {
+      q.set('name', name);
+    }
+    return this.call('GET', `/systems/${encodeURIComponent(system)}/statistics?${q}`);
+  }
+
+  // rebuild reads the copy work (rebuild, rebalance, resync) with its ETA.
+  rebuild(system: string): Promise<RebuildProgress> {
+    return this.call('GET', `/systems/${encodeURIComponent(system)}/rebuild`);
   }
 
   // events streams job progress (server-sent events over fetch, so the

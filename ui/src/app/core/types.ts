@@ -188,3 +188,54 @@ export interface MaintenanceRequest {
   mode?: 'instant' | 'protected';
   hosts?: string[];
 }
+
+// Statistics (GET /systems/{system}/statistics): the gateway's figures of
+// one sample interval, and up to 10 minutes of them, oldest first.
+export type StatKind = 'system' | 'pool' | 'volume' | 'sds';
+
+export interface StatRate {
+  iops: number;
+  bytes_per_second: number;
+  latency_mean_us: number;
+  latency_p99_us: number;
+}
+
+export interface StatPoint {
+  timestamp: string;
+  read: StatRate;
+  write: StatRate;
+  throttled_seconds: number;
+}
+
+export interface Statistics {
+  system: string;
+  kind: StatKind;
+  name?: string;
+  timestamp: string | null; // null before the gateway's first sample
+  interval_seconds: number;
+  read: StatRate;
+  write: StatRate;
+  throttled_seconds: number;
+  history: StatPoint[] | null;
+}
+
+// RebuildProgress (GET /systems/{system}/rebuild): the gateway's copy work
+// and the ETA the plugin server derives from the rate it observed.
+export interface RebuildProgress {
+  system: string;
+  degraded_groups: number;
+  rebuilding_groups: number;
+  resyncing_groups: number;
+  rebalancing_groups: number;
+  pending_bytes: number;
+  done_bytes: number;
+  resync_bytes: number;
+  rate_bytes_per_second: number;
+  percent: number;
+  eta_seconds: number | null;
+  observed_rate_bytes_per_second: number | null;
+  window_seconds: number;
+  eta_state: 'idle' | 'estimating' | 'known';
+  observed_eta_seconds: number | null;
+  observed: string;
+}

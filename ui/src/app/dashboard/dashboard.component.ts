@@ -7,12 +7,14 @@ import { SdkService } from '../core/sdk.service';
 import { StoreService } from '../core/store.service';
 import { SystemView } from '../core/types';
 import { CapacityChartComponent } from '../shared/capacity-chart.component';
+import { PerformanceComponent } from './performance.component';
+import { RebuildComponent } from './rebuild.component';
 
 // DashboardComponent: health at a glance (what is wrong, what to do),
 // capacity, rebuild/resync, jobs and recent events, per system.
 @Component({
   selector: 'cairn-dashboard',
-  imports: [ClarityModule, CapacityChartComponent, DatePipe, RouterLink],
+  imports: [ClarityModule, CapacityChartComponent, DatePipe, RouterLink, PerformanceComponent, RebuildComponent],
   template: `
     <div class="cairn-page">
       <h1 cds-text="title">Cairn dashboard</h1>
@@ -75,27 +77,25 @@ import { CapacityChartComponent } from '../shared/capacity-chart.component';
             <div class="card">
               <div class="card-header">Rebuild, rebalance and resync</div>
               <div class="card-block">
-                @if (resyncing(s).length) {
+                @if (s.health) {
+                  <cairn-rebuild [system]="s.name" />
                   @for (d of resyncing(s); track d.id) {
-                    <p>SDS {{ d.name }}: {{ d.maintenance?.state }}</p>
-                    <clr-progress-bar clrLabeled [clrValue]="0" clrLoop [attr.aria-label]="'SDS ' + d.name + ' ' + d.maintenance?.state"></clr-progress-bar>
+                    <p class="cairn-muted">SDS {{ d.name }}: {{ d.maintenance?.state }}</p>
                   }
-                  <p class="cairn-muted">The gateway does not report rebuild percent or ETA yet.</p>
-                } @else if (s.health) {
-                  <p>No rebuild in progress.</p>
                 } @else {
                   <p class="cairn-muted">Not available.</p>
                 }
               </div>
             </div>
-            <div class="card">
-              <div class="card-header">Performance</div>
-              <div class="card-block">
-                <p class="cairn-muted perf-unavailable">
-                  IOPS, bandwidth and latency charts need the gateway's statistics API, which this plugin server does not read yet.
-                  Meanwhile Prometheus can scrape them per volume and per SDS from the gateway's <code>/metrics</code>.
-                </p>
-              </div>
+          </div>
+          <div class="card performance">
+            <div class="card-header">Performance</div>
+            <div class="card-block">
+              @if (s.health) {
+                <cairn-performance [system]="s" />
+              } @else {
+                <p class="cairn-muted">Not available until the gateway answers.</p>
+              }
             </div>
           </div>
         </section>
@@ -139,6 +139,7 @@ import { CapacityChartComponent } from '../shared/capacity-chart.component';
     .system { margin-bottom: 1.2rem; }
     .system .cairn-grid { grid-template-columns: repeat(auto-fit, minmax(15rem, 1fr)); }
     .recent { margin-top: 1rem; }
+    .performance { margin-top: 1rem; }
     .error-text { color: var(--cds-alias-status-danger, #c21d00); font-size: 0.65rem; }
   `,
 })

@@ -1,0 +1,114 @@
+import { Component, Input, OnDestroy, OnInit, computed, inject, signal } from '@angular/core';
+import { ApiError, ApiService } from '../core/api.service';
+import { bytes } from '../core/format';
+import { bandwidth, eta } from '../core/perf';
+import { RebuildProgress } from '../core/types';
+
+export const REBUILD_POLL_MS = 3000;
+
+// RebuildComponent: the copy work of a system (rebuild after a failure,
+// rebalance after a change, resync after maintenance) with its percent
+// and an ETA from the copy rate the plugin server observed over the last
+// minute ("estimating" until it has one).
+@Component({
+  selector: 'cairn-rebuild',
+  template: `
+    @if (error(); as err) {
+      <p class="cairn-muted">Rebuild progress is not available: {{ err }}</p>
+    }
+    @if (progress(); as p) {
+      @if (p.pending_bytes > 0) {
+        <p class="work">{{ work() }}</p>
+        <div class="progress labeled">
+          <progress max="100" [value]="p.percent" [attr.aria-label]="'Copy progress of system ' + systemValue()"></progress>
+          <span aria-hidden="true">{{ p.percent.toFixed(0) }}%</span>
+        </div>
+        <dl class="rebuild-facts">
+          <dt>Copied</dt><dd>{{ percent() }} — {{ bytesText(p.pending_bytes) }} left</dd>
+          <dt>Rate</dt><dd>{{ rateText() }}</dd>
+          <dt>Time left</dt><dd class="eta">{{ etaText() }}</dd>
+        </dl>
+      } @else {
+        <p>No rebuild, rebalance or resync in progress.</p>
+        @if (p.degraded_groups > 0) {
+          <p class="cairn-muted">{{ p.degraded_groups }} placement groups lack a copy and no copy is running: check the Health card.</p>
+        }
+      }
+    } @else if (!error()) {
+      <span class="spinner spinner-inline">Loading rebuild progress</span> <span class="cairn-muted">Loading rebuild progress…</span>
+    }
+  `,
+  styles: `
+    .work { margin-top: 0; }
+    .rebuild-facts { display: grid; grid-template-columns: auto 1fr; gap: 0.1rem 0.8rem; margin-top: 0.5rem; font-size: 0.65rem; }
+    .rebuild-facts dt { font-weight: 600; }
+    .rebuild-facts dd { margin: 0; }
+  `,
+})
+export class RebuildComponent implements OnInit, OnDestroy {
+  private api = inject(ApiService);
+  readonly systemValue = signal<string>('');
+  @Input({ required: true }) set system(v: string) {
+    this.systemValue.set(v);
+  }
+  readonly progress = signal<RebuildProgress | null>(null);
+  readonly error = signal<string | null>(null);
+  private timer: ReturnType<typeof setInterval> | null = null;
+
+  readonly bytesText = bytes;
+
+  readonly work = computed(() => {
+    const p = this.progress();
+    if (!p) {
+      return '';
+    }
+    const parts: string[] = [];
+    if (p.rebuilding_groups) {
+      parts.push(`rebuilding ${p.rebuilding_groups} placement groups`);
+    }
+    if (p.resyncing_groups) {
+      parts.push(`resyncing ${p.resyncing_groups}`);
+    }
+    if (p.rebalancing_groups) {
+      parts.push(`rebalancing ${p.rebalancing_groups}`);
+    }
+    const what = parts.length ? parts.join(', ') : 'copying data';
+    return what.charAt(0).toUpperCase() + what.slice(1) + '.';
+  });
+  readonly percent = computed(() => `${(this.progress()?.percent ?? 0).toFixed(1)} %`);
+  readonly rateText = computed(() => {
+    const p = this.progress();
+    if (!p?.observed_rate_bytes_per_second) {
+      return 'measuring…';
+    }
+    return `${bandwidth(p.observed_rate_bytes_per_second)} over the last ${Math.round(p.window_seconds)} s`;
+  });
+  readonly etaText = computed(() => {
+    const p = this.progress();
+    if (!p || p.eta_state === 'estimating' || p.observed_eta_seconds === null) {
+      return 'estimating…';
+    }
+    return eta(p.observed_eta_seconds);
+  });
+
+  ngOnInit(): void {
+    void this.poll();
+    this.timer = setInterval(() => void this.poll(), REBUILD_POLL_MS);
+  }
+
+  ngOnDestroy(): void {
+    if (this.timer) {
+      clearInterval(this.timer);
+    }
+    this.timer = null;
+  }
+
+  async poll(): Promise<void> {
+    try {
+      this.progress.set(await this.api.rebuild(this.systemValue()));
+      this.error.set(null);
+    } catch (e) {
+      this.error.set(e instanceof ApiError ? e.message : String(e));
+    }
+  }
+}
