@@ -147,6 +147,22 @@ type System struct {
 		Usable int64 `json:"usable"`
 		Used   int64 `json:"allocated"` // usable bytes written
 	} `json:"capacity"`
+	// Rebuild is the cluster's rebuild/resync/rebalance progress (nil from
+	// gateways that do not report it).
+	Rebuild *Rebuild `json:"rebuild,omitempty"`
+}
+
+// Rebuild is GET /system's "rebuild": placement groups by condition and
+// the fill work of the live SDSs.
+type Rebuild struct {
+	DegradedGroups     int      `json:"degraded_groups"` // fewer than 2 ready copies on live SDSs
+	RebuildingGroups   int      `json:"rebuilding_groups"`
+	ResyncingGroups    int      `json:"resyncing_groups"`
+	RebalancingGroups  int      `json:"rebalancing_groups"`
+	PendingBytes       int64    `json:"pending_bytes"`
+	RateBytesPerSecond float64  `json:"rate_bytes_per_second"`
+	Percent            float64  `json:"percent"`     // of the running work done
+	ETASeconds         *float64 `json:"eta_seconds"` // null while the rate is unknown
 }
 
 // Requests (POST bodies).

@@ -41,14 +41,14 @@ import { CapacityChartComponent } from '../shared/capacity-chart.component';
               <div class="card-block">
                 @if (s.health; as h) {
                   @if (h.health.status === 'ok') {
-                    <p><span class="label label-success">Healthy</span> All {{ h.health.sdss }} SDSs up, every pool has two copies.</p>
+                    <p><span class="label label-success">Healthy</span> All {{ h.health.sds_count }} SDSs up, every pool has two copies.</p>
                   } @else {
-                    <p><span class="label label-danger">Needs attention</span> {{ h.health.sdss_up }} of {{ h.health.sdss }} SDSs up.</p>
+                    <p><span class="label label-danger">Needs attention</span> {{ h.health.sds_up_count }} of {{ h.health.sds_count }} SDSs up.</p>
                     <ul class="list">
                       @for (m of h.health.messages ?? []; track m) {
                         <li>{{ m }}</li>
                       }
-                      @for (d of h.health.sdss_down ?? []; track d) {
+                      @for (d of h.health.sds_down_names ?? []; track d) {
                         <li>SDS {{ d }} is down: check its SVM is powered on; its data is rebuilt from the other copy meanwhile.</li>
                       }
                     </ul>
@@ -65,7 +65,7 @@ import { CapacityChartComponent } from '../shared/capacity-chart.component';
               <div class="card-header">Capacity</div>
               <div class="card-block">
                 @if (s.health; as h) {
-                  <cairn-capacity-chart [raw]="h.capacity.raw" [usable]="h.capacity.usable" [used]="h.capacity.used" />
+                  <cairn-capacity-chart [raw]="h.capacity.raw" [usable]="h.capacity.usable" [used]="h.capacity.allocated" />
                   <p class="cairn-muted">Thin provisioned: {{ provisioned(s) }} in {{ s.volumes?.length ?? 0 }} volumes.</p>
                 } @else {
                   <p class="cairn-muted">Not available until the gateway answers.</p>
@@ -75,16 +75,33 @@ import { CapacityChartComponent } from '../shared/capacity-chart.component';
             <div class="card">
               <div class="card-header">Rebuild, rebalance and resync</div>
               <div class="card-block">
+                @if (s.health?.rebuild; as rb) {
+                  @if (rb.degraded_groups > 0 || rb.rebuilding_groups > 0 || rb.resyncing_groups > 0 || rb.pending_bytes > 0) {
+                    <p class="rebuild-state">
+                      <span class="label label-warning">Rebuilding</span>
+                      {{ rb.degraded_groups }} placement groups degraded ({{ rb.rebuilding_groups }} rebuilding, {{ rb.resyncing_groups }} resyncing)
+                    </p>
+                    <clr-progress-bar clrLabeled [clrValue]="rb.percent" [attr.aria-label]="'Rebuild ' + rb.percent + '% done'"></clr-progress-bar>
+                    <p class="cairn-muted">
+                      {{ pending(rb.pending_bytes) }} to copy at {{ pending(rb.rate_bytes_per_second) }}/s, ETA {{ eta(rb.eta_seconds) }}.
+                      Data is served but not protected against another failure until it ends.
+                    </p>
+                  } @else if (rb.rebalancing_groups > 0) {
+                    <p>Rebalancing {{ rb.rebalancing_groups }} placement groups; every copy is healthy.</p>
+                  }
+                }
                 @if (resyncing(s).length) {
                   @for (d of resyncing(s); track d.id) {
                     <p>SDS {{ d.name }}: {{ d.maintenance?.state }}</p>
-                    <clr-progress-bar clrLabeled [clrValue]="0" clrLoop [attr.aria-label]="'SDS ' + d.name + ' ' + d.maintenance?.state"></clr-progress-bar>
+                    @if (!s.health?.rebuild) {
+                      <clr-progress-bar clrLabeled [clrValue]="0" clrLoop [attr.aria-label]="'SDS ' + d.name + ' ' + d.maintenance?.state"></clr-progress-bar>
+                    }
                   }
-                  <p class="cairn-muted">The gateway does not report rebuild percent or ETA yet.</p>
-                } @else if (s.health) {
-                  <p>No rebuild in progress.</p>
-                } @else {
+                }
+                @if (!s.health) {
                   <p class="cairn-muted">Not available.</p>
+                } @else if (!rebuildActive(s) && !resyncing(s).length) {
+                  <p>No rebuild in progress.</p>
                 }
               </div>
             </div>
@@ -158,6 +175,22 @@ export class DashboardComponent implements OnInit, OnDestroy {
 
   provisioned(s: SystemView): string {
     return bytes((s.volumes ?? []).reduce((a, v) => a + v.size, 0));
+  }
+
+  pending(n: number): string {
+    return bytes(n);
+  }
+
+  eta(seconds: number | null): string {
+    if (seconds === null) {
+      return 'not known yet';
+    }
+    return seconds < 60 ? `${Math.ceil(seconds)} s` : `${Math.ceil(seconds / 60)} min`;
+  }
+
+  rebuildActive(s: SystemView): boolean {
+    const rb = s.health?.rebuild;
+    return !!rb && (rb.degraded_groups > 0 || rb.rebuilding_groups > 0 || rb.resyncing_groups > 0 || rb.pending_bytes > 0 || rb.rebalancing_groups > 0);
   }
 
   resyncing(s: SystemView) {
