@@ -5,7 +5,7 @@ import { ClarityModule } from '@clr/angular';
 import { bytes } from '../core/format';
 import { SdkService } from '../core/sdk.service';
 import { StoreService } from '../core/store.service';
-import { SystemView } from '../core/types';
+import { SystemHealth, SystemView } from '../core/types';
 import { CapacityChartComponent } from '../shared/capacity-chart.component';
 
 // DashboardComponent: health at a glance (what is wrong, what to do),
@@ -48,7 +48,7 @@ import { CapacityChartComponent } from '../shared/capacity-chart.component';
                       @for (m of h.health.messages ?? []; track m) {
                         <li>{{ m }}</li>
                       }
-                      @for (d of h.health.sds_down_names ?? []; track d) {
+                      @for (d of downUnexplained(h.health); track d) {
                         <li>SDS {{ d }} is down: check its SVM is powered on; its data is rebuilt from the other copy meanwhile.</li>
                       }
                     </ul>
@@ -81,9 +81,13 @@ import { CapacityChartComponent } from '../shared/capacity-chart.component';
                       <span class="label label-warning">Rebuilding</span>
                       {{ rb.degraded_groups }} placement groups degraded ({{ rb.rebuilding_groups }} rebuilding, {{ rb.resyncing_groups }} resyncing)
                     </p>
-                    <clr-progress-bar clrLabeled [clrValue]="rb.percent" [attr.aria-label]="'Rebuild ' + rb.percent + '% done'"></clr-progress-bar>
+                    <div class="rebuild-bar">
+                      <clr-progress-bar [clrValue]="rb.percent" [attr.aria-label]="'Rebuild ' + rb.percent + '% done'"></clr-progress-bar>
+                    </div>
+                    <p class="rebuild-figures">
+                      <strong>{{ rb.percent }}% done</strong>, {{ pending(rb.pending_bytes) }} to copy at {{ pending(rb.rate_bytes_per_second) }}/s, ETA {{ eta(rb.eta_seconds) }}.
+                    </p>
                     <p class="cairn-muted">
-                      {{ pending(rb.pending_bytes) }} to copy at {{ pending(rb.rate_bytes_per_second) }}/s, ETA {{ eta(rb.eta_seconds) }}.
                       Data is served but not protected against another failure until it ends.
                     </p>
                   } @else if (rb.rebalancing_groups > 0) {
@@ -156,6 +160,8 @@ import { CapacityChartComponent } from '../shared/capacity-chart.component';
     .system { margin-bottom: 1.2rem; }
     .system .cairn-grid { grid-template-columns: repeat(auto-fit, minmax(15rem, 1fr)); }
     .recent { margin-top: 1rem; }
+    .rebuild-bar { margin: 0.6rem 0 0.3rem; }
+    .rebuild-figures { margin-top: 0.3rem; }
     .error-text { color: var(--cds-alias-status-danger, #c21d00); font-size: 0.65rem; }
   `,
 })
@@ -186,6 +192,13 @@ export class DashboardComponent implements OnInit, OnDestroy {
       return 'not known yet';
     }
     return seconds < 60 ? `${Math.ceil(seconds)} s` : `${Math.ceil(seconds / 60)} min`;
+  }
+
+  // downUnexplained: the down SDSs the gateway's own messages do not
+  // already name (older gateways send no message per SDS).
+  downUnexplained(h: SystemHealth['health']): string[] {
+    const msgs = h.messages ?? [];
+    return (h.sds_down_names ?? []).filter((d) => !msgs.some((m) => m.startsWith(`SDS ${d} `)));
   }
 
   rebuildActive(s: SystemView): boolean {
