@@ -242,13 +242,21 @@ try {
     process.kill(pid, 'SIGKILL');
     killedAt = Date.now();
     await rebuilding.waitFor({ timeout: 60_000 });
+    // Then a refresh with the SDSs' figures (percent, bytes to copy, rate,
+    // ETA); the rebuild must not end before the dashboard showed them.
+    const figures = sys.locator('.rebuild-figures');
+    for (const until = Date.now() + 60_000; !(await figures.isVisible()); ) {
+      assert(await rebuilding.isVisible(), 'the rebuild ended before the dashboard showed its progress (percent, bytes to copy)');
+      assert(Date.now() < until, 'the dashboard showed no rebuild progress in 60 s');
+      await page.waitForTimeout(200);
+    }
     await shot(page, 'rebuild-degraded');
     const text = await sys.innerText();
     assert(/Needs attention/.test(text) && /2 of 3 SDSs up/.test(text), `the dashboard does not show sds3 down:\n${text}`);
     assert(/\d+ placement groups degraded/.test(text), `no degraded placement groups shown:\n${text}`);
     const bar = sys.getByRole('progressbar');
     assert((await bar.count()) > 0, 'no rebuild progress bar');
-    console.log(`     rebuild shown ${((Date.now() - killedAt) / 1000).toFixed(1)} s after the kill: ${text.match(/\d+ placement groups degraded[^\n]*/)?.[0]}`);
+    console.log(`     rebuild progress shown ${((Date.now() - killedAt) / 1000).toFixed(1)} s after the kill: ${text.match(/\d+ placement groups degraded[^\n]*/)?.[0]}; ${(await figures.innerText()).trim()}`);
     await axe(page, 'dashboard: rebuilding');
   });
 

@@ -81,12 +81,19 @@ import { CapacityChartComponent } from '../shared/capacity-chart.component';
                       <span class="label label-warning">Rebuilding</span>
                       {{ rb.degraded_groups }} placement groups degraded ({{ rb.rebuilding_groups }} rebuilding, {{ rb.resyncing_groups }} resyncing)
                     </p>
-                    <div class="rebuild-bar">
-                      <clr-progress-bar [clrValue]="rb.percent" [attr.aria-label]="'Rebuild ' + rb.percent + '% done'"></clr-progress-bar>
-                    </div>
-                    <p class="rebuild-figures">
-                      <strong>{{ rb.percent }}% done</strong>, {{ pending(rb.pending_bytes) }} to copy at {{ pending(rb.rate_bytes_per_second) }}/s, ETA {{ eta(rb.eta_seconds) }}.
-                    </p>
+                    @if (rb.pending_bytes > 0) {
+                      <div class="rebuild-bar">
+                        <clr-progress-bar [clrValue]="rb.percent" [attr.aria-label]="'Rebuild ' + rb.percent + '% done'"></clr-progress-bar>
+                      </div>
+                      <p class="rebuild-figures">
+                        <strong>{{ rb.percent }}% done</strong>, {{ pending(rb.pending_bytes) }} to copy at {{ pending(rb.rate_bytes_per_second) }}/s, ETA {{ eta(rb.eta_seconds) }}.
+                      </p>
+                    } @else {
+                      <div class="rebuild-bar">
+                        <clr-progress-bar clrLoop aria-label="Rebuild starting"></clr-progress-bar>
+                      </div>
+                      <p class="rebuild-starting">Starting: the SDSs have not reported how much data to copy yet.</p>
+                    }
                     <p class="cairn-muted">
                       Data is served but not protected against another failure until it ends.
                     </p>
