@@ -43,7 +43,7 @@ if (!pluginBin || !uiDir || !binDir) {
 const CHROMIUM = process.env.CHROMIUM ?? '/usr/bin/chromium';
 // Data written before the kill, so the rebuild has something to copy
 // (about a third of it had a copy on the killed SDS).
-const DATA_MIB = Number(process.env.REAL_DATA_MIB ?? 768);
+const DATA_MIB = Number(process.env.REAL_DATA_MIB ?? 1024);
 // The whole run is bounded: past this the test fails and cleans up.
 const BUDGET_MS = Number(process.env.REAL_BUDGET_S ?? 420) * 1000;
 
