@@ -49,7 +49,11 @@ const BUDGET_MS = Number(process.env.REAL_BUDGET_S ?? 420) * 1000;
 
 const t0 = Date.now();
 const results = [];
+let cleaning = null; // the cleanup's promise, once started
 async function step(name, fn) {
+  if (cleaning) {
+    throw new Error(`not starting "${name}": the run is over its budget and cleaning up`);
+  }
   const s = Date.now();
   try {
     await fn();
@@ -164,12 +168,13 @@ const budget = setTimeout(() => {
   void cleanup().then(() => process.exit(1));
 }, BUDGET_MS);
 
-let cleaned = false;
-async function cleanup() {
-  if (cleaned) {
-    return;
-  }
-  cleaned = true;
+// cleanup runs once; every caller (the budget timer, a signal, the end of
+// the run) waits for that one run to finish before the process exits.
+function cleanup() {
+  cleaning ??= doCleanup();
+  return cleaning;
+}
+async function doCleanup() {
   await browser?.close().catch(() => {});
   await stack?.stop().catch(() => {});
   // cluster.sh stop: every daemon it started, by the pids in its state dir.
