@@ -83,9 +83,21 @@ test-lio-full: build
 	cp $${CAIRN_CACHE:-$$HOME/.cache/cairn}/lio/conformance-run/conformance.md docs/conformance.md
 
 # The plugin server serves the UI from disk (-ui DIR): `make build-ui`
-# writes it to ui/dist/cairn-ui/browser/ (docs/ui.md).
+# writes it to ui/dist/cairn-ui/browser/ (docs/ui.md). DEMO_REAL=1 first
+# starts (or resumes) the local cluster of `make demo` in DEMO_STATE and
+# shows it as a deployed system read from its real gateway (-demo-gateway);
+# `make demo-stop` stops it.
 demo-vsphere: build-ui
-	cd vcenter-plugin && go run ./cmd/cairn-plugin -demo -ui $(CURDIR)/ui/dist/cairn-ui/browser
+	@if [ "$(DEMO_REAL)" = 1 ]; then \
+		scripts/deps.sh demo && $(MAKE) --no-print-directory build && \
+		tests/lib/cluster.sh start $(DEMO_STATE) && \
+		gw=$$(sed -n 's/^GW_PORT=//p' $(DEMO_STATE)/ports.env) && \
+		cd vcenter-plugin && go run ./cmd/cairn-plugin -demo -ui $(CURDIR)/ui/dist/cairn-ui/browser \
+			-demo-gateway https://127.0.0.1:$$gw -demo-gateway-cert $(DEMO_STATE)/gateway/cert.pem \
+			-demo-gateway-password-file $(DEMO_STATE)/gateway/admin-password; \
+	else \
+		cd vcenter-plugin && go run ./cmd/cairn-plugin -demo -ui $(CURDIR)/ui/dist/cairn-ui/browser; \
+	fi
 
 ## build-ui: the vSphere Client plugin UI (Angular + Clarity) into ui/dist/cairn-ui/browser/
 build-ui:

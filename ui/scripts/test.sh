@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # make test-ui: lint, type check, unit tests, production build (size and
 # time; the initial JavaScript must stay under 1.5 MB), then the browser
-# tests against the demo stack (cairn-plugin -demo with the built UI).
+# tests against the demo stack (cairn-plugin -demo with the built UI), then
+# against a real local cluster (e2e/real.mjs).
 set -euo pipefail
 UI=$(cd "$(dirname "$0")/.." && pwd)
 ROOT=$(cd "$UI/.." && pwd)
@@ -48,6 +49,19 @@ bin=$(mktemp -d)
 trap 'rm -rf "$bin"' EXIT
 (cd "$ROOT/vcenter-plugin" && go build -o "$bin/cairn-plugin" ./cmd/cairn-plugin)
 CHROMIUM=$CHROMIUM node e2e/run.mjs "$bin/cairn-plugin" "$UI/dist/cairn-ui/browser"
+done_phase
+
+# The same UI against real Cairn daemons (a local cluster from
+# tests/lib/cluster.sh, built here): an SDS killed and its rebuild watched on
+# the dashboard until healthy, and a deployment resumed in the wizard
+# (e2e/real.mjs; bounded by REAL_BUDGET_S, default 420 s).
+phase "browser tests (chromium, real cluster: rebuild, resumed deploy)"
+command -v nbdcopy >/dev/null || {
+	echo "test-ui: nbdcopy is missing (the real-cluster test writes data over NBD): apt-get install -y libnbd-bin" >&2
+	exit 1
+}
+(cd "$ROOT/appliance" && go build -o "$bin/" ./cmd/...)
+CHROMIUM=$CHROMIUM node e2e/real.mjs "$bin/cairn-plugin" "$UI/dist/cairn-ui/browser" "$bin"
 done_phase
 
 echo "test-ui: passed in $(($(date +%s) - T0)) s"

@@ -22,7 +22,6 @@ import (
 	"time"
 
 	"github.com/cairn-storage/cairn/vcenter-plugin/internal/deploy"
-	"github.com/cairn-storage/cairn/vcenter-plugin/internal/gateway"
 	"github.com/cairn-storage/cairn/vcenter-plugin/internal/gatewayfake"
 	"github.com/cairn-storage/cairn/vcenter-plugin/internal/server"
 	"github.com/cairn-storage/cairn/vcenter-plugin/internal/vcsimkit"
@@ -87,7 +86,7 @@ func run(log *slog.Logger, listen, public, vc, vcThumb, stateDir, uiDir string, 
 		stateDir = filepath.Join(dir, "state")
 		array := gatewayfake.New()
 		array.ResyncTime = 2 * time.Second
-		kit, err = vcsimkit.Start(vcsimkit.Options{Dir: dir, Template: "cairn-svm", LUNs: array, Guest: array.Hooks(nil), Logger: log})
+		kit, err = vcsimkit.Start(vcsimkit.Options{Dir: dir, Template: "cairn-svm", LUNs: array, Guest: demoGuest(array.Hooks(nil), log), Logger: log})
 		if err != nil {
 			return err
 		}
@@ -100,7 +99,19 @@ func run(log *slog.Logger, listen, public, vc, vcThumb, stateDir, uiDir string, 
 			return err
 		}
 		register = true
-		gw = func(gateway.Config) (gateway.API, error) { return array, nil }
+		var adopted *demoAdopted
+		if *demoGatewayURL != "" {
+			if err := os.MkdirAll(stateDir, 0o700); err != nil {
+				return err
+			}
+			if adopted, err = adoptDemoCluster(ctx, stateDir, log); err != nil {
+				return err
+			}
+		}
+		gw = demoGatewayFactory(adopted, array)
+	}
+	if !demo && (*demoGatewayURL != "" || *demoFailBoot != "") {
+		return errors.New("-demo-gateway and -demo-fail-boot go with -demo")
 	}
 	if vc == "" {
 		return errors.New("give -vcenter https://<vcenter>/sdk (or -demo)")
@@ -121,7 +132,8 @@ func run(log *slog.Logger, listen, public, vc, vcThumb, stateDir, uiDir string, 
 		return err
 	}
 	srv, err := server.New(server.Config{VCenter: vcURL, VCenterThumbprint: vcThumb, PublicURL: strings.TrimSuffix(public, "/"),
-		StateDir: stateDir, UIDir: uiDir, Gateway: gw, Certificate: cert, Logger: log, PatchHook: hook, VCenterOrigins: origins})
+		StateDir: stateDir, UIDir: uiDir, Gateway: gw, Certificate: cert, Logger: log, PatchHook: hook, VCenterOrigins: origins,
+		ReadyTimeout: *readyTimeout})
 	if err != nil {
 		return err
 	}

@@ -157,8 +157,22 @@ export interface VolumeQoS {
 export interface SystemHealth {
   bootstrapped: boolean;
   system: { id: string; name: string } | null;
-  health: { status: string; sdss: number; sdss_up: number; sdss_down: string[] | null; messages: string[] | null };
-  capacity: { raw: number; usable: number; used: number };
+  // The gateway's field names (GET /api/v1/system), as the plugin server passes them on.
+  health: { status: string; sds_count: number; sds_up_count: number; sds_down_names: string[] | null; messages: string[] | null };
+  capacity: { raw: number; usable: number; allocated: number };
+  rebuild?: RebuildProgress;
+}
+
+// RebuildProgress is the gateway's rebuild/resync/rebalance progress.
+export interface RebuildProgress {
+  degraded_groups: number;
+  rebuilding_groups: number;
+  resyncing_groups: number;
+  rebalancing_groups: number;
+  pending_bytes: number;
+  rate_bytes_per_second: number;
+  percent: number;
+  eta_seconds: number | null;
 }
 
 export interface SystemView {

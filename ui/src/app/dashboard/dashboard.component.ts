@@ -5,7 +5,7 @@ import { ClarityModule } from '@clr/angular';
 import { bytes } from '../core/format';
 import { SdkService } from '../core/sdk.service';
 import { StoreService } from '../core/store.service';
-import { SystemView } from '../core/types';
+import { SystemHealth, SystemView } from '../core/types';
 import { CapacityChartComponent } from '../shared/capacity-chart.component';
 import { PerformanceComponent } from './performance.component';
 import { RebuildComponent } from './rebuild.component';
@@ -43,14 +43,14 @@ import { RebuildComponent } from './rebuild.component';
               <div class="card-block">
                 @if (s.health; as h) {
                   @if (h.health.status === 'ok') {
-                    <p><span class="label label-success">Healthy</span> All {{ h.health.sdss }} SDSs up, every pool has two copies.</p>
+                    <p><span class="label label-success">Healthy</span> All {{ h.health.sds_count }} SDSs up, every pool has two copies.</p>
                   } @else {
-                    <p><span class="label label-danger">Needs attention</span> {{ h.health.sdss_up }} of {{ h.health.sdss }} SDSs up.</p>
+                    <p><span class="label label-danger">Needs attention</span> {{ h.health.sds_up_count }} of {{ h.health.sds_count }} SDSs up.</p>
                     <ul class="list">
                       @for (m of h.health.messages ?? []; track m) {
                         <li>{{ m }}</li>
                       }
-                      @for (d of h.health.sdss_down ?? []; track d) {
+                      @for (d of downUnexplained(h.health); track d) {
                         <li>SDS {{ d }} is down: check its SVM is powered on; its data is rebuilt from the other copy meanwhile.</li>
                       }
                     </ul>
@@ -67,7 +67,7 @@ import { RebuildComponent } from './rebuild.component';
               <div class="card-header">Capacity</div>
               <div class="card-block">
                 @if (s.health; as h) {
-                  <cairn-capacity-chart [raw]="h.capacity.raw" [usable]="h.capacity.usable" [used]="h.capacity.used" />
+                  <cairn-capacity-chart [raw]="h.capacity.raw" [usable]="h.capacity.usable" [used]="h.capacity.allocated" />
                   <p class="cairn-muted">Thin provisioned: {{ provisioned(s) }} in {{ s.volumes?.length ?? 0 }} volumes.</p>
                 } @else {
                   <p class="cairn-muted">Not available until the gateway answers.</p>
@@ -159,6 +159,13 @@ export class DashboardComponent implements OnInit, OnDestroy {
 
   provisioned(s: SystemView): string {
     return bytes((s.volumes ?? []).reduce((a, v) => a + v.size, 0));
+  }
+
+  // downUnexplained: the down SDSs the gateway's own messages do not
+  // already name (older gateways send no message per SDS).
+  downUnexplained(h: SystemHealth['health']): string[] {
+    const msgs = h.messages ?? [];
+    return (h.sds_down_names ?? []).filter((d) => !msgs.some((m) => m.startsWith(`SDS ${d} `)));
   }
 
   resyncing(s: SystemView) {

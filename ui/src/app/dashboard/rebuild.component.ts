@@ -17,22 +17,26 @@ export const REBUILD_POLL_MS = 3000;
       <p class="cairn-muted">Rebuild progress is not available: {{ err }}</p>
     }
     @if (progress(); as p) {
-      @if (p.pending_bytes > 0) {
-        <p class="work">{{ work() }}</p>
-        <div class="progress labeled">
-          <progress max="100" [value]="p.percent" [attr.aria-label]="'Copy progress of system ' + systemValue()"></progress>
-          <span aria-hidden="true">{{ p.percent.toFixed(0) }}%</span>
-        </div>
-        <dl class="rebuild-facts">
-          <dt>Copied</dt><dd>{{ percent() }} — {{ bytesText(p.pending_bytes) }} left</dd>
-          <dt>Rate</dt><dd>{{ rateText() }}</dd>
-          <dt>Time left</dt><dd class="eta">{{ etaText() }}</dd>
-        </dl>
+      @if (active()) {
+        <p class="rebuild-state"><span class="label label-warning">{{ label() }}</span> {{ work() }}</p>
+        @if (p.pending_bytes > 0) {
+          <div class="progress labeled">
+            <progress max="100" [value]="p.percent" [attr.aria-label]="'Copy progress of system ' + systemValue()"></progress>
+            <span aria-hidden="true">{{ p.percent.toFixed(0) }}%</span>
+          </div>
+          <dl class="rebuild-facts rebuild-figures">
+            <dt>Copied</dt><dd>{{ percent() }} — {{ bytesText(p.pending_bytes) }} left</dd>
+            <dt>Rate</dt><dd>{{ rateText() }}</dd>
+            <dt>Time left</dt><dd class="eta">{{ etaText() }}</dd>
+          </dl>
+        } @else {
+          <p class="rebuild-starting">Starting: the SDSs have not reported how much data to copy yet.</p>
+        }
+        @if (p.degraded_groups > 0) {
+          <p class="cairn-muted">{{ p.degraded_groups }} placement groups degraded: their data is served but not protected against another failure until the rebuild ends.</p>
+        }
       } @else {
         <p>No rebuild, rebalance or resync in progress.</p>
-        @if (p.degraded_groups > 0) {
-          <p class="cairn-muted">{{ p.degraded_groups }} placement groups lack a copy and no copy is running: check the Health card.</p>
-        }
       }
     } @else if (!error()) {
       <span class="spinner spinner-inline">Loading rebuild progress</span> <span class="cairn-muted">Loading rebuild progress…</span>
@@ -74,6 +78,19 @@ export class RebuildComponent implements OnInit, OnDestroy {
     }
     const what = parts.length ? parts.join(', ') : 'copying data';
     return what.charAt(0).toUpperCase() + what.slice(1) + '.';
+  });
+  // Copy work is running or due: a degraded group is rebuilt as soon as the
+  // SDSs report it, before they know how much there is to copy.
+  readonly active = computed(() => {
+    const p = this.progress();
+    return !!p && (p.pending_bytes > 0 || p.degraded_groups > 0 || p.rebuilding_groups > 0 || p.resyncing_groups > 0 || p.rebalancing_groups > 0);
+  });
+  readonly label = computed(() => {
+    const p = this.progress();
+    if (p && (p.degraded_groups > 0 || p.rebuilding_groups > 0)) {
+      return 'Rebuilding';
+    }
+    return p?.resyncing_groups ? 'Resyncing' : 'Rebalancing';
   });
   readonly percent = computed(() => `${(this.progress()?.percent ?? 0).toFixed(1)} %`);
   readonly rateText = computed(() => {
