@@ -139,7 +139,7 @@ export interface Volume {
   size: number;
   thin: boolean;
   wwn: string;
-  mappings?: { host_id: string }[];
+  mappings?: { host_id: string; host_name?: string; read_only?: boolean }[];
   // QoS: the volume's own limits (0: unlimited) and those it runs with
   // (its own, or its pool's per-GiB rule where it has none).
   iops_limit?: number;
@@ -188,3 +188,6 @@ export interface MaintenanceRequest {
   mode?: 'instant' | 'protected';
   hosts?: string[];
 }
+
+// VolumeAccess is how a host may use a mapped volume.
+export type VolumeAccess = 'read_write' | 'read_only';
