@@ -201,7 +201,7 @@ describe('VolumesComponent', () => {
     const body = document.body.textContent ?? '';
     expect(body).toContain('unmount the datastore on 2 hosts');
     expect(body).toContain('destroys the volume');
-    const button = [...document.querySelectorAll('button')].find((b) => b.textContent?.includes('Delete volume and data')) as HTMLButtonElement;
+    const button = Array.from(document.querySelectorAll('button')).find((b) => b.textContent?.includes('Delete volume and data')) as HTMLButtonElement;
     expect(button.disabled).toBe(true);
     c.deleteTyped = 'vol';
     await c.deleteVolume();
