@@ -30,7 +30,7 @@ import { Job, SystemView, Volume, VolumeAccess, VolumeQoS } from '../core/types'
           <clr-dg-column>LUN (naa.)</clr-dg-column>
           <clr-dg-row *clrDgItems="let v of s.volumes ?? []" [clrDgItem]="v">
             <clr-dg-cell>
-              {{ v.name }}
+              <span>{{ v.name }}</span>
               <button type="button" class="btn btn-link btn-sm cell-action" [attr.aria-label]="'Delete ' + v.name" (click)="openDelete(s, v)">Delete</button>
             </clr-dg-cell>
             <clr-dg-cell>
