@@ -301,7 +301,8 @@ try {
     await dialog.getByLabel('esx-04.cairn.test').check();
     await dialog.getByRole('button', { name: 'Map', exact: true }).click();
     await dialog.locator('.label-success').waitFor({ timeout: 120_000 });
-    await dialog.getByRole('log').getByText('mounted datastore vol1 on esx-04.cairn.test again').waitFor();
+    await dialog.getByRole('log').getByText('attached naa.').waitFor();
+    await dialog.getByRole('log').getByText('datastore vol1 mounted on esx-04.cairn.test').waitFor();
     await shot(page, 'volume-map');
     await axe(page, 'volume map dialog');
     await dialog.getByRole('button', { name: 'Close' }).click();
