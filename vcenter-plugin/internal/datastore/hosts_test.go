@@ -193,6 +193,18 @@ func TestMapUnmapDelete(t *testing.T) {
 	if ds, err := h4.Datastore(ctx, "vol1"); err != nil || ds == nil {
 		t.Fatalf("host 4 after map back: %v", err)
 	}
+	// A host that has the datastore unmounted (in vSphere, by hand): map
+	// mounts it again.
+	ds, _ = h4.Datastore(ctx, "vol1")
+	if err := h4.UnmountVMFS(ctx, ds); err != nil {
+		t.Fatal(err)
+	}
+	if err := eng.Map(ctx, req); err != nil {
+		t.Fatalf("map with the datastore unmounted: %v", err)
+	}
+	if ds, err := h4.Datastore(ctx, "vol1"); err != nil || ds == nil {
+		t.Fatalf("host 4 after map of an unmounted datastore: %v", err)
+	}
 
 	// Delete: refused with the names of the VMs and templates on it.
 	_, hs1 := hostOf(t, c, names[0])
