@@ -286,7 +286,7 @@ try {
     await dialog.getByRole('button', { name: 'Unmap', exact: true }).click();
     await dialog.locator('.label-success').waitFor({ timeout: 120_000 });
     await dialog.getByRole('log').getByText('detached naa.').first().waitFor();
-    await dialog.getByRole('button', { name: 'Close' }).click();
+    await dialog.locator('.modal-footer').getByRole('button', { name: 'Close' }).click();
     await dialog.waitFor({ state: 'hidden' });
     const row = page.locator('clr-dg-row', { hasText: 'vol1' });
     await row.getByText('esx-03.cairn.test').waitFor();
@@ -304,7 +304,7 @@ try {
     await dialog.getByRole('log').getByText('datastore vol1 mounted on esx-04.cairn.test').waitFor();
     await shot(page, 'volume-map');
     await axe(page, 'volume map dialog');
-    await dialog.getByRole('button', { name: 'Close' }).click();
+    await dialog.locator('.modal-footer').getByRole('button', { name: 'Close' }).click();
     await page.locator('clr-dg-row', { hasText: 'vol1' }).getByText('esx-04.cairn.test').waitFor();
   });
 
@@ -322,7 +322,7 @@ try {
     await del.click();
     await dialog.locator('.label-success').waitFor({ timeout: 120_000 });
     await dialog.getByRole('log').getByText('deleted volume vol1').waitFor();
-    await dialog.getByRole('button', { name: 'Close' }).click();
+    await dialog.locator('.modal-footer').getByRole('button', { name: 'Close' }).click();
     await page.locator('clr-dg-cell').getByText('vol1', { exact: true }).waitFor({ state: 'detached' });
     const inventory = await (await ctx.request.get(`${stack.base}/api/v1/inventory`)).json();
     for (const h of inventory.datacenters[0].hosts) {
