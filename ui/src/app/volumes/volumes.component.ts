@@ -187,11 +187,11 @@ import { Job, SystemView, Volume, VolumeAccess, VolumeQoS } from '../core/types'
             <clr-radio-container clrInline>
               <label>Access</label>
               <clr-radio-wrapper>
-                <input type="radio" clrRadio id="access-rw" name="access" value="read_write" [(ngModel)]="access" [disabled]="hostsJob() !== null" />
+                <input type="radio" clrRadio id="access-rw" name="access" value="read_write" [(ngModel)]="access" />
                 <label for="access-rw">Read-write</label>
               </clr-radio-wrapper>
               <clr-radio-wrapper>
-                <input type="radio" clrRadio id="access-ro" name="access" value="read_only" [(ngModel)]="access" [disabled]="hostsJob() !== null" />
+                <input type="radio" clrRadio id="access-ro" name="access" value="read_only" [(ngModel)]="access" />
                 <label for="access-ro">Read-only (no datastore: VMFS needs to write)</label>
               </clr-radio-wrapper>
             </clr-radio-container>
