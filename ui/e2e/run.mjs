@@ -276,6 +276,60 @@ try {
     await shot(page, 'maintenance-done');
   });
 
+  // Volume map / unmap / delete (issue 15): jobs followed in their dialogs.
+  await step('unmap a volume from a host: its datastore is unmounted and its LUN detached there first (a job)', async () => {
+    await page.getByRole('link', { name: 'Volumes' }).click();
+    await page.getByRole('button', { name: 'Unmap vol1 from hosts' }).click();
+    const dialog = page.getByRole('dialog');
+    assert(await dialog.getByRole('button', { name: 'Unmap', exact: true }).isDisabled(), 'Unmap is enabled with no host chosen');
+    await dialog.getByLabel('esx-04.cairn.test').check();
+    await dialog.getByRole('button', { name: 'Unmap', exact: true }).click();
+    await dialog.locator('.label-success').waitFor({ timeout: 120_000 });
+    await dialog.getByRole('log').getByText('detached naa.').first().waitFor();
+    await dialog.locator('.modal-footer').getByRole('button', { name: 'Close' }).click();
+    await dialog.waitFor({ state: 'hidden' });
+    const row = page.locator('clr-dg-row', { hasText: 'vol1' });
+    await row.getByText('esx-03.cairn.test').waitFor();
+    assert(!((await row.textContent()) ?? '').includes('esx-04'), 'vol1 is still shown mapped to esx-04');
+  });
+
+  await step('map a volume to a host (a job: map, rescan, attach, mount)', async () => {
+    await page.getByRole('button', { name: 'Map vol1 to hosts' }).click();
+    const dialog = page.getByRole('dialog');
+    assert(await dialog.getByLabel('esx-01.cairn.test').isDisabled(), 'a mapped host is offered for mapping');
+    await dialog.getByLabel('esx-04.cairn.test').check();
+    await dialog.getByRole('button', { name: 'Map', exact: true }).click();
+    await dialog.locator('.label-success').waitFor({ timeout: 120_000 });
+    await dialog.getByRole('log').getByText('attached naa.').waitFor();
+    await dialog.getByRole('log').getByText('datastore vol1 mounted on esx-04.cairn.test').waitFor();
+    await shot(page, 'volume-map');
+    await axe(page, 'volume map dialog');
+    await dialog.locator('.modal-footer').getByRole('button', { name: 'Close' }).click();
+    await page.locator('clr-dg-row', { hasText: 'vol1' }).getByText('esx-04.cairn.test').waitFor();
+  });
+
+  await step('delete a volume: refused until its name is typed, then its datastore leaves every host', async () => {
+    await page.getByRole('button', { name: 'Delete vol1' }).click();
+    const dialog = page.getByRole('dialog');
+    await dialog.getByText('unmount the datastore on 4 hosts').waitFor();
+    const del = dialog.getByRole('button', { name: 'Delete volume and data' });
+    assert(await del.isDisabled(), 'delete is enabled before the name is typed');
+    await dialog.getByLabel('Type vol1 to confirm').fill('vol');
+    assert(await del.isDisabled(), 'delete is enabled with a wrong name');
+    await dialog.getByLabel('Type vol1 to confirm').fill('vol1');
+    await shot(page, 'volume-delete');
+    await axe(page, 'volume delete dialog');
+    await del.click();
+    await dialog.locator('.label-success').waitFor({ timeout: 120_000 });
+    await dialog.getByRole('log').getByText('deleted volume vol1').waitFor();
+    await dialog.locator('.modal-footer').getByRole('button', { name: 'Close' }).click();
+    await page.locator('clr-dg-cell').getByText('vol1', { exact: true }).waitFor({ state: 'detached' });
+    const inventory = await (await ctx.request.get(`${stack.base}/api/v1/inventory`)).json();
+    for (const h of inventory.datacenters[0].hosts) {
+      assert(!(h.datastores ?? []).some((d) => d.name === 'vol1'), `host ${h.name} still has datastore vol1`);
+    }
+  });
+
   const token = await sessionToken(stack.vcenter, stack.user, stack.password);
   const inv = await (await ctx.request.get(`${stack.base}/api/v1/inventory`)).json();
   const cluster = inv.datacenters[0].clusters[0];

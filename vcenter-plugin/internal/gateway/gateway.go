@@ -94,7 +94,9 @@ type Pool struct {
 }
 
 type Mapping struct {
-	HostID string `json:"host_id"`
+	HostID   string `json:"host_id"`
+	HostName string `json:"host_name,omitempty"`
+	ReadOnly bool   `json:"read_only"`
 }
 
 type Volume struct {
@@ -261,6 +263,16 @@ type API interface {
 	// refuses one with volumes mapped.
 	DeleteHost(ctx context.Context, idOrName string) error
 	StatisticsReader // statistics.go
+	// MapVolumeAs maps volume to host with the given access (MapVolume is
+	// read-write). Mapping again with the same access changes nothing;
+	// with the other access the gateway refuses (409: unmap first).
+	MapVolumeAs(ctx context.Context, volume, host string, readOnly bool) error
+	// UnmapVolume removes the mapping; unmapping a host that is not
+	// mapped changes nothing.
+	UnmapVolume(ctx context.Context, volume, host string) error
+	// DeleteVolume deletes the volume and its data; the gateway refuses
+	// (409 in_use) while the volume is mapped to any host.
+	DeleteVolume(ctx context.Context, volume string) error
 }
 
 // DefaultTimeout bounds one HTTP exchange with the gateway.

@@ -489,4 +489,14 @@ func (c *HTTPClient) DeleteHost(ctx context.Context, id string) error {
 	return c.do(ctx, http.MethodDelete, "/api/v1/hosts/"+esc(id), nil, nil)
 }
 
+func (c *HTTPClient) MapVolumeAs(ctx context.Context, volume, host string, readOnly bool) error {
+	return c.do(ctx, http.MethodPost, "/api/v1/volumes/"+esc(volume)+"/map", map[string]any{"host": host, "read_only": readOnly}, nil)
+}
+func (c *HTTPClient) UnmapVolume(ctx context.Context, volume, host string) error {
+	return c.do(ctx, http.MethodPost, "/api/v1/volumes/"+esc(volume)+"/unmap", map[string]string{"host": host}, nil)
+}
+func (c *HTTPClient) DeleteVolume(ctx context.Context, volume string) error {
+	return c.do(ctx, http.MethodDelete, "/api/v1/volumes/"+esc(volume), nil, nil)
+}
+
 var _ API = (*HTTPClient)(nil)

@@ -66,15 +66,26 @@ func fakeServer(t *testing.T) (*httptest.Server, *atomic.Int32, *atomic.Bool) {
 		w.WriteHeader(409)
 		_, _ = w.Write([]byte(`{"code":"invalid","field":"","message":"volume name taken: pick another name"}`))
 	}))
-	mux.HandleFunc("POST /api/v1/volumes/{ref}/map", auth(func(w http.ResponseWriter, r *http.Request) {
-		var m map[string]string
-		_ = json.NewDecoder(r.Body).Decode(&m)
-		if m["host"] != "esx-02" || r.PathValue("ref") != "00000000000000a1" {
-			w.WriteHeader(400)
+	for _, action := range []string{"map", "unmap"} {
+		mux.HandleFunc("POST /api/v1/volumes/{ref}/"+action, auth(func(w http.ResponseWriter, r *http.Request) {
+			var m map[string]any
+			_ = json.NewDecoder(r.Body).Decode(&m)
+			_, roBool := m["read_only"].(bool)
+			if m["host"] != "esx-02" || r.PathValue("ref") != "00000000000000a1" || (m["read_only"] != nil && (!roBool || action == "unmap")) {
+				w.WriteHeader(400)
+				return
+			}
+			w.WriteHeader(200)
+			_, _ = w.Write([]byte(`{}`))
+		}))
+	}
+	mux.HandleFunc("DELETE /api/v1/volumes/{ref}", auth(func(w http.ResponseWriter, r *http.Request) {
+		if r.PathValue("ref") == "mapped" {
+			w.WriteHeader(409)
+			_, _ = w.Write([]byte(`{"code":"in_use","message":"volume \"mapped\" is mapped to 1 hosts: unmap it first"}`))
 			return
 		}
-		w.WriteHeader(200)
-		_, _ = w.Write([]byte(`{}`))
+		w.WriteHeader(204)
 	}))
 	// Devices are added by a device-add job: the one for a "busy" path
 	// fails as the SDS refuses it, the other succeeds on its second read.
@@ -159,6 +170,18 @@ func TestHTTPClient(t *testing.T) {
 	}
 	if err := c.MapVolume(ctx, "00000000000000a1", "esx-02"); err != nil {
 		t.Fatal(err)
+	}
+	if err := c.MapVolumeAs(ctx, "00000000000000a1", "esx-02", true); err != nil {
+		t.Fatal(err)
+	}
+	if err := c.UnmapVolume(ctx, "00000000000000a1", "esx-02"); err != nil {
+		t.Fatal(err)
+	}
+	if err := c.DeleteVolume(ctx, "00000000000000a1"); err != nil {
+		t.Fatal(err)
+	}
+	if err := c.DeleteVolume(ctx, "mapped"); !errors.As(err, &se) || se.Status != 409 || !strings.Contains(se.Message, "unmap it first") {
+		t.Fatalf("delete of a mapped volume: %v", err)
 	}
 	// An expired token costs one re-login, transparently.
 	expired.Store(true)

@@ -459,7 +459,14 @@ func (a *Array) UpdateVolume(ctx context.Context, key string, up gateway.VolumeU
 	return &c, nil
 }
 
+// MapVolume maps read-write (MapVolumeAs).
 func (a *Array) MapVolume(ctx context.Context, volume, host string) error {
+	return a.MapVolumeAs(ctx, volume, host, false)
+}
+
+// MapVolumeAs keeps the gateway's rules: mapping again with the same
+// access is a no-op, with the other access a 409 (unmap first).
+func (a *Array) MapVolumeAs(ctx context.Context, volume, host string, readOnly bool) error {
 	a.mu.Lock()
 	defer a.mu.Unlock()
 	v := find(a.vols, volume, volID, volName)
@@ -472,15 +479,64 @@ func (a *Array) MapVolume(ctx context.Context, volume, host string) error {
 	}
 	for _, m := range v.Mappings {
 		if m.HostID == h.ID {
-			return fmt.Errorf("volume %s is already mapped to host %s", v.Name, h.Name)
+			if m.ReadOnly == readOnly {
+				return nil
+			}
+			return &gateway.StatusError{Method: "POST", Path: "/api/v1/volumes/" + v.ID + "/map", Status: 409,
+				Message: fmt.Sprintf("volume %q is mapped to host %q with read_only=%v: unmap it first", v.Name, h.Name, m.ReadOnly)}
 		}
 	}
 	a.advance()
 	if err := a.call("MapVolume", v.Name+"->"+h.Name); err != nil {
 		return err
 	}
-	v.Mappings = append(v.Mappings, gateway.Mapping{HostID: h.ID})
+	v.Mappings = append(v.Mappings, gateway.Mapping{HostID: h.ID, HostName: h.Name, ReadOnly: readOnly})
 	return nil
+}
+
+// UnmapVolume removes a mapping; a host not mapped is a no-op.
+func (a *Array) UnmapVolume(ctx context.Context, volume, host string) error {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	v := find(a.vols, volume, volID, volName)
+	if v == nil {
+		return notFound("volume", volume)
+	}
+	h := find(a.hosts, host, hostID, hostName)
+	if h == nil {
+		return notFound("host", host)
+	}
+	for i, m := range v.Mappings {
+		if m.HostID == h.ID {
+			if err := a.call("UnmapVolume", v.Name+"->"+h.Name); err != nil {
+				return err
+			}
+			v.Mappings = append(v.Mappings[:i:i], v.Mappings[i+1:]...)
+			return nil
+		}
+	}
+	return nil
+}
+
+// DeleteVolume refuses a mapped volume (409 in_use), as the gateway does.
+func (a *Array) DeleteVolume(ctx context.Context, volume string) error {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	for i, v := range a.vols {
+		if v.ID != volume && v.Name != volume {
+			continue
+		}
+		if len(v.Mappings) > 0 {
+			return &gateway.StatusError{Method: "DELETE", Path: "/api/v1/volumes/" + v.ID, Status: 409,
+				Message: fmt.Sprintf("volume %q is mapped to %d hosts: unmap it first", v.Name, len(v.Mappings))}
+		}
+		if err := a.call("DeleteVolume", v.Name); err != nil {
+			return err
+		}
+		a.vols = append(a.vols[:i:i], a.vols[i+1:]...)
+		return nil
+	}
+	return notFound("volume", volume)
 }
 
 func (a *Array) GetHost(ctx context.Context, key string) (*gateway.Host, error) {

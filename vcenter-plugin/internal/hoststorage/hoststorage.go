@@ -352,25 +352,43 @@ func (h *Host) EnsurePortgroup(ctx context.Context, portgroup, vswitch string) e
 	return nil
 }
 
-// Datastore returns the datastore called name mounted on the host, or nil.
+// Datastore returns the datastore called name mounted on the host, or nil
+// (also when the host has it but unmounted: see DatastoreMount).
 func (h *Host) Datastore(ctx context.Context, name string) (*mo.Datastore, error) {
+	ds, mounted, err := h.DatastoreMount(ctx, name)
+	if err != nil || !mounted {
+		return nil, err
+	}
+	return ds, nil
+}
+
+// DatastoreMount returns the datastore called name that the host has,
+// mounted or not (ESXi keeps an unmounted VMFS in the host's list until
+// its LUN is detached or gone), or nil.
+func (h *Host) DatastoreMount(ctx context.Context, name string) (*mo.Datastore, bool, error) {
 	var hm mo.HostSystem
 	if err := h.obj.Properties(ctx, h.obj.Reference(), []string{"datastore"}, &hm); err != nil {
-		return nil, fmt.Errorf("host %s: list datastores: %w", h.Name, err)
+		return nil, false, fmt.Errorf("host %s: list datastores: %w", h.Name, err)
 	}
 	if len(hm.Datastore) == 0 {
-		return nil, nil
+		return nil, false, nil
 	}
 	var dss []mo.Datastore
-	if err := property.DefaultCollector(h.c).Retrieve(ctx, hm.Datastore, []string{"name", "summary", "info", "host"}, &dss); err != nil {
-		return nil, fmt.Errorf("host %s: read datastores: %w", h.Name, err)
+	if err := property.DefaultCollector(h.c).Retrieve(ctx, hm.Datastore, []string{"name", "summary", "info", "host", "vm"}, &dss); err != nil {
+		return nil, false, fmt.Errorf("host %s: read datastores: %w", h.Name, err)
 	}
 	for i := range dss {
-		if dss[i].Name == name {
-			return &dss[i], nil
+		if dss[i].Name != name {
+			continue
 		}
+		for _, m := range dss[i].Host {
+			if m.Key == h.obj.Reference() {
+				return &dss[i], m.MountInfo.Mounted == nil || *m.MountInfo.Mounted, nil
+			}
+		}
+		return &dss[i], true, nil
 	}
-	return nil, nil
+	return nil, false, nil
 }
 
 // ExpandVMFS grows datastore name over the free space its LUN gained

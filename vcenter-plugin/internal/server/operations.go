@@ -291,7 +291,7 @@ func (s *Server) growVolume(w http.ResponseWriter, r *http.Request, us *userSess
 		g.Hosts = append(g.Hosts, h.Name)
 	}
 	eng := &datastore.Engine{VC: us.client, API: api, Log: s.cfg.Log, PollInterval: s.cfg.PollInterval}
-	j, err := s.start(datastore.GrowJob(v.Name), func(ctx context.Context) error {
+	j, err := s.startVolumeJob(v.Name, datastore.GrowJob(v.Name), func(ctx context.Context) error {
 		_, err := eng.Grow(ctx, g)
 		return err
 	})

@@ -380,4 +380,77 @@ func TestServer(t *testing.T) {
 	if r, _ := hc.Do(req); r.StatusCode != 403 {
 		t.Fatalf("cross-origin: %d", r.StatusCode)
 	}
+
+	checkMapUnmapDelete(t, c, inv.Datacenters[0].Hosts[len(inv.Datacenters[0].Hosts)-1].Name)
+}
+
+// checkMapUnmapDelete: unmap ds1 from one host, map it back, delete it;
+// bad requests answer at once with what to fix.
+func checkMapUnmapDelete(t *testing.T, c *client, host string) {
+	t.Helper()
+	var e map[string]string
+	var j server.Job
+	base := "/api/v1/systems/cairn1/volumes/"
+	for _, bad := range []struct {
+		path string
+		body any
+		code int
+		msg  string
+	}{
+		{base + "ds1/map", map[string]any{"hosts": []string{}}, 400, "at least one host"},
+		{base + "ds1/map", map[string]any{"hosts": []string{host}, "access": "rw"}, 400, "read_write"},
+		{base + "ds1/map", map[string]any{"hosts": []string{"esx-99"}}, 400, "not a host of system cairn1"},
+		{base + "ds1/unmap", map[string]any{"host": host}, 400, "unknown field"},
+		{base + "nope/unmap", map[string]any{"hosts": []string{host}}, 404, "does not exist"},
+		{base + "ds1/delete", map[string]any{"confirm": "ds"}, 400, "type the volume's name"},
+		{base + "nope/delete", map[string]any{"confirm": "nope"}, 404, "does not exist"},
+		{"/api/v1/systems/other/volumes/ds1/map", map[string]any{"hosts": []string{host}}, 409, "deploy it first"},
+	} {
+		if code := c.do("POST", bad.path, bad.body, &e); code != bad.code || !strings.Contains(e["error"], bad.msg) {
+			t.Fatalf("POST %s %v: %d %q, want %d %q", bad.path, bad.body, code, e["error"], bad.code, bad.msg)
+		}
+	}
+	mountedOn := func() map[string]bool {
+		var inv inventory.Inventory
+		c.do("GET", "/api/v1/inventory", nil, &inv)
+		out := map[string]bool{}
+		for _, h := range inv.Datacenters[0].Hosts {
+			for _, ds := range h.Datastores {
+				if ds.Name == "ds1" {
+					out[h.Name] = true
+				}
+			}
+		}
+		return out
+	}
+	if code := c.do("POST", base+"ds1/unmap", map[string]any{"hosts": []string{host}}, &j); code != 202 || j.Name != "unmap:ds1" {
+		t.Fatalf("unmap: %d %+v", code, j)
+	}
+	if j := c.waitJob("unmap:ds1"); j.State != "succeeded" {
+		t.Fatalf("unmap job %+v", j)
+	}
+	if m := mountedOn(); m[host] || len(m) == 0 {
+		t.Fatalf("after unmap from %s, ds1 is mounted on %v", host, m)
+	}
+	if code := c.do("POST", base+"ds1/map", map[string]any{"hosts": []string{host}, "access": "read_write"}, &j); code != 202 {
+		t.Fatalf("map: %d", code)
+	}
+	if j := c.waitJob("map:ds1"); j.State != "succeeded" {
+		t.Fatalf("map job %+v", j)
+	}
+	if m := mountedOn(); !m[host] {
+		t.Fatalf("after map to %s, ds1 is mounted on %v", host, m)
+	}
+	if code := c.do("POST", base+"ds1/delete", map[string]any{"confirm": "ds1"}, &j); code != 202 || j.Name != "delete:ds1" {
+		t.Fatalf("delete: %d %+v", code, j)
+	}
+	if j := c.waitJob("delete:ds1"); j.State != "succeeded" {
+		t.Fatalf("delete job %+v", j)
+	}
+	if m := mountedOn(); len(m) != 0 {
+		t.Fatalf("after delete, ds1 is mounted on %v", m)
+	}
+	if code := c.do("POST", base+"ds1/delete", map[string]any{"confirm": "ds1"}, &e); code != 404 {
+		t.Fatalf("delete of a deleted volume: %d %v", code, e)
+	}
 }

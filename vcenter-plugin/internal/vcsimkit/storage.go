@@ -84,6 +84,10 @@ type storageSystem struct {
 	kit *Kit
 
 	mu sync.Mutex // serialises our changes to StorageDeviceInfo
+	// detached LUNs (canonical names) and unmounted VMFS volumes (names):
+	// ESXi keeps both states across rescans and reboots (unmount.go).
+	detached  map[string]bool
+	unmounted map[string]bool
 }
 
 func (s *storageSystem) iscsiHba() *types.HostInternetScsiHba {
@@ -205,6 +209,9 @@ func (s *storageSystem) rescan(ctx *simulator.Context) *soap.Fault {
 	for _, l := range luns {
 		d := scsiDisk("naa."+strings.ToLower(l.NAA), "CAIRN iSCSI Disk (naa."+l.NAA+") "+l.Name, "CAIRN", iscsiModel, l.Size, false, true)
 		d.VStorageSupport = s.kit.vstorage(s.Host.Name, d.CanonicalName)
+		if s.detached[d.CanonicalName] {
+			d.OperationalState = []string{string(types.ScsiLunStateOff)}
+		}
 		discovered = append(discovered, d)
 		keep = append(keep, d)
 	}
@@ -240,6 +247,7 @@ func (s *storageSystem) RescanAllHba(ctx *simulator.Context, req *types.RescanAl
 // RescanVmfs mounts the VMFS volumes that live on LUNs this host now sees.
 func (s *storageSystem) RescanVmfs(ctx *simulator.Context, req *types.RescanVmfs) soap.HasFault {
 	s.kit.mountVisibleVMFS(ctx, s.Host.Self)
+	s.kit.dropGoneVMFS(ctx, s.Host.Self)
 	return &methods.RescanVmfsBody{Res: &types.RescanVmfsResponse{}}
 }
 
@@ -455,12 +463,16 @@ func (k *Kit) mountVisibleVMFS(ctx *simulator.Context, host types.ManagedObjectR
 	}
 	seen := map[string]bool{}
 	for _, d := range h.storage.luns() {
-		seen[d.CanonicalName] = true
+		// ESXi mounts no VMFS from a detached LUN, nor one unmounted on
+		// this host (the unmount is persistent until MountVmfsVolume).
+		if !h.storage.isDetached(d.CanonicalName) {
+			seen[d.CanonicalName] = true
+		}
 	}
 	k.mu.Lock()
 	var todo []vmfsVolume
 	for _, v := range k.vmfs {
-		if !v.local && seen[v.disk] {
+		if !v.local && seen[v.disk] && !h.storage.isUnmounted(v.name) {
 			todo = append(todo, *v)
 		}
 	}

@@ -13,6 +13,7 @@ import {
   Volume,
   VolumeQoS,
   VolumeRequest,
+  VolumeAccess,
 } from './types';
 
 // ApiError is a failed call, with the server's own message (which says
@@ -147,6 +148,23 @@ export class ApiService {
   // growVolume grows a volume and its VMFS datastore on every host (a job).
   growVolume(system: string, volume: string, sizeGiB: number): Promise<Job> {
     return this.call('POST', `/systems/${encodeURIComponent(system)}/volumes/${encodeURIComponent(volume)}/grow`, { size_gib: sizeGiB });
+  }
+
+  // mapVolume maps a volume to ESXi hosts (a job: map, rescan, mount).
+  mapVolume(system: string, volume: string, hosts: string[], access: VolumeAccess): Promise<Job> {
+    return this.call('POST', `/systems/${encodeURIComponent(system)}/volumes/${encodeURIComponent(volume)}/map`, { hosts, access });
+  }
+
+  // unmapVolume unmaps a volume from ESXi hosts (a job: unmount the
+  // datastore, detach the LUN, unmap, rescan).
+  unmapVolume(system: string, volume: string, hosts: string[]): Promise<Job> {
+    return this.call('POST', `/systems/${encodeURIComponent(system)}/volumes/${encodeURIComponent(volume)}/unmap`, { hosts });
+  }
+
+  // deleteVolume deletes a volume, its datastore and its data (a job);
+  // confirm is the volume's name as the admin typed it.
+  deleteVolume(system: string, volume: string, confirm: string): Promise<Job> {
+    return this.call('POST', `/systems/${encodeURIComponent(system)}/volumes/${encodeURIComponent(volume)}/delete`, { confirm });
   }
 
   startMaintenance(system: string, req: MaintenanceRequest): Promise<Job> {

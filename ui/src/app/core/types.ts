@@ -139,7 +139,7 @@ export interface Volume {
   size: number;
   thin: boolean;
   wwn: string;
-  mappings?: { host_id: string }[];
+  mappings?: { host_id: string; host_name?: string; read_only?: boolean }[];
   // QoS: the volume's own limits (0: unlimited) and those it runs with
   // (its own, or its pool's per-GiB rule where it has none).
   iops_limit?: number;
@@ -253,3 +253,5 @@ export interface RebuildProgress {
   observed_eta_seconds: number | null;
   observed: string;
 }
+// VolumeAccess is how a host may use a mapped volume.
+export type VolumeAccess = 'read_write' | 'read_only';

@@ -146,4 +146,72 @@ describe('VolumesComponent', () => {
     expect(c.jobName()).toBe('volume:vol1');
     f.destroy();
   });
+
+  it('maps to the hosts not mapped yet, with the access chosen, and follows the job in the dialog', async () => {
+    const { f, posts } = await setup();
+    const c = f.componentInstance;
+    const v: Volume = { ...vol0, mappings: [{ host_id: 'h1', host_name: 'esx-01' }] };
+    expect(c.mappedTo(v)).toBe('esx-01');
+    c.openHosts(system, v, 'map');
+    expect(c.hostChoosable('esx-01')).toBe(false);
+    expect(c.hostChoosable('esx-02')).toBe(true);
+    await c.applyHosts();
+    expect(c.hostsError()).toContain('at least one host');
+    expect(posts).toEqual([]);
+    c.chooseHost('esx-02', true);
+    c.access = 'read_only';
+    await c.applyHosts();
+    expect(posts).toEqual([{ url: '/api/v1/systems/cairn1/volumes/vol0/map', body: { hosts: ['esx-02'], access: 'read_only' } }]);
+    expect(c.hostsJobName()).toBe('volume:vol1');
+    expect(c.editingHosts).toBe(true);
+    f.destroy();
+  });
+
+  it('unmaps from mapped hosts only; the server\'s refusal stays in the dialog', async () => {
+    const { f, posts } = await setup();
+    const c = f.componentInstance;
+    const v: Volume = { ...vol0, mappings: [{ host_id: 'h1', host_name: 'esx-01' }] };
+    c.openHosts(system, v, 'unmap');
+    expect(c.hostChoosable('esx-01')).toBe(true);
+    expect(c.hostChoosable('esx-02')).toBe(false);
+    expect(c.hostNote('esx-02')).toBe(' (not mapped)');
+    c.chooseHost('esx-01', true);
+    await c.applyHosts();
+    expect(posts).toEqual([{ url: '/api/v1/systems/cairn1/volumes/vol0/unmap', body: { hosts: ['esx-01'] } }]);
+    f.destroy();
+    TestBed.resetTestingModule();
+
+    const refused = await setup();
+    const r = refused.f.componentInstance;
+    const api = TestBed.inject(ApiService);
+    api.fetchFn = async () => new Response('{"error":"job delete:vol0 is running on volume vol0: wait for it to end"}', { status: 409 });
+    r.openHosts(system, v, 'unmap');
+    r.chooseHost('esx-01', true);
+    await r.applyHosts();
+    expect(r.hostsError()).toContain('wait for it to end');
+    expect(r.hostsJobName()).toBeNull();
+    refused.f.destroy();
+  });
+
+  it('deletes only once the volume name is typed, and says what will happen', async () => {
+    const { f, posts } = await setup();
+    const c = f.componentInstance;
+    c.openDelete(system, vol0);
+    f.detectChanges();
+    const body = document.body.textContent ?? '';
+    expect(body).toContain('unmount the datastore on 2 hosts');
+    expect(body).toContain('destroys the volume');
+    const button = Array.from(document.querySelectorAll('button')).find((b) => b.textContent?.includes('Delete volume and data')) as HTMLButtonElement;
+    expect(button.disabled).toBe(true);
+    c.deleteTyped = 'vol';
+    await c.deleteVolume();
+    expect(c.deleteError()).toContain('Type the volume\'s name, vol0');
+    expect(posts).toEqual([]);
+    c.deleteTyped = 'vol0';
+    f.detectChanges();
+    await c.deleteVolume();
+    expect(posts).toEqual([{ url: '/api/v1/systems/cairn1/volumes/vol0/delete', body: { confirm: 'vol0' } }]);
+    expect(c.deleteJobName()).toBe('volume:vol1');
+    f.destroy();
+  });
 });

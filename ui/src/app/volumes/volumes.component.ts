@@ -1,16 +1,17 @@
 import { Component, OnDestroy, OnInit, computed, inject, signal } from '@angular/core';
+import { NgTemplateOutlet } from '@angular/common';
 import { FormsModule } from '@angular/forms';
 import { ClarityModule } from '@clr/angular';
 import { ApiError, ApiService } from '../core/api.service';
 import { MiB, bytes, qosLimits } from '../core/format';
 import { StoreService } from '../core/store.service';
-import { Job, SystemView, Volume, VolumeQoS } from '../core/types';
+import { Job, SystemView, Volume, VolumeAccess, VolumeQoS } from '../core/types';
 
 // VolumesComponent: the volumes of each system, and "create a volume and
 // its VMFS datastore on the hosts" as a job with live progress.
 @Component({
   selector: 'cairn-volumes',
-  imports: [ClarityModule, FormsModule],
+  imports: [ClarityModule, FormsModule, NgTemplateOutlet],
   template: `
     <div class="cairn-page">
       <h1 cds-text="title">Volumes</h1>
@@ -28,13 +29,22 @@ import { Job, SystemView, Volume, VolumeQoS } from '../core/types';
           <clr-dg-column>QoS limits</clr-dg-column>
           <clr-dg-column>LUN (naa.)</clr-dg-column>
           <clr-dg-row *clrDgItems="let v of s.volumes ?? []" [clrDgItem]="v">
-            <clr-dg-cell>{{ v.name }}</clr-dg-cell>
+            <clr-dg-cell>
+              <span>{{ v.name }}</span>
+              <button type="button" class="btn btn-link btn-sm cell-action" [attr.aria-label]="'Delete ' + v.name" (click)="openDelete(s, v)">Delete</button>
+            </clr-dg-cell>
             <clr-dg-cell>
               {{ size(v.size) }}
               <button type="button" class="btn btn-link btn-sm cell-action" [attr.aria-label]="'Grow ' + v.name" (click)="openGrow(s, v)">Grow</button>
             </clr-dg-cell>
             <clr-dg-cell>{{ v.thin ? 'thin' : 'thick' }}</clr-dg-cell>
-            <clr-dg-cell>{{ v.mappings?.length ?? 0 }} hosts</clr-dg-cell>
+            <clr-dg-cell>
+              <span [class.cairn-muted]="!v.mappings?.length">{{ mappedTo(v) }}</span>
+              <button type="button" class="btn btn-link btn-sm cell-action" [attr.aria-label]="'Map ' + v.name + ' to hosts'" (click)="openHosts(s, v, 'map')">Map</button>
+              @if (v.mappings?.length) {
+                <button type="button" class="btn btn-link btn-sm cell-action" [attr.aria-label]="'Unmap ' + v.name + ' from hosts'" (click)="openHosts(s, v, 'unmap')">Unmap</button>
+              }
+            </clr-dg-cell>
             <clr-dg-cell>
               <span class="qos" [class.cairn-muted]="!v.effective_iops_limit && !v.effective_bandwidth_limit">{{ limits(v) }}</span>
               <button type="button" class="btn btn-link btn-sm cell-action" [attr.aria-label]="'Edit the QoS limits of ' + v.name" (click)="openQoS(s, v)">Edit</button>
@@ -44,7 +54,7 @@ import { Job, SystemView, Volume, VolumeQoS } from '../core/types';
           <clr-dg-placeholder>No volume yet: create one, the plugin also makes its datastore.</clr-dg-placeholder>
           <clr-dg-footer>{{ s.volumes?.length ?? 0 }} {{ (s.volumes?.length ?? 0) === 1 ? 'volume' : 'volumes' }}</clr-dg-footer>
         </clr-datagrid>
-        <p class="cairn-muted">QoS limits apply at once, on every host's path to the volume. <em>Grow</em> grows the volume and its datastore on every host. Map, unmap and delete are not in this plugin yet: use <code>cairnctl volume map|unmap|delete</code> (remove the datastore in vSphere before you delete its volume).</p>
+        <p class="cairn-muted">QoS limits apply at once, on every host's path to the volume. <em>Grow</em> grows the volume and its datastore on every host. <em>Map</em> gives hosts the LUN and mounts its datastore; <em>Unmap</em> and <em>Delete</em> first unmount the datastore and detach the LUN on the hosts, as vSphere's own Unmount and Detach do.</p>
       } @empty {
         @if (store.systems() !== null) {
           <p>No deployed system: deploy one first (Deploy page).</p>
@@ -154,12 +164,103 @@ import { Job, SystemView, Volume, VolumeQoS } from '../core/types';
         <button type="button" class="btn btn-primary" (click)="saveQoS()" [disabled]="busy()">Apply</button>
       </div>
     </clr-modal>
+
+    <clr-modal [(clrModalOpen)]="editingHosts" [clrModalSize]="'md'" [clrModalClosable]="!hostsRunning()">
+      <h3 class="modal-title">{{ hostsMode === 'map' ? 'Map' : 'Unmap' }} {{ hostsVolume?.name }}</h3>
+      <div class="modal-body">
+        @if (hostsMode === 'map') {
+          <p>The hosts you choose get the volume's LUN, rescan their iSCSI adapter and mount its datastore.</p>
+        } @else {
+          <p>On each host you choose, the datastore is unmounted and the LUN detached, then the volume is unmapped and the host rescans. Virtual machines registered on those hosts must be moved off the datastore first.</p>
+        }
+        <form clrForm aria-label="Hosts of the volume" (ngSubmit)="applyHosts()">
+          <fieldset class="hosts">
+            <legend>{{ hostsMode === 'map' ? 'Hosts to map it to' : 'Hosts to unmap it from' }}</legend>
+            @for (h of hostsSystem?.hosts ?? []; track h) {
+              <clr-checkbox-wrapper>
+                <input type="checkbox" clrCheckbox [id]="'mh-' + h" [name]="'mh-' + h" [checked]="hostsChosen.has(h)" [disabled]="!hostChoosable(h) || hostsJob() !== null" (change)="chooseHost(h, $any($event.target).checked)" />
+                <label [for]="'mh-' + h">{{ h }}{{ hostNote(h) }}</label>
+              </clr-checkbox-wrapper>
+            }
+          </fieldset>
+          @if (hostsMode === 'map') {
+            <clr-radio-container clrInline>
+              <label>Access</label>
+              <clr-radio-wrapper>
+                <input type="radio" clrRadio id="access-rw" name="access" value="read_write" [(ngModel)]="access" />
+                <label for="access-rw">Read-write</label>
+              </clr-radio-wrapper>
+              <clr-radio-wrapper>
+                <input type="radio" clrRadio id="access-ro" name="access" value="read_only" [(ngModel)]="access" />
+                <label for="access-ro">Read-only (no datastore: VMFS needs to write)</label>
+              </clr-radio-wrapper>
+            </clr-radio-container>
+          }
+        </form>
+        <ng-container *ngTemplateOutlet="jobView; context: { job: hostsJob(), error: hostsError() }"></ng-container>
+      </div>
+      <div class="modal-footer">
+        <button type="button" class="btn btn-outline" (click)="editingHosts = false" [disabled]="hostsRunning()">{{ hostsJob() ? 'Close' : 'Cancel' }}</button>
+        @if (!hostsJob() || hostsJob()?.state === 'failed') {
+          <button type="button" class="btn btn-primary" (click)="applyHosts()" [disabled]="busy() || hostsChosen.size === 0">{{ hostsJob() ? 'Run again' : hostsMode === 'map' ? 'Map' : 'Unmap' }}</button>
+        }
+      </div>
+    </clr-modal>
+
+    <clr-modal [(clrModalOpen)]="deleting" [clrModalSize]="'md'" [clrModalClosable]="!deleteRunning()">
+      <h3 class="modal-title">Delete {{ deleteVolumeOf?.name }}</h3>
+      <div class="modal-body">
+        <p>This destroys the volume's data; it cannot be undone. The plugin will:</p>
+        <ul class="steps">
+          <li>refuse, changing nothing, while virtual machines or templates have files on datastore {{ deleteVolumeOf?.name }};</li>
+          <li>unmount the datastore on {{ hostCount(deleteSystem?.hosts?.length ?? 0) }} and detach its LUN there;</li>
+          <li>unmap the volume from {{ hostCount(deleteVolumeOf?.mappings?.length ?? 0) }} in Cairn and delete it with its {{ deleteVolumeOf ? size(deleteVolumeOf.size) : '' }};</li>
+          <li>rescan every host so none keeps a dead device.</li>
+        </ul>
+        <form clrForm aria-label="Confirm delete" (ngSubmit)="deleteVolume()">
+          <clr-input-container>
+            <label for="delete-confirm">Type {{ deleteVolumeOf?.name }} to confirm</label>
+            <input clrInput id="delete-confirm" name="confirm" autocomplete="off" [(ngModel)]="deleteTyped" [disabled]="deleteJob() !== null" />
+          </clr-input-container>
+        </form>
+        <ng-container *ngTemplateOutlet="jobView; context: { job: deleteJob(), error: deleteError() }"></ng-container>
+      </div>
+      <div class="modal-footer">
+        <button type="button" class="btn btn-outline" (click)="deleting = false" [disabled]="deleteRunning()">{{ deleteJob() ? 'Close' : 'Cancel' }}</button>
+        @if (!deleteJob() || deleteJob()?.state === 'failed') {
+          <button type="button" class="btn btn-danger" (click)="deleteVolume()" [disabled]="busy() || deleteTyped !== deleteVolumeOf?.name">{{ deleteJob() ? 'Run again' : 'Delete volume and data' }}</button>
+        }
+      </div>
+    </clr-modal>
+
+    <ng-template #jobView let-job="job" let-error="error">
+      @if (error) {
+        <div class="alert alert-danger alert-sm" role="alert"><div class="alert-items"><div class="alert-item static"><div class="alert-text">{{ error }}</div></div></div></div>
+      }
+      @if (job?.state === 'failed') {
+        <div class="alert alert-danger alert-sm" role="alert"><div class="alert-items"><div class="alert-item static"><div class="alert-text">{{ job.error }} Steps already done are skipped when you run it again.</div></div></div></div>
+      }
+      @if (job?.state === 'succeeded') {
+        <div class="alert alert-success alert-sm" role="status"><div class="alert-items"><div class="alert-item static"><div class="alert-text">Done: every step succeeded.</div></div></div></div>
+      }
+      @if (job) {
+        <p class="job-state">Job {{ job.name }}: <span class="label" [class.label-info]="job.state === 'running'" [class.label-success]="job.state === 'succeeded'" [class.label-danger]="job.state === 'failed'">{{ job.state }}</span></p>
+        <div class="cairn-log dialog-log" role="log" [attr.aria-label]="'Progress of ' + job.name" tabindex="0">
+          @for (e of eventsOf(job.name); track e.seq) {
+            <div [class]="e.level">{{ e.host ? '[' + e.host + ']' : '' }} {{ e.message }}</div>
+          }
+        </div>
+      }
+    </ng-template>
   `,
   styles: `
     .job-card { margin-top: 1rem; }
     .hosts { border: 0; padding: 0; margin-top: 0.6rem; }
     .cell-action { margin: 0 0 0 0.4rem; min-width: 0; padding: 0; height: auto; line-height: inherit; }
     .error-text { color: var(--cds-alias-status-danger, #c21d00); }
+    .steps { margin: 0 0 0.6rem 1.2rem; }
+    .job-state { margin-top: 0.6rem; }
+    .dialog-log { max-height: 12rem; overflow: auto; }
   `,
 })
 export class VolumesComponent implements OnInit, OnDestroy {
@@ -322,6 +423,142 @@ export class VolumesComponent implements OnInit, OnDestroy {
       await this.store.refresh();
     } catch (e) {
       this.formError.set(e instanceof ApiError ? e.message : String(e));
+    } finally {
+      this.busy.set(false);
+    }
+  }
+
+  // Map / unmap dialog.
+  editingHosts = false;
+  hostsMode: 'map' | 'unmap' = 'map';
+  hostsSystem: SystemView | null = null;
+  hostsVolume: Volume | null = null;
+  hostsChosen = new Set<string>();
+  access: VolumeAccess = 'read_write';
+  readonly hostsJobName = signal<string | null>(null);
+  readonly hostsJob = computed<Job | null>(() => this.jobNamed(this.hostsJobName()));
+  readonly hostsRunning = computed(() => this.hostsJob()?.state === 'running');
+  readonly hostsError = signal<string | null>(null);
+  // Delete dialog.
+  deleting = false;
+  deleteSystem: SystemView | null = null;
+  deleteVolumeOf: Volume | null = null;
+  deleteTyped = '';
+  readonly deleteJobName = signal<string | null>(null);
+  readonly deleteJob = computed<Job | null>(() => this.jobNamed(this.deleteJobName()));
+  readonly deleteRunning = computed(() => this.deleteJob()?.state === 'running');
+  readonly deleteError = signal<string | null>(null);
+
+  private jobNamed(name: string | null): Job | null {
+    return name ? (this.store.jobs().find((j) => j.name === name) ?? null) : null;
+  }
+
+  eventsOf(job: string) {
+    return this.store.events().filter((e) => e.job === job);
+  }
+
+  hostCount(n: number): string {
+    return n === 1 ? '1 host' : `${n} hosts`;
+  }
+
+  // mappedHosts: host name -> mapping, for the volume's mappings.
+  private mappedHosts(v: Volume | null): Map<string, { read_only?: boolean }> {
+    const m = new Map<string, { read_only?: boolean }>();
+    for (const x of v?.mappings ?? []) {
+      m.set(x.host_name ?? x.host_id, x);
+    }
+    return m;
+  }
+
+  mappedTo(v: Volume): string {
+    const names = [...this.mappedHosts(v).entries()].map(([h, m]) => (m.read_only ? `${h} (read-only)` : h));
+    return names.length ? names.join(', ') : 'no host';
+  }
+
+  openHosts(s: SystemView, v: Volume, mode: 'map' | 'unmap'): void {
+    this.hostsSystem = s;
+    this.hostsVolume = v;
+    this.hostsMode = mode;
+    this.hostsChosen = new Set();
+    this.access = 'read_write';
+    this.hostsJobName.set(null);
+    this.hostsError.set(null);
+    this.editingHosts = true;
+  }
+
+  // hostChoosable: map offers the hosts not mapped yet, unmap the mapped.
+  hostChoosable(h: string): boolean {
+    const mapped = this.mappedHosts(this.hostsVolume).has(h);
+    return this.hostsMode === 'map' ? !mapped : mapped;
+  }
+
+  hostNote(h: string): string {
+    const m = this.mappedHosts(this.hostsVolume).get(h);
+    if (!m) {
+      return this.hostsMode === 'unmap' ? ' (not mapped)' : '';
+    }
+    return m.read_only ? ' (mapped read-only)' : ' (mapped)';
+  }
+
+  chooseHost(h: string, on: boolean): void {
+    if (on) {
+      this.hostsChosen.add(h);
+    } else {
+      this.hostsChosen.delete(h);
+    }
+    this.hostsError.set(null);
+  }
+
+  async applyHosts(): Promise<void> {
+    if (!this.hostsSystem || !this.hostsVolume) {
+      return;
+    }
+    if (this.hostsChosen.size === 0) {
+      this.hostsError.set(`Choose at least one host to ${this.hostsMode === 'map' ? 'map the volume to' : 'unmap the volume from'}.`);
+      return;
+    }
+    this.busy.set(true);
+    this.hostsError.set(null);
+    try {
+      const hosts = [...this.hostsChosen];
+      const j =
+        this.hostsMode === 'map'
+          ? await this.api.mapVolume(this.hostsSystem.name, this.hostsVolume.name, hosts, this.access)
+          : await this.api.unmapVolume(this.hostsSystem.name, this.hostsVolume.name, hosts);
+      this.hostsJobName.set(j.name);
+      await this.store.refresh();
+    } catch (e) {
+      this.hostsError.set(e instanceof ApiError ? e.message : String(e));
+    } finally {
+      this.busy.set(false);
+    }
+  }
+
+  openDelete(s: SystemView, v: Volume): void {
+    this.deleteSystem = s;
+    this.deleteVolumeOf = v;
+    this.deleteTyped = '';
+    this.deleteJobName.set(null);
+    this.deleteError.set(null);
+    this.deleting = true;
+  }
+
+  async deleteVolume(): Promise<void> {
+    if (!this.deleteSystem || !this.deleteVolumeOf) {
+      return;
+    }
+    if (this.deleteTyped !== this.deleteVolumeOf.name) {
+      this.deleteError.set(`Type the volume's name, ${this.deleteVolumeOf.name}, exactly to confirm: its data will be destroyed.`);
+      return;
+    }
+    this.busy.set(true);
+    this.deleteError.set(null);
+    try {
+      const j = await this.api.deleteVolume(this.deleteSystem.name, this.deleteVolumeOf.name, this.deleteTyped);
+      this.deleteJobName.set(j.name);
+      await this.store.refresh();
+    } catch (e) {
+      this.deleteError.set(e instanceof ApiError ? e.message : String(e));
     } finally {
       this.busy.set(false);
     }
