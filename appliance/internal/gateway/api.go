@@ -182,7 +182,11 @@ func (s *Server) wrap(rt route) http.Handler {
 			if user == "" {
 				user = c.auditUser
 			}
-			s.log.Info("audit", "user", user, "on_behalf_of", c.onBehalfOf, "method", r.Method, "path", r.URL.Path, "status", status, "remote", r.RemoteAddr)
+			attrs := []any{"user", user, "method", r.Method, "path", r.URL.Path, "status", status, "remote", r.RemoteAddr}
+			if c.onBehalfOf != "" {
+				attrs = append(attrs, "on_behalf_of", c.onBehalfOf)
+			}
+			s.log.Info("audit", attrs...)
 			s.audit(r.Context(), c, user, status, body)
 		}
 	})

@@ -45,6 +45,8 @@ type Array struct {
 	resync         time.Time       // health is "resyncing" until then
 	calls          []string
 	failNxt        map[string]error
+	users          map[string]fakeUser // besides admin (users.go)
+	audit          []AuditEvent
 }
 
 // New returns an empty array.
