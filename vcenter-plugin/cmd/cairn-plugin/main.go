@@ -22,7 +22,6 @@ import (
 	"time"
 
 	"github.com/cairn-storage/cairn/vcenter-plugin/internal/deploy"
-	"github.com/cairn-storage/cairn/vcenter-plugin/internal/gateway"
 	"github.com/cairn-storage/cairn/vcenter-plugin/internal/gatewayfake"
 	"github.com/cairn-storage/cairn/vcenter-plugin/internal/server"
 	"github.com/cairn-storage/cairn/vcenter-plugin/internal/vcsimkit"
@@ -93,7 +92,8 @@ func run(log *slog.Logger, listen, public, vc, vcThumb, stateDir, uiDir string, 
 			return err
 		}
 		register = true
-		gw = func(gateway.Config) (gateway.API, error) { return array, nil }
+		// Logged in as each request's user and role, as the real gateway.
+		gw = array.Connect
 	}
 	if vc == "" {
 		return errors.New("give -vcenter https://<vcenter>/sdk (or -demo)")
@@ -123,6 +123,19 @@ func run(log *slog.Logger, listen, public, vc, vcThumb, stateDir, uiDir string, 
 		if err := registerExtension(ctx, vcURL, vcThumb, vcUser, vcPass, public, cert); err != nil {
 			return err
 		}
+	}
+	if kit != nil {
+		// A second vSphere user who may only look (Cairn.Monitor on the
+		// cluster), to see what a user without Cairn.Operate gets.
+		user, pass, err := demoMonitorUser(ctx, kit)
+		if err != nil {
+			return err
+		}
+		file := filepath.Join(filepath.Dir(stateDir), "vcenter-monitor-password")
+		if err := os.WriteFile(file, []byte(pass+"\n"), 0o600); err != nil {
+			return err
+		}
+		fmt.Printf("  monitor-only vCenter user: %s (password in %s)\n", user, file)
 	}
 	ln, err := net.Listen("tcp", listen)
 	if err != nil {

@@ -389,3 +389,6 @@ func (m *authz) AddAuthorizationRole(ctx *simulator.Context, req *types.AddAutho
 	}
 	return body
 }
+
+// NewPassword returns a random password for AddUser.
+func (k *Kit) NewPassword() string { return randomHex(12) }
