@@ -339,6 +339,29 @@ try {
     await c.close();
   });
 
+  await step('a monitor-only vSphere user reads the system; a change tells which privilege it needs, on which cluster', async () => {
+    assert(stack.monitorUser, 'the demo printed no monitor-only user');
+    const mctx = await browser.newContext({ ignoreHTTPSErrors: true, viewport: { width: 1360, height: 860 } });
+    mctx.setDefaultTimeout(30_000);
+    const m = await mctx.newPage();
+    m.on('pageerror', (e) => consoleErrors.push(String(e)));
+    await m.goto(`${ui}#/global`);
+    await m.getByLabel('vCenter user name').fill(stack.monitorUser);
+    await m.getByLabel('Password', { exact: true }).fill(stack.monitorPassword);
+    await m.getByRole('button', { name: 'Sign in' }).click();
+    await m.getByRole('heading', { name: 'Cairn dashboard' }).waitFor();
+    await m.getByRole('link', { name: 'Volumes' }).click();
+    await m.getByRole('button', { name: 'Edit the QoS limits of vol1' }).click();
+    const dialog = m.getByRole('dialog');
+    await dialog.getByLabel('IOPS limit').fill('1000');
+    await dialog.getByRole('button', { name: 'Apply' }).click();
+    await dialog.getByRole('alert').getByText('needs the privilege Cairn.Operate').waitFor();
+    await dialog.getByRole('alert').getByText('cluster cairn-cluster').waitFor();
+    await shot(m, 'no-privilege');
+    await axe(m, 'no-privilege');
+    await mctx.close();
+  });
+
   assert(consoleErrors.length === 0, `uncaught errors in the page: ${consoleErrors.join('\n')}`);
 } catch (e) {
   failed = true;
