@@ -28,7 +28,21 @@ GOOD = {
     "server_thumbprint": "AA:BB",
     "server_thumbprint_sha256": "ab" * 32,
     "task_types": ["com.cairn.vcenter.deploy"],
+    "privileges": [{"id": "Cairn.Monitor", "label": "Monitor", "summary": "See"}, {"id": "Cairn.Operate", "label": "Operate"}],
 }
+
+
+def test_descriptor_privileges_are_registered_with_labels() -> None:
+    ext = Descriptor.from_json(GOOD, "x").extension()
+    assert [(p.privID, p.privGroupName) for p in ext.privilegeList] == [("Cairn.Monitor", "Cairn"), ("Cairn.Operate", "Cairn")]
+    labels = {kv.key: kv.value for kv in ext.resourceList[0].data}
+    assert ext.resourceList[0].module == "privilege"
+    assert labels["Cairn.label"] == "Cairn" and labels["Cairn.Monitor.label"] == "Monitor" and labels["Cairn.Operate.summary"] == "Operate"
+    for bad in ({"id": "NoGroup"}, {"id": ".x"}, "Cairn.Monitor", {"label": "x"}):
+        with pytest.raises(InstallerError) as e:
+            Descriptor.from_json(dict(GOOD, privileges=[bad]), "x")
+        assert e.value.code == Exit.USAGE and "GROUP.NAME" in e.value.message
+    assert not Descriptor.from_json({k: v for k, v in GOOD.items() if k != "privileges"}, "x").extension().privilegeList
 
 
 def test_descriptor_prefers_the_sha256_thumbprint() -> None:

@@ -134,6 +134,7 @@ def test_register_upgrade_unregister(vcsim: VCSim, plugin: Plugin, tmp_path: Pat
         # vCenter 8.0.2 added the PEM certificate (the simulator is older and drops it)
         assert ext.server[0].serverCertificate == descriptor["server_certificate"]
     assert sorted(t.taskID for t in ext.taskList) == sorted(descriptor["task_types"])
+    assert sorted(p.privID for p in ext.privilegeList) == sorted(p["id"] for p in descriptor.get("privileges", []))
 
     # An existing registration is an error and changes nothing.
     r = cli(vcsim, "register", "--plugin-url", plugin.url, "--plugin-ca-file", plugin.cert)

@@ -308,28 +308,6 @@ try {
     await page.locator('clr-dg-row', { hasText: 'vol1' }).getByText('esx-04.cairn.test').waitFor();
   });
 
-  await step('delete a volume: refused until its name is typed, then its datastore leaves every host', async () => {
-    await page.getByRole('button', { name: 'Delete vol1' }).click();
-    const dialog = page.getByRole('dialog');
-    await dialog.getByText('unmount the datastore on 4 hosts').waitFor();
-    const del = dialog.getByRole('button', { name: 'Delete volume and data' });
-    assert(await del.isDisabled(), 'delete is enabled before the name is typed');
-    await dialog.getByLabel('Type vol1 to confirm').fill('vol');
-    assert(await del.isDisabled(), 'delete is enabled with a wrong name');
-    await dialog.getByLabel('Type vol1 to confirm').fill('vol1');
-    await shot(page, 'volume-delete');
-    await axe(page, 'volume delete dialog');
-    await del.click();
-    await dialog.locator('.label-success').waitFor({ timeout: 120_000 });
-    await dialog.getByRole('log').getByText('deleted volume vol1').waitFor();
-    await dialog.locator('.modal-footer').getByRole('button', { name: 'Close' }).click();
-    await page.locator('clr-dg-cell').getByText('vol1', { exact: true }).waitFor({ state: 'detached' });
-    const inventory = await (await ctx.request.get(`${stack.base}/api/v1/inventory`)).json();
-    for (const h of inventory.datacenters[0].hosts) {
-      assert(!(h.datastores ?? []).some((d) => d.name === 'vol1'), `host ${h.name} still has datastore vol1`);
-    }
-  });
-
   const token = await sessionToken(stack.vcenter, stack.user, stack.password);
   const inv = await (await ctx.request.get(`${stack.base}/api/v1/inventory`)).json();
   const cluster = inv.datacenters[0].clusters[0];
@@ -429,6 +407,53 @@ try {
     await page.locator('.card').filter({ hasText: 'Rebuild, rebalance and resync' }).getByText('No rebuild, rebalance or resync in progress.').waitFor();
     await page.locator('section.system').first().screenshot({ path: join(shots, 'dashboard-performance.png') });
     await axe(page, 'dashboard performance');
+  });
+
+  await step('a monitor-only vSphere user reads the system; a change tells which privilege it needs, on which cluster', async () => {
+    assert(stack.monitorUser, 'the demo printed no monitor-only user');
+    const mctx = await browser.newContext({ ignoreHTTPSErrors: true, viewport: { width: 1360, height: 860 } });
+    mctx.setDefaultTimeout(30_000);
+    const m = await mctx.newPage();
+    m.on('pageerror', (e) => consoleErrors.push(String(e)));
+    await m.goto(`${ui}#/global`);
+    await m.getByLabel('vCenter user name').fill(stack.monitorUser);
+    await m.getByLabel('Password', { exact: true }).fill(stack.monitorPassword);
+    await m.getByRole('button', { name: 'Sign in' }).click();
+    await m.getByRole('heading', { name: 'Cairn dashboard' }).waitFor();
+    await m.getByRole('link', { name: 'Volumes' }).click();
+    await m.getByRole('button', { name: 'Edit the QoS limits of vol1' }).click();
+    const dialog = m.getByRole('dialog');
+    await dialog.getByLabel('IOPS limit').fill('1000');
+    await dialog.getByRole('button', { name: 'Apply' }).click();
+    await dialog.getByRole('alert').getByText('needs the privilege Cairn.Operate').waitFor();
+    await dialog.getByRole('alert').getByText('cluster cairn-cluster').waitFor();
+    await shot(m, 'no-privilege');
+    await axe(m, 'no-privilege');
+    await mctx.close();
+  });
+
+  await step('delete a volume: refused until its name is typed, then its datastore leaves every host', async () => {
+    // Last: the steps before use vol1 (the dashboard's charts, a monitor's QoS edit).
+    await page.getByRole('link', { name: 'Volumes' }).click();
+    await page.getByRole('button', { name: 'Delete vol1' }).click();
+    const dialog = page.getByRole('dialog');
+    await dialog.getByText('unmount the datastore on 4 hosts').waitFor();
+    const del = dialog.getByRole('button', { name: 'Delete volume and data' });
+    assert(await del.isDisabled(), 'delete is enabled before the name is typed');
+    await dialog.getByLabel('Type vol1 to confirm').fill('vol');
+    assert(await del.isDisabled(), 'delete is enabled with a wrong name');
+    await dialog.getByLabel('Type vol1 to confirm').fill('vol1');
+    await shot(page, 'volume-delete');
+    await axe(page, 'volume delete dialog');
+    await del.click();
+    await dialog.locator('.label-success').waitFor({ timeout: 120_000 });
+    await dialog.getByRole('log').getByText('deleted volume vol1').waitFor();
+    await dialog.locator('.modal-footer').getByRole('button', { name: 'Close' }).click();
+    await page.locator('clr-dg-cell').getByText('vol1', { exact: true }).waitFor({ state: 'detached' });
+    const inventory = await (await ctx.request.get(`${stack.base}/api/v1/inventory`)).json();
+    for (const h of inventory.datacenters[0].hosts) {
+      assert(!(h.datastores ?? []).some((d) => d.name === 'vol1'), `host ${h.name} still has datastore vol1`);
+    }
   });
 
   assert(consoleErrors.length === 0, `uncaught errors in the page: ${consoleErrors.join('\n')}`);

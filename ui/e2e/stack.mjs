@@ -38,6 +38,8 @@ export async function startStack(pluginBin, uiDir, log, extraArgs = []) {
   const user = /sign in to the UI as (\S+)/.exec(out)[1];
   const password = readFileSync(/password in (\S+)/.exec(out)[1], 'utf8').trim();
   const cert = /certificate: (\S+)/.exec(out)[1];
+  // The demo's second vSphere user, with Cairn.Monitor only.
+  const monitor = /monitor-only user \(Cairn\.Monitor\): (\S+), its password file (\S+)/.exec(out);
   return {
     base: `https://127.0.0.1:${port}`,
     certFile: cert,
@@ -45,6 +47,8 @@ export async function startStack(pluginBin, uiDir, log, extraArgs = []) {
     vcenter,
     user,
     password,
+    monitorUser: monitor ? monitor[1] : '',
+    monitorPassword: monitor ? readFileSync(monitor[2], 'utf8').trim() : '',
     stop: () =>
       new Promise((resolve) => {
         if (child.exitCode !== null) {

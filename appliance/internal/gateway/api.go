@@ -42,6 +42,8 @@ type call struct {
 	lease      clientv3.LeaseID
 	sessionKey string
 	auditUser  string
+	// onBehalfOf is the person a delegate user acts for (OnBehalfOfHeader).
+	onBehalfOf string
 	// object is what the request acted on, for the audit event.
 	object *objectRef
 }
@@ -180,7 +182,11 @@ func (s *Server) wrap(rt route) http.Handler {
 			if user == "" {
 				user = c.auditUser
 			}
-			s.log.Info("audit", "user", user, "method", r.Method, "path", r.URL.Path, "status", status, "remote", r.RemoteAddr)
+			attrs := []any{"user", user, "method", r.Method, "path", r.URL.Path, "status", status, "remote", r.RemoteAddr}
+			if c.onBehalfOf != "" {
+				attrs = append(attrs, "on_behalf_of", c.onBehalfOf)
+			}
+			s.log.Info("audit", attrs...)
 			s.audit(r.Context(), c, user, status, body)
 		}
 	})
@@ -199,6 +205,9 @@ func (s *Server) serve(c *call, rt route) (status int, body any, err error) {
 			return 0, nil, err
 		}
 		c.user, c.lease, c.sessionKey = u, lease, key
+		if err := c.readOnBehalfOf(); err != nil {
+			return 0, nil, err
+		}
 		if roleRank[u.Role] < roleRank[rt.role] {
 			need := rt.role
 			if need != model.RoleAdmin {

@@ -67,9 +67,11 @@ type Event struct {
 	Object   *objectRef `json:"object"`
 	Message  string     `json:"message"`
 	User     string     `json:"user,omitempty"`
-	Method   string     `json:"method,omitempty"`
-	Path     string     `json:"path,omitempty"`
-	Status   int        `json:"status,omitempty"`
+	// OnBehalfOf is the person a delegate user acted for (audit events).
+	OnBehalfOf string `json:"on_behalf_of,omitempty"`
+	Method     string `json:"method,omitempty"`
+	Path       string `json:"path,omitempty"`
+	Status     int    `json:"status,omitempty"`
 }
 
 func eventID(n uint64) string { return fmt.Sprintf("%016x", n) }
@@ -143,14 +145,18 @@ func (s *Server) emit(ctx context.Context, ev Event) {
 
 // audit records a mutating request (refused ones too) and logins.
 func (s *Server) audit(ctx context.Context, c *call, user string, status int, body any) {
-	ev := Event{Severity: SeverityInfo, Kind: EventAudit, Object: c.object, User: user, Method: c.r.Method, Path: c.r.URL.Path, Status: status}
+	ev := Event{Severity: SeverityInfo, Kind: EventAudit, Object: c.object, User: user, OnBehalfOf: c.onBehalfOf, Method: c.r.Method, Path: c.r.URL.Path, Status: status}
 	if status >= 400 {
 		ev.Severity = SeverityWarning
 	}
 	if c.r.URL.Path == APIPrefix+"/login" {
 		ev.Kind = EventLogin
 	}
-	ev.Message = fmt.Sprintf("%s: %s %s -> %d", user, c.r.Method, c.r.URL.Path, status)
+	who := user
+	if c.onBehalfOf != "" {
+		who = fmt.Sprintf("%s for %s", user, c.onBehalfOf)
+	}
+	ev.Message = fmt.Sprintf("%s: %s %s -> %d", who, c.r.Method, c.r.URL.Path, status)
 	if eb, ok := body.(errorBody); ok {
 		ev.Message += " " + eb.Code + ": " + eb.Message
 	}

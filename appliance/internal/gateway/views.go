@@ -430,11 +430,14 @@ func (w *world) hostView(h model.Host) hostView {
 
 // userView never carries the password hash.
 type userView struct {
-	Name string `json:"name"`
-	Role string `json:"role"`
+	Name     string `json:"name"`
+	Role     string `json:"role"`
+	Delegate bool   `json:"delegate"`
 }
 
-func userViewOf(u model.User) userView { return userView{Name: u.Name, Role: u.Role} }
+func userViewOf(u model.User) userView {
+	return userView{Name: u.Name, Role: u.Role, Delegate: u.Delegate}
+}
 
 // names returns the id -> name of every object of a kind.
 func (w *world) names(kind string) map[string]string {

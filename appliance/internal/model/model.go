@@ -175,6 +175,11 @@ type User struct {
 	Name         string `json:"name"`
 	Role         string `json:"role"`
 	PasswordHash string `json:"-"`
+	// Delegate: the user is a service account that acts for people it
+	// authenticated itself (the vCenter plugin for vSphere users) and may
+	// name them in the X-Cairn-On-Behalf-Of header, which the gateway then
+	// records in its audit events. Any other user sending it is refused.
+	Delegate bool `json:"delegate,omitempty"`
 }
 
 // Copy states in a placement map. Maps written before CopyReady had a name

@@ -31,12 +31,14 @@ type UserSpec struct {
 	Name     string `json:"name"`
 	Role     string `json:"role"` // admin, operator or monitor
 	Password string `json:"password"`
+	Delegate bool   `json:"delegate,omitempty"` // see User.Delegate
 }
 
 // UserUpdate changes a user's role and/or password (empty fields are kept).
 type UserUpdate struct {
 	Role     string `json:"role,omitempty"`
 	Password string `json:"password,omitempty"`
+	Delegate *bool  `json:"delegate,omitempty"`
 }
 
 // ValidRole reports whether r is one of the three roles.
@@ -71,7 +73,7 @@ func (s *Store) CreateUser(ctx context.Context, spec UserSpec) (User, error) {
 	if err != nil {
 		return User{}, err
 	}
-	u := User{Name: spec.Name, Role: spec.Role, PasswordHash: hash}
+	u := User{Name: spec.Name, Role: spec.Role, PasswordHash: hash, Delegate: spec.Delegate}
 	return u, s.create(ctx, KindUser, u.Name, u.Name, u, nil, clientv3.OpPut(PasswordHashKey(u.Name), u.PasswordHash))
 }
 
@@ -87,8 +89,11 @@ func (s *Store) UpdateUser(ctx context.Context, name string, up UserUpdate) (Use
 		return u, err
 	}
 	ops := []clientv3.Op{}
-	if up.Role == "" && up.Password == "" {
-		return u, &opError{ErrNoChange, fmt.Sprintf("user %q: the request changes nothing; give a new role and/or password", name)}
+	if up.Role == "" && up.Password == "" && up.Delegate == nil {
+		return u, &opError{ErrNoChange, fmt.Sprintf("user %q: the request changes nothing; give a new role, password and/or delegate", name)}
+	}
+	if up.Delegate != nil {
+		u.Delegate = *up.Delegate
 	}
 	var cmps []clientv3.Cmp
 	if up.Role != "" && up.Role != u.Role {

@@ -46,6 +46,8 @@ class Descriptor:
     server_sha256: str  # 64 lowercase hex, "" when the descriptor has none
     server_certificate: str  # PEM, "" when the descriptor has none
     task_types: list[str] = field(default_factory=list)
+    # The plugin's privileges (id, label, summary), group "<first part of the id>".
+    privileges: list[tuple[str, str, str]] = field(default_factory=list)
     raw: dict[str, Any] = field(default_factory=dict)
 
     @staticmethod
@@ -71,6 +73,18 @@ class Descriptor:
         sha256 = s("server_thumbprint_sha256", "server_sha256", required=False).replace(":", "").lower()
         thumb = colon_hex(sha256) if sha256 else s("server_thumbprint")
         tasks = doc.get("task_types") or []
+        if not isinstance(tasks, list):
+            raise InstallerError(Exit.USAGE, f"{source}: the extension descriptor's 'task_types' is not a list")
+        privs = doc.get("privileges") or []
+        if not isinstance(privs, list):
+            raise InstallerError(Exit.USAGE, f"{source}: the extension descriptor's 'privileges' is not a list")
+        privileges: list[tuple[str, str, str]] = []
+        for p in privs:
+            pid = p.get("id") if isinstance(p, dict) else None
+            if not isinstance(pid, str) or pid.count(".") < 1 or not pid.split(".", 1)[0] or not pid.split(".", 1)[1]:
+                raise InstallerError(Exit.USAGE, f"{source}: privilege {p!r} has no id of the form GROUP.NAME")
+            label, summary = p.get("label"), p.get("summary")
+            privileges.append((pid, label if isinstance(label, str) else pid, summary if isinstance(summary, str) else ""))
         return Descriptor(
             key=s("key"),
             version=s("plugin_version", "version"),
@@ -85,6 +99,7 @@ class Descriptor:
             server_sha256=sha256,
             server_certificate=s("server_certificate", "server_certificate_pem", required=False),
             task_types=[str(t) for t in tasks if isinstance(t, str)],
+            privileges=privileges,
             raw=dict(doc),
         )
 
@@ -112,9 +127,24 @@ class Descriptor:
             client=[client],
             server=[server],
             taskList=[vim.Extension.TaskTypeInfo(taskID=t) for t in self.task_types],
+            privilegeList=[vim.Extension.PrivilegeInfo(privID=p, privGroupName=p.split(".", 1)[0]) for p, _, _ in self.privileges],
+            resourceList=_labels(self.privileges),
             lastHeartbeatTime=datetime.now(UTC),
             shownInSolutionManager=True,
         )
+
+
+def _labels(privileges: list[tuple[str, str, str]]) -> list[Any]:
+    """The vSphere Client role editor's labels of the privileges (module "privilege")."""
+    if not privileges:
+        return []
+    data = []
+    for group in sorted({p.split(".", 1)[0] for p, _, _ in privileges}):
+        data.append(vim.KeyValue(key=f"{group}.label", value=group))
+    for pid, label, summary in privileges:
+        data.append(vim.KeyValue(key=f"{pid}.label", value=label))
+        data.append(vim.KeyValue(key=f"{pid}.summary", value=summary or label))
+    return [vim.Extension.ResourceInfo(locale="en", module="privilege", data=data)]
 
 
 def fetch_descriptor(plugin_url: str, tls: TlsPolicy, timeout: float = 30.0) -> Descriptor:

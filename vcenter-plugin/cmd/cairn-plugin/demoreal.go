@@ -20,6 +20,7 @@ import (
 
 	"github.com/cairn-storage/cairn/vcenter-plugin/internal/deploy"
 	"github.com/cairn-storage/cairn/vcenter-plugin/internal/gateway"
+	"github.com/cairn-storage/cairn/vcenter-plugin/internal/gatewayfake"
 	"github.com/cairn-storage/cairn/vcenter-plugin/internal/plan"
 	"github.com/cairn-storage/cairn/vcenter-plugin/internal/statefile"
 	"github.com/cairn-storage/cairn/vcenter-plugin/internal/vcsimkit"
@@ -112,13 +113,14 @@ func adoptDemoCluster(ctx context.Context, stateDir string, log *slog.Logger) (*
 // demoGatewayFactory: gateways pinned to the adopted cluster's certificate
 // are that cluster (at its real address); every other one, the SVMs the
 // demo deploys, is the in-memory array.
-func demoGatewayFactory(a *demoAdopted, array gateway.API) deploy.GatewayFactory {
+func demoGatewayFactory(a *demoAdopted, array *gatewayfake.Array) deploy.GatewayFactory {
 	return func(cfg gateway.Config) (gateway.API, error) {
 		if a != nil && gateway.NormalizeThumbprint(cfg.Thumbprint) == a.thumbprint {
 			cfg.URL, cfg.Failover = a.url, nil
 			return gateway.NewHTTPClient(cfg)
 		}
-		return array, nil
+		// Logged in as each request's user and role, as the real gateway.
+		return array.Connect(cfg)
 	}
 }
 

@@ -143,6 +143,19 @@ func run(log *slog.Logger, listen, public, vc, vcThumb, stateDir, uiDir string, 
 			return err
 		}
 	}
+	monitorUser, monitorFile := "", ""
+	if kit != nil {
+		// A second vSphere user who may only look (Cairn.Monitor on the
+		// cluster), to see what a user without Cairn.Operate gets.
+		user, pass, err := demoMonitorUser(ctx, kit)
+		if err != nil {
+			return err
+		}
+		monitorUser, monitorFile = user, filepath.Join(filepath.Dir(stateDir), "vcenter-monitor-password")
+		if err := os.WriteFile(monitorFile, []byte(pass+"\n"), 0o600); err != nil {
+			return err
+		}
+	}
 	ln, err := net.Listen("tcp", listen)
 	if err != nil {
 		return fmt.Errorf("listen on %s: %w", listen, err)
@@ -157,6 +170,7 @@ func run(log *slog.Logger, listen, public, vc, vcThumb, stateDir, uiDir string, 
 	}
 	if kit != nil {
 		fmt.Printf("  simulated vCenter: %s\n  sign in to the UI as %s with the password in %s\n", kit.URL, kit.Username, passFile)
+		fmt.Printf("  monitor-only user (Cairn.Monitor): %s, its password file %s\n", monitorUser, monitorFile)
 	}
 	errc := make(chan error, 1)
 	go func() { errc <- hs.ServeTLS(ln, "", "") }()

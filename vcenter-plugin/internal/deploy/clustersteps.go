@@ -118,6 +118,7 @@ func (r *run) clusterSteps() []step {
 	}
 	steps := []step{
 		cluster("cluster/system", r.createSystem),
+		cluster("cluster/service-users", r.createServiceUsers),
 		cluster("cluster/pd", r.createPD),
 	}
 	for _, fs := range r.p.FaultSets() {

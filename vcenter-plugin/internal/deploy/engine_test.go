@@ -388,7 +388,7 @@ func TestStateStepKeysAreStable(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	want := []string{"cluster/admin", "cluster/system", "cluster/pd", "cluster/pool"}
+	want := []string{"cluster/admin", "cluster/system", "cluster/service-users", "cluster/pd", "cluster/pool"}
 	for _, fs := range e.plan.FaultSets() {
 		want = append(want, "cluster/faultset/"+fs)
 	}

@@ -26,6 +26,10 @@ type Config struct {
 	URL      string
 	Username string
 	Password string
+	// OnBehalfOf names the person the requests are made for (the signed-in
+	// vSphere user), sent in OnBehalfOfHeader; the gateway records it in
+	// its audit events and accepts it only from a delegate user.
+	OnBehalfOf string
 	// Exactly one of CAPEM and Thumbprint pins the gateway's self-signed
 	// certificate. Thumbprint is the SHA-256 of the leaf certificate (DER),
 	// hex, colons allowed; the SVM publishes it as guestinfo.cairn.tls.thumbprint.
@@ -256,6 +260,9 @@ func (c *HTTPClient) exchangeWith(ctx context.Context, ep endpoint, token, metho
 	req.Header.Set("Accept", "application/json")
 	if token != "" {
 		req.Header.Set("Authorization", "Bearer "+token)
+		if c.cfg.OnBehalfOf != "" {
+			req.Header.Set(OnBehalfOfHeader, c.cfg.OnBehalfOf)
+		}
 	}
 	resp, err := ep.http.Do(req)
 	if err != nil {

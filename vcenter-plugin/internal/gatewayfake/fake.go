@@ -58,8 +58,10 @@ type Array struct {
 	// Rebalance and drains (topology.go).
 	rebalancing, rebalanceTotal int
 	jobs                        map[string]*drain
-	clock                       func() time.Time // nil: time.Now (SetClock)
-	load                        *load            // the synthetic workload and its statistics (load.go)
+	clock                       func() time.Time    // nil: time.Now (SetClock)
+	load                        *load               // the synthetic workload and its statistics (load.go)
+	users                       map[string]fakeUser // besides admin (users.go)
+	audit                       []AuditEvent
 }
 
 // New returns an empty array.

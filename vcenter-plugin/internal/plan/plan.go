@@ -329,6 +329,9 @@ func SVMHostname(host string) string {
 type Secrets struct {
 	BootstrapToken string `json:"bootstrap_token"`
 	AdminPassword  string `json:"admin_password"`
+	// ServiceUsers are the passwords of the gateway users the plugin calls
+	// the system as for vSphere users, by gateway role (deploy.ServiceUser).
+	ServiceUsers map[string]string `json:"service_users,omitempty"`
 }
 
 var nameRE = regexp.MustCompile(`^[a-z0-9][a-z0-9-]{0,31}$`)

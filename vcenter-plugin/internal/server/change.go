@@ -60,6 +60,11 @@ func (s *Server) expand(w http.ResponseWriter, r *http.Request, us *userSession)
 		writeError(w, http.StatusNotFound, "%v", err)
 		return
 	}
+	// Adding hosts deploys SVMs and changes the system: as deploying it.
+	if err := s.checkPrivilege(r.Context(), us, deployed, PrivAdminister, "expand system "+system); err != nil {
+		writeRightsError(w, err)
+		return
+	}
 	st, err := deploy.LoadState(s.cfg.StateDir, deployed)
 	if err != nil {
 		writeError(w, http.StatusConflict, "%v", err)
@@ -103,6 +108,10 @@ func (s *Server) removeHost(w http.ResponseWriter, r *http.Request, us *userSess
 	deployed, err := s.savedPlan(system)
 	if err != nil {
 		writeError(w, http.StatusNotFound, "%v", err)
+		return
+	}
+	if err := s.checkPrivilege(r.Context(), us, deployed, PrivAdminister, "remove host "+host+" from system "+system); err != nil {
+		writeRightsError(w, err)
 		return
 	}
 	eng := s.changeEngine(us)

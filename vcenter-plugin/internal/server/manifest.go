@@ -99,8 +99,31 @@ func Extension(publicURL string, cert *Certificate) types.Extension {
 			Type: "vsphere-client-remote", Url: manifest}},
 		Server: []types.ExtensionServerInfo{{Url: manifest, Description: desc, Company: "Cairn", Type: ServerTypeManifest,
 			AdminEmail: []string{"noreply@cairn.invalid"}, ServerThumbprint: cert.SHA256, ServerCertificate: cert.PEM}},
-		TaskList: tasks,
+		TaskList:      tasks,
+		PrivilegeList: privilegeList(),
+		ResourceList:  privilegeResources(),
 	}
+}
+
+// privilegeList is the extension's privileges (rights.go), in group
+// PrivilegeGroup.
+func privilegeList() []types.ExtensionPrivilegeInfo {
+	var out []types.ExtensionPrivilegeInfo
+	for _, p := range Privileges {
+		out = append(out, types.ExtensionPrivilegeInfo{PrivID: p.ID, PrivGroupName: PrivilegeGroup})
+	}
+	return out
+}
+
+// privilegeResources are the labels the vSphere Client's role editor
+// shows for the group and its privileges (module "privilege", keys
+// <id>.label and <id>.summary).
+func privilegeResources() []types.ExtensionResourceInfo {
+	data := []types.KeyValue{{Key: PrivilegeGroup + ".label", Value: "Cairn"}, {Key: PrivilegeGroup + ".summary", Value: "Cairn software-defined storage"}}
+	for _, p := range Privileges {
+		data = append(data, types.KeyValue{Key: p.ID + ".label", Value: p.Label}, types.KeyValue{Key: p.ID + ".summary", Value: p.Summary})
+	}
+	return []types.ExtensionResourceInfo{{Locale: "en", Module: "privilege", Data: data}}
 }
 
 // Descriptor is the extension registration descriptor as the plugin
@@ -126,6 +149,11 @@ type Descriptor struct {
 	ServerSHA256      string   `json:"server_thumbprint_sha256"`
 	ServerCertificate string   `json:"server_certificate"` // PEM
 	TaskTypes         []string `json:"task_types"`
+	// Privileges the extension defines (group "Cairn", labels for the
+	// role editor); an installer that does not know the field registers
+	// none, and then no one holds them: register with a current
+	// cairn-install.
+	Privileges []Privilege `json:"privileges,omitempty"`
 }
 
 // NewDescriptor describes the plugin served at publicURL.
@@ -138,6 +166,7 @@ func NewDescriptor(publicURL string, cert *Certificate) Descriptor {
 	for _, t := range ext.TaskList {
 		d.TaskTypes = append(d.TaskTypes, t.TaskID)
 	}
+	d.Privileges = Privileges
 	return d
 }
 

@@ -97,6 +97,12 @@ func (s *Server) deploy(w http.ResponseWriter, r *http.Request, us *userSession)
 	if p == nil {
 		return
 	}
+	// Deploying creates the system's gateway admin: Cairn.Administer on
+	// the clusters of the plan's hosts (vCenter checks the VM work itself).
+	if err := s.checkPrivilege(r.Context(), us, p, PrivAdminister, "deploy system "+p.System); err != nil {
+		writeRightsError(w, err)
+		return
+	}
 	if old, err := s.savedPlan(p.System); err == nil {
 		// A deployed system's plan is changed by an expansion or a host
 		// removal, never overwritten here (its state would no longer load).
@@ -119,27 +125,6 @@ func (s *Server) deploy(w http.ResponseWriter, r *http.Request, us *userSession)
 	writeJSON(w, http.StatusAccepted, j)
 }
 
-// gatewayFor connects to the gateway of a deployed system.
-func (s *Server) gatewayFor(system string) (gateway.API, *plan.Plan, error) {
-	p, err := s.savedPlan(system)
-	if err != nil {
-		return nil, nil, err
-	}
-	st, err := deploy.LoadState(s.cfg.StateDir, p)
-	if err != nil {
-		return nil, nil, err
-	}
-	if !st.Completed {
-		return nil, nil, fmt.Errorf("system %s is not fully deployed: finish the deployment first", system)
-	}
-	cfg, err := deploy.GatewayConfig(p, st, 0) // every gateway, with failover
-	if err != nil {
-		return nil, nil, err
-	}
-	api, err := s.cfg.Gateway(cfg)
-	return api, p, err
-}
-
 func (s *Server) volume(w http.ResponseWriter, r *http.Request, us *userSession) {
 	var req struct {
 		System string `json:"system"`
@@ -148,9 +133,9 @@ func (s *Server) volume(w http.ResponseWriter, r *http.Request, us *userSession)
 	if !decode(w, r, &req) {
 		return
 	}
-	api, p, err := s.gatewayFor(req.System)
+	api, p, err := s.systemFor(r.Context(), us, req.System, PrivOperate, "create volumes on system "+req.System)
 	if err != nil {
-		writeError(w, http.StatusConflict, "%v", err)
+		writeRightsError(w, err)
 		return
 	}
 	if req.Datacenter == "" {
@@ -188,9 +173,9 @@ func (s *Server) maintenance(w http.ResponseWriter, r *http.Request, us *userSes
 		writeError(w, http.StatusBadRequest, "patch hooks are configured on the plugin server, not through the API")
 		return
 	}
-	api, p, err := s.gatewayFor(system)
+	api, p, err := s.systemFor(r.Context(), us, system, PrivOperate, "run maintenance on system "+system)
 	if err != nil {
-		writeError(w, http.StatusConflict, "%v", err)
+		writeRightsError(w, err)
 		return
 	}
 	req.Hook = s.cfg.PatchHook
@@ -204,7 +189,17 @@ func (s *Server) maintenance(w http.ResponseWriter, r *http.Request, us *userSes
 }
 
 func (s *Server) maintenanceContinue(w http.ResponseWriter, r *http.Request, us *userSession) {
-	if err := s.maint.Continue(r.PathValue("system")); err != nil {
+	system := r.PathValue("system")
+	p, err := s.savedPlan(system)
+	if err != nil {
+		writeError(w, http.StatusConflict, "%v", err)
+		return
+	}
+	if err := s.checkPrivilege(r.Context(), us, p, PrivOperate, "run maintenance on system "+system); err != nil {
+		writeRightsError(w, err)
+		return
+	}
+	if err := s.maint.Continue(system); err != nil {
 		writeError(w, http.StatusConflict, "%v", err)
 		return
 	}
@@ -229,9 +224,9 @@ func (s *Server) volumeSettings(w http.ResponseWriter, r *http.Request, us *user
 		writeError(w, http.StatusBadRequest, "nothing to change: give iops_limit and/or bandwidth_limit (0 removes a limit)")
 		return
 	}
-	api, _, err := s.gatewayFor(r.PathValue("system"))
+	api, _, err := s.systemFor(r.Context(), us, r.PathValue("system"), PrivOperate, "change QoS limits on system "+r.PathValue("system"))
 	if err != nil {
-		writeError(w, http.StatusConflict, "%v", err)
+		writeRightsError(w, err)
 		return
 	}
 	v, err := api.UpdateVolume(r.Context(), r.PathValue("volume"), up)
@@ -272,9 +267,9 @@ func (s *Server) growVolume(w http.ResponseWriter, r *http.Request, us *userSess
 		return
 	}
 	system, volume := r.PathValue("system"), r.PathValue("volume")
-	api, p, err := s.gatewayFor(system)
+	api, p, err := s.systemFor(r.Context(), us, system, PrivOperate, "grow volumes on system "+system)
 	if err != nil {
-		writeError(w, http.StatusConflict, "%v", err)
+		writeRightsError(w, err)
 		return
 	}
 	v, err := api.GetVolume(r.Context(), volume)

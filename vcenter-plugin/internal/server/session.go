@@ -24,6 +24,7 @@ import (
 type userSession struct {
 	client *vim25.Client
 	user   string
+	key    string // vCenter's UserSession.key: privileges are checked for it
 	seen   time.Time
 }
 
@@ -76,7 +77,7 @@ func (s *Server) login(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	id := newID()
-	s.keep(id, &userSession{client: c, user: us.UserName, seen: time.Now()})
+	s.keep(id, &userSession{client: c, user: us.UserName, key: us.Key, seen: time.Now()})
 	// SameSite=None: the vSphere Client shows the UI in an iframe, a
 	// third-party context for our origin; Secure and HttpOnly always, and
 	// state-changing calls are checked against Origin (authed).
@@ -162,7 +163,7 @@ func (s *Server) tokenSession(ctx context.Context, token string) (*userSession, 
 	if err != nil || u == nil {
 		return nil, fmt.Errorf("cloned vCenter session is not valid (%v)", err)
 	}
-	us := &userSession{client: c, user: u.UserName, seen: time.Now()}
+	us := &userSession{client: c, user: u.UserName, key: u.Key, seen: time.Now()}
 	s.keep(id, us)
 	return us, nil
 }

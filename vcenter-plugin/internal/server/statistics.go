@@ -49,7 +49,7 @@ func (s *Server) statistics(w http.ResponseWriter, r *http.Request, us *userSess
 		writeError(w, http.StatusBadRequest, "kind %s needs name=<the %s's name or id>", kind, kind)
 		return
 	}
-	api, err := s.systemGateway(w, r)
+	api, err := s.systemGateway(w, r, us)
 	if err != nil {
 		return
 	}
@@ -63,15 +63,16 @@ func (s *Server) statistics(w http.ResponseWriter, r *http.Request, us *userSess
 
 // systemGateway connects to the gateway of the path's system, answering
 // the error itself when it cannot.
-func (s *Server) systemGateway(w http.ResponseWriter, r *http.Request) (gateway.API, error) {
+func (s *Server) systemGateway(w http.ResponseWriter, r *http.Request, us *userSession) (gateway.API, error) {
 	system := r.PathValue("system")
 	if _, err := s.savedPlan(system); err != nil {
 		writeError(w, http.StatusNotFound, "%v", err)
 		return nil, err
 	}
-	api, _, err := s.gatewayFor(system)
+	// The signed-in user's rights: Cairn.Monitor on the system's cluster.
+	api, _, err := s.systemFor(r.Context(), us, system, PrivMonitor, "read the statistics of system "+system)
 	if err != nil {
-		writeError(w, http.StatusConflict, "%v", err)
+		writeRightsError(w, err)
 		return nil, err
 	}
 	return api, nil
@@ -166,7 +167,7 @@ func (t *rebuildTracker) observe(system string, r gateway.Rebuild) RebuildProgre
 }
 
 func (s *Server) rebuild(w http.ResponseWriter, r *http.Request, us *userSession) {
-	api, err := s.systemGateway(w, r)
+	api, err := s.systemGateway(w, r, us)
 	if err != nil {
 		return
 	}

@@ -2,6 +2,7 @@ package server
 
 import (
 	"context"
+	"errors"
 	"net/http"
 	"path/filepath"
 	"sort"
@@ -31,11 +32,20 @@ type SystemView struct {
 	Devices     []gateway.Device `json:"devices,omitempty"`
 	Volumes     []gateway.Volume `json:"volumes,omitempty"`
 	Unavailable string           `json:"unavailable,omitempty"`
+	// NeedsPrivilege is set when the user may not read the system: the
+	// privilege (Cairn.Monitor) and the object it is needed on.
+	NeedsPrivilege *NeededPrivilege `json:"needs_privilege,omitempty"`
 }
 
-// systems lists the systems this plugin deployed (or is deploying).
-// The gateway is read with the deployment's admin credential: Cairn's
-// gateway has no per-vCenter-user accounts yet (docs/ui.md).
+// NeededPrivilege is what a refused user needs, and where.
+type NeededPrivilege struct {
+	Privilege string `json:"privilege"`
+	Object    string `json:"object"`
+}
+
+// systems lists the systems this plugin deployed (or is deploying). The
+// gateway of a system is read for users with Cairn.Monitor on its
+// clusters, as its monitor service user naming them (rights.go).
 func (s *Server) systems(w http.ResponseWriter, r *http.Request, us *userSession) {
 	names, _ := filepath.Glob(filepath.Join(s.cfg.StateDir, "plan-*.json"))
 	sort.Strings(names)
@@ -63,17 +73,23 @@ func (s *Server) systems(w http.ResponseWriter, r *http.Request, us *userSession
 			out = append(out, v)
 			continue
 		}
-		s.readGateway(r.Context(), &v)
+		s.readGateway(r.Context(), us, &v)
 		out = append(out, v)
 	}
 	writeJSON(w, http.StatusOK, out)
 }
 
 // readGateway fills v from the system's gateway, bounded in time.
-func (s *Server) readGateway(ctx context.Context, v *SystemView) {
+func (s *Server) readGateway(ctx context.Context, us *userSession, v *SystemView) {
 	ctx, cancel := context.WithTimeout(ctx, 10*time.Second)
 	defer cancel()
-	api, _, err := s.gatewayFor(v.Name)
+	api, _, err := s.systemFor(ctx, us, v.Name, PrivMonitor, "see system "+v.Name)
+	var f *Forbidden
+	if errors.As(err, &f) {
+		v.Unavailable = f.Error()
+		v.NeedsPrivilege = &NeededPrivilege{Privilege: f.Privilege, Object: f.Object}
+		return
+	}
 	if err == nil {
 		v.Health, err = api.System(ctx)
 	}

@@ -43,10 +43,11 @@ func (s *Server) startVolumeJob(volume, name string, f func(ctx context.Context)
 
 // volumeTarget resolves the system and the volume of the path, answering
 // the error itself (409 system not deployed, 404 no such volume).
-func (s *Server) volumeTarget(w http.ResponseWriter, r *http.Request) (gateway.API, *plan.Plan, *gateway.Volume, bool) {
-	api, p, err := s.gatewayFor(r.PathValue("system"))
+func (s *Server) volumeTarget(w http.ResponseWriter, r *http.Request, us *userSession, action string) (gateway.API, *plan.Plan, *gateway.Volume, bool) {
+	// The signed-in user's rights: Cairn.Operate on the system's cluster.
+	api, p, err := s.systemFor(r.Context(), us, r.PathValue("system"), PrivOperate, action+" on system "+r.PathValue("system"))
 	if err != nil {
-		writeError(w, http.StatusConflict, "%v", err)
+		writeRightsError(w, err)
 		return nil, nil, nil, false
 	}
 	v, err := api.GetVolume(r.Context(), r.PathValue("volume"))
@@ -104,7 +105,7 @@ func (s *Server) mapVolume(w http.ResponseWriter, r *http.Request, us *userSessi
 		writeError(w, http.StatusBadRequest, "access %q: give %q or %q", req.Access, AccessReadWrite, AccessReadOnly)
 		return
 	}
-	api, p, v, ok := s.volumeTarget(w, r)
+	api, p, v, ok := s.volumeTarget(w, r, us, "map volumes")
 	if !ok || !checkHosts(w, p, req.Hosts, "map the volume to") {
 		return
 	}
@@ -128,7 +129,7 @@ func (s *Server) unmapVolume(w http.ResponseWriter, r *http.Request, us *userSes
 	if !decode(w, r, &req) {
 		return
 	}
-	api, p, v, ok := s.volumeTarget(w, r)
+	api, p, v, ok := s.volumeTarget(w, r, us, "unmap volumes")
 	if !ok || !checkHosts(w, p, req.Hosts, "unmap the volume from") {
 		return
 	}
@@ -156,7 +157,7 @@ func (s *Server) deleteVolume(w http.ResponseWriter, r *http.Request, us *userSe
 		writeError(w, http.StatusBadRequest, "type the volume's name in confirm to delete it and its data (got %q)", req.Confirm)
 		return
 	}
-	api, p, v, ok := s.volumeTarget(w, r)
+	api, p, v, ok := s.volumeTarget(w, r, us, "delete volumes")
 	if !ok {
 		return
 	}

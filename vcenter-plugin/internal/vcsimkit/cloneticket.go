@@ -72,13 +72,18 @@ func (k *Kit) acquireCloneTicket(ctx context.Context, token string) (string, err
 // (getSessionInfo().sessionToken). The session stays live until the kit
 // closes.
 func (k *Kit) SessionToken(ctx context.Context) (string, error) {
+	return k.SessionTokenFor(ctx, k.Username, k.Password)
+}
+
+// SessionTokenFor is SessionToken for another user (AddUser).
+func (k *Kit) SessionTokenFor(ctx context.Context, user, password string) (string, error) {
 	sc := soap.NewClient(k.URL, false)
 	sc.SetThumbprint(k.URL.Host, k.Thumbprint)
 	c, err := vim25.NewClient(ctx, sc)
 	if err != nil {
 		return "", err
 	}
-	if err := session.NewManager(c).Login(ctx, url.UserPassword(k.Username, k.Password)); err != nil {
+	if err := session.NewManager(c).Login(ctx, url.UserPassword(user, password)); err != nil {
 		return "", fmt.Errorf("vcsimkit: log in: %w", err)
 	}
 	for _, ck := range sc.Jar.Cookies(k.URL) {

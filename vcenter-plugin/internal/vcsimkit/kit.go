@@ -68,6 +68,9 @@ type Kit struct {
 	vmfs       map[string]*vmfsVolume
 	hosts      map[types.ManagedObjectReference]*kitHost
 	vaaiFailed map[string]bool // host/canonical: ATS probe failed (vaai.go)
+
+	usersMu sync.Mutex
+	users   map[string]kitUser // lower-case name -> user (authz.go)
 }
 
 type kitHost struct {
@@ -142,6 +145,7 @@ func Start(opts Options) (*Kit, error) {
 		model.Remove()
 		return nil, err
 	}
+	k.installAuthz()
 	model.Service.Listen = &url.URL{Host: opts.Listen, User: url.UserPassword(opts.Username, opts.Password)}
 	model.Service.TLS = new(tls.Config)
 	model.Service.HandleFunc(CloneTicketPath, k.cloneTicket)
