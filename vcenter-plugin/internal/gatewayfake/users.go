@@ -330,3 +330,54 @@ var (
 	_ gateway.Users = (*Session)(nil)
 	_ gateway.Users = (*Array)(nil)
 )
+
+// The calls added with volume map/unmap/delete, host removal and the
+// dashboards: the same roles as on the gateway (docs/api.md).
+func (s *Session) MapVolumeAs(ctx context.Context, volume, host string, readOnly bool) error {
+	if err := s.allow(gateway.RoleOperator, "POST", "/api/v1/volumes/"+volume+"/map", "MapVolume "+volume+" "+host, true); err != nil {
+		return err
+	}
+	return s.Array.MapVolumeAs(ctx, volume, host, readOnly)
+}
+func (s *Session) UnmapVolume(ctx context.Context, volume, host string) error {
+	if err := s.allow(gateway.RoleOperator, "POST", "/api/v1/volumes/"+volume+"/unmap", "UnmapVolume "+volume+" "+host, true); err != nil {
+		return err
+	}
+	return s.Array.UnmapVolume(ctx, volume, host)
+}
+func (s *Session) DeleteVolume(ctx context.Context, volume string) error {
+	if err := s.allow(gateway.RoleOperator, "DELETE", "/api/v1/volumes/"+volume, "DeleteVolume "+volume, true); err != nil {
+		return err
+	}
+	return s.Array.DeleteVolume(ctx, volume)
+}
+func (s *Session) RemoveSDS(ctx context.Context, sds string) (*gateway.Job, error) {
+	if err := s.allow(gateway.RoleAdmin, "POST", "/api/v1/sds/"+sds+"/remove", "RemoveSDS "+sds, true); err != nil {
+		return nil, err
+	}
+	return s.Array.RemoveSDS(ctx, sds)
+}
+func (s *Session) DeleteHost(ctx context.Context, key string) error {
+	if err := s.allow(gateway.RoleOperator, "DELETE", "/api/v1/hosts/"+key, "DeleteHost "+key, true); err != nil {
+		return err
+	}
+	return s.Array.DeleteHost(ctx, key)
+}
+func (s *Session) GetJob(ctx context.Context, id string) (*gateway.Job, error) {
+	if err := s.read("/api/v1/jobs/" + id); err != nil {
+		return nil, err
+	}
+	return s.Array.GetJob(ctx, id)
+}
+func (s *Session) Statistics(ctx context.Context, kind, ref string) (*gateway.Statistics, error) {
+	if err := s.read("/api/v1/statistics"); err != nil {
+		return nil, err
+	}
+	return s.Array.Statistics(ctx, kind, ref)
+}
+func (s *Session) Rebuild(ctx context.Context) (*gateway.Rebuild, error) {
+	if err := s.read("/api/v1/system"); err != nil {
+		return nil, err
+	}
+	return s.Array.Rebuild(ctx)
+}
