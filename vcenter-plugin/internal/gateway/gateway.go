@@ -218,7 +218,49 @@ type API interface {
 
 	EnterSDSMaintenance(ctx context.Context, sds, mode string) error
 	ExitSDSMaintenance(ctx context.Context, sds string) error
+
+	// RemoveDevice starts draining a device (POST /devices/{ref}/remove):
+	// the gateway moves its copies away and deletes it when nothing
+	// references it. It answers the drain job; a repeat while the device
+	// is removing answers the running job.
+	RemoveDevice(ctx context.Context, idOrName string) (*Job, error)
+	// GetJob reads a gateway job (GET /jobs/{id}).
+	GetJob(ctx context.Context, id string) (*Job, error)
 }
+
+// Job is a gateway job (docs/api.md section 4): a long operation the
+// gateway carries on by itself, progressed from the model.
+type Job struct {
+	ID     string `json:"id"`
+	Kind   string `json:"kind"` // device-add, device-remove, sds-remove, maintenance-enter, ...
+	State  string `json:"state"`
+	Object struct {
+		Kind string `json:"kind"`
+		ID   string `json:"id"`
+		Name string `json:"name"`
+	} `json:"object"`
+	Percent    float64  `json:"percent"`
+	ETASeconds *float64 `json:"eta_seconds"` // nil until a rate is known
+	Message    string   `json:"message"`
+	Error      *struct {
+		Code    string `json:"code"`
+		Message string `json:"message"`
+	} `json:"error"`
+}
+
+// Gateway job states.
+const (
+	JobQueued    = "queued"
+	JobRunning   = "running"
+	JobSucceeded = "succeeded"
+	JobFailed    = "failed"
+)
+
+// Device states the plugin reads.
+const (
+	DeviceNormal   = "normal"
+	DeviceRemoving = "removing"
+)
 
 // DefaultTimeout bounds one HTTP exchange with the gateway.
 const DefaultTimeout = 30 * time.Second
