@@ -100,3 +100,32 @@ func hasDevice(cfg *vmConfig, dev plan.Device) bool {
 	}
 	return false
 }
+
+// RecordPlanChange makes the deploy state of a deployed system stand for
+// updated, a plan whose devices changed on day 2 (device add or remove):
+// the state names the plan it deployed by hash, and refuses any other.
+// Only devices may differ from old.
+func RecordPlanChange(dir string, old, updated *plan.Plan) error {
+	st, err := LoadState(dir, old)
+	if err != nil {
+		return err
+	}
+	if !st.Completed {
+		return fmt.Errorf("system %s is not fully deployed: finish the deployment first", old.System)
+	}
+	a, b := *old, *updated
+	a.Hosts, b.Hosts = nil, nil
+	if planHash(&a) != planHash(&b) || len(old.Hosts) != len(updated.Hosts) {
+		return fmt.Errorf("system %s: only devices change on a deployed system", old.System)
+	}
+	for i := range old.Hosts {
+		x, y := old.Hosts[i], updated.Hosts[i]
+		x.Devices, y.Devices = nil, nil
+		a.Hosts, b.Hosts = []plan.Host{x}, []plan.Host{y}
+		if planHash(&a) != planHash(&b) {
+			return fmt.Errorf("system %s: only devices change on a deployed system (host %s differs)", old.System, x.Name)
+		}
+	}
+	st.PlanSHA256 = planHash(updated)
+	return st.Save(dir)
+}

@@ -10,6 +10,7 @@ import (
 
 	"github.com/cairn-storage/cairn/vcenter-plugin/internal/deploy"
 	"github.com/cairn-storage/cairn/vcenter-plugin/internal/gateway"
+	"github.com/cairn-storage/cairn/vcenter-plugin/internal/maintenance"
 )
 
 // SystemView is one system in GET /api/v1/systems: what the plugin knows
@@ -31,6 +32,9 @@ type SystemView struct {
 	Devices     []gateway.Device `json:"devices,omitempty"`
 	Volumes     []gateway.Volume `json:"volumes,omitempty"`
 	Unavailable string           `json:"unavailable,omitempty"`
+	// Maintenance is the system's last rolling maintenance (nil if none):
+	// stopped, the unit a resume starts with, units left unpatched.
+	Maintenance *maintenance.State `json:"maintenance,omitempty"`
 }
 
 // systems lists the systems this plugin deployed (or is deploying).
@@ -58,6 +62,7 @@ func (s *Server) systems(w http.ResponseWriter, r *http.Request, us *userSession
 				}
 			}
 		}
+		v.Maintenance, _ = maintenance.LoadState(s.cfg.StateDir, p.System)
 		if !v.Deploy.Completed {
 			v.Unavailable = "the deployment has not finished: finish or resume it in the deployment wizard"
 			out = append(out, v)
