@@ -307,7 +307,7 @@ try {
   });
 
   await step('add a device: the SDS host’s disks with why-not, the freed disk added again', async () => {
-    await page.getByRole('button', { name: `Add a device to ${drainedSDS}` }).click();
+    await page.getByRole('button', { name: `Add device to ${drainedSDS}` }).click();
     const dialog = page.getByRole('dialog');
     await dialog.getByText('Not available: already Cairn device').first().waitFor();
     await dialog.getByText('Not available: ESXi does not offer it for raw mapping').first().waitFor();

@@ -44,7 +44,7 @@ import { deviceJobs, drainOf, eta } from './devices';
               <clr-dg-cell>{{ devicesOf(s, d.id).length }}</clr-dg-cell>
               <clr-dg-cell>{{ capacityOf(s, d.id) }}</clr-dg-cell>
               <clr-dg-cell>
-                <button type="button" class="btn btn-link btn-sm cell-action" [attr.aria-label]="'Add a device to ' + d.name" (click)="openAdd(s, d)">Add device…</button>
+                <button type="button" class="btn btn-link btn-sm cell-action" [attr.aria-label]="'Add device to ' + d.name" (click)="openAdd(s, d)">Add device…</button>
               </clr-dg-cell>
             </clr-dg-row>
             <clr-dg-footer>{{ s.sdss?.length ?? 0 }} SDSs</clr-dg-footer>
@@ -73,7 +73,7 @@ import { deviceJobs, drainOf, eta } from './devices';
               <clr-dg-cell>{{ size(v.capacity) }}</clr-dg-cell>
               <clr-dg-cell>
                 @if (v.state === 'removing' && !drain(s, v)) {
-                  <button type="button" class="btn btn-link btn-sm cell-action" [attr.aria-label]="'Follow the removal of ' + (v.name || v.id)" (click)="remove(s, v)">Follow removal</button>
+                  <button type="button" class="btn btn-link btn-sm cell-action" [attr.aria-label]="'Follow removal of ' + (v.name || v.id)" (click)="remove(s, v)">Follow removal</button>
                 } @else {
                   <button type="button" class="btn btn-link btn-sm cell-action" [attr.aria-label]="'Remove device ' + (v.name || v.id)" [disabled]="v.state !== 'normal'" (click)="openRemove(s, v)">Remove…</button>
                 }
@@ -181,7 +181,6 @@ import { deviceJobs, drainOf, eta } from './devices';
     .choices { border: 0; padding: 0; margin: 0.6rem 0; max-height: 18rem; overflow-y: auto; }
     .choice { display: flex; gap: 0.6rem; align-items: flex-start; padding: 0.3rem 0; border-bottom: 1px solid var(--cds-alias-object-border-color, #ccc); }
     .choice input { margin-top: 0.3rem; }
-    .choice.off label { opacity: 0.8; }
     .warn { color: var(--cds-alias-status-warning-shade, #8a5a00); }
     .drain { min-width: 10rem; }
     .job-card { margin-top: 1rem; }
