@@ -114,7 +114,7 @@ import { deviceJobs, drainOf, eta } from './devices';
                 <input type="radio" name="disk" [id]="'disk-' + d.canonical_name" [value]="d.canonical_name" [(ngModel)]="chosenDisk" [disabled]="!d.available" (ngModelChange)="addError.set(null)" />
                 <label [for]="'disk-' + d.canonical_name">
                   <strong>{{ d.display_name }}</strong> · {{ size(d.size) }} · {{ d.ssd ? 'SSD' : 'HDD' }} ·
-                  {{ d.attached ? 'RDM, attached to the SVM' : 'RDM, will be attached' }}
+                  {{ d.attached ? 'RDM, attached to the SVM' : d.available ? 'RDM, will be attached' : d.local ? 'local' : 'shared' }}
                   <br /><code>{{ d.canonical_name }}</code>
                   @if (!d.available) {
                     <br /><span class="cairn-muted">Not available: {{ d.reason }}</span>
