@@ -308,6 +308,86 @@ try {
     await page.locator('clr-dg-row', { hasText: 'vol1' }).getByText('esx-04.cairn.test').waitFor();
   });
 
+  // Day-2 devices and maintenance stop (h/devices).
+  let drainedSDS = '';
+  await step('remove a device: confirmation, live drain progress, still followed after a reload', async () => {
+    await page.getByRole('link', { name: 'SDSs and devices' }).click();
+    const row = page.locator('clr-datagrid[aria-label="Devices"] clr-dg-row').filter({ has: page.getByRole('button', { name: /^Remove device / }) }).first();
+    await row.waitFor();
+    drainedSDS = ((await row.locator('clr-dg-cell').nth(1).textContent()) ?? '').trim();
+    const devices = await page.locator('clr-datagrid[aria-label="Devices"] clr-dg-row').count();
+    await row.getByRole('button', { name: /^Remove device / }).click();
+    const dialog = page.getByRole('dialog');
+    await dialog.getByText('is drained first').waitFor();
+    await dialog.getByRole('button', { name: 'Drain and remove' }).click();
+    await dialog.waitFor({ state: 'hidden' });
+    const progress = page.locator('.drain .cairn-muted').filter({ hasText: /[1-9][0-9]*(\.[0-9])?%/ });
+    await progress.first().waitFor({ timeout: 20_000 });
+    await page.reload();
+    await page.getByRole('heading', { name: 'SDSs and devices' }).waitFor();
+    await progress.filter({ hasText: /left/ }).first().waitFor({ timeout: 20_000 });
+    await page.getByRole('log', { name: /^Log of device-remove:cairn1\// }).getByText('draining:').first().waitFor();
+    await shot(page, 'device-remove');
+    await axe(page, 'device remove (draining)');
+    await page.locator('.job-card').filter({ hasText: 'device-remove:' }).locator('.label-success').waitFor({ timeout: 60_000 });
+    await page.locator('.job-card').getByText('drained and removed').first().waitFor();
+    const deadline = Date.now() + 10_000;
+    while ((await page.locator('clr-datagrid[aria-label="Devices"] clr-dg-row').count()) !== devices - 1) {
+      assert(Date.now() < deadline, 'the removed device is still listed');
+      await page.waitForTimeout(300);
+    }
+  });
+
+  await step('add a device: the SDS host’s disks with why-not, the freed disk added again', async () => {
+    await page.getByRole('button', { name: `Add device to ${drainedSDS}` }).click();
+    const dialog = page.getByRole('dialog');
+    await dialog.getByText('Not available: already Cairn device').first().waitFor();
+    await dialog.getByText('Not available: ESXi does not offer it for raw mapping').first().waitFor();
+    const free = dialog.locator('input[type=radio]:not([disabled])');
+    assert((await free.count()) === 1, `expected the one freed disk to be offered, got ${await free.count()}`);
+    await dialog.getByText('RDM, attached to the SVM').first().waitFor();
+    await free.check();
+    await shot(page, 'device-add');
+    await axe(page, 'device add dialog');
+    await dialog.getByRole('button', { name: 'Add device' }).click();
+    await dialog.waitFor({ state: 'hidden' });
+    const card = page.locator('.job-card').filter({ hasText: 'device-add:' });
+    await card.locator('.label-success').waitFor({ timeout: 60_000 });
+    await card.getByText(`added to sds ${drainedSDS}`).waitFor();
+  });
+
+  await step('stop a rolling maintenance: the host comes back, the roll ends stopped, a resume finishes it', async () => {
+    await page.getByRole('link', { name: 'Maintenance' }).click();
+    await page.getByRole('button', { name: 'Start roll' }).click();
+    const cont = page.getByRole('button', { name: 'Host patched: continue' });
+    await page.getByRole('log', { name: 'Maintenance log (newest first)' }).getByText('waiting for the operator').first().waitFor({ timeout: 60_000 });
+    await page.getByRole('button', { name: 'Stop roll…' }).click();
+    const dialog = page.getByRole('dialog');
+    await dialog.getByText('The roll stops safely').waitFor();
+    await dialog.getByRole('button', { name: 'Stop roll', exact: true }).click();
+    await dialog.waitFor({ state: 'hidden' });
+    await page.getByText(/^Stopping at esx-01\.cairn\.test \(step patch\)/).waitFor();
+    await page.locator('.roll-state .label-warning').getByText('stopped').waitFor({ timeout: 60_000 });
+    await page.getByText('Stopped by the operator.').waitFor();
+    await page.getByText(/Brought back without their patch by a stop: esx-01\.cairn\.test/).waitFor();
+    await shot(page, 'maintenance-stopped');
+    await axe(page, 'maintenance (stopped)');
+    await page.getByRole('button', { name: 'Resume roll' }).click();
+    const deadline = Date.now() + 240_000;
+    while (!(await page.locator('.roll-state .label-success').isVisible())) {
+      assert(Date.now() < deadline, 'the resumed roll did not finish in 240 s');
+      assert(!(await page.locator('.roll-state .label-danger').isVisible()), 'the resumed roll failed: ' + (await page.locator('.roll-state').textContent()));
+      if (await cont.isEnabled()) {
+        await cont.click({ timeout: 3000 }).catch((e) => {
+          if (e?.name !== 'TimeoutError') {
+            throw e;
+          }
+        });
+      }
+      await page.waitForTimeout(500);
+    }
+  });
+
   const token = await sessionToken(stack.vcenter, stack.user, stack.password);
   const inv = await (await ctx.request.get(`${stack.base}/api/v1/inventory`)).json();
   const cluster = inv.datacenters[0].clusters[0];

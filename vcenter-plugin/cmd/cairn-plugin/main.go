@@ -86,6 +86,7 @@ func run(log *slog.Logger, listen, public, vc, vcThumb, stateDir, uiDir string, 
 		stateDir = filepath.Join(dir, "state")
 		array := gatewayfake.New()
 		array.ResyncTime = 2 * time.Second
+		array.DrainTime = 12 * time.Second // a device drain the UI can follow
 		kit, err = vcsimkit.Start(vcsimkit.Options{Dir: dir, Template: "cairn-svm", LUNs: array, Guest: demoGuest(array.Hooks(nil), log), Logger: log})
 		if err != nil {
 			return err

@@ -157,9 +157,14 @@ type System struct {
 // Job is a gateway job (GET /api/v1/jobs/{id}): a long operation such as
 // an SDS drain, kept in etcd so it outlives the gateway that started it.
 type Job struct {
-	ID         string   `json:"id"`
-	Kind       string   `json:"kind"`
-	State      string   `json:"state"` // JobQueued, JobRunning, JobSucceeded, JobFailed
+	ID     string `json:"id"`
+	Kind   string `json:"kind"`  // device-add, device-remove, sds-remove, maintenance-enter, ...
+	State  string `json:"state"` // JobQueued, JobRunning, JobSucceeded, JobFailed
+	Object struct {
+		Kind string `json:"kind"`
+		ID   string `json:"id"`
+		Name string `json:"name"`
+	} `json:"object"`
 	Percent    float64  `json:"percent"`
 	ETASeconds *float64 `json:"eta_seconds"`
 	Message    string   `json:"message"`
@@ -273,7 +278,18 @@ type API interface {
 	// DeleteVolume deletes the volume and its data; the gateway refuses
 	// (409 in_use) while the volume is mapped to any host.
 	DeleteVolume(ctx context.Context, volume string) error
+	// RemoveDevice starts draining a device (POST /devices/{ref}/remove):
+	// the gateway moves its copies away and deletes it when nothing
+	// references it. It answers the drain job; a repeat while the device
+	// is removing answers the running job.
+	RemoveDevice(ctx context.Context, idOrName string) (*Job, error)
 }
+
+// Device states the plugin reads.
+const (
+	DeviceNormal   = "normal"
+	DeviceRemoving = "removing"
+)
 
 // DefaultTimeout bounds one HTTP exchange with the gateway.
 const DefaultTimeout = 30 * time.Second

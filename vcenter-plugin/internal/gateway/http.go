@@ -395,19 +395,7 @@ func (c *HTTPClient) AddDevice(ctx context.Context, spec DeviceSpec) (*Device, e
 }
 
 // job is what the client reads of a gateway job.
-type job struct {
-	ID     string `json:"id"`
-	Kind   string `json:"kind"`
-	State  string `json:"state"`
-	Object struct {
-		ID string `json:"id"`
-	} `json:"object"`
-	Message string `json:"message"`
-	Error   *struct {
-		Code    string `json:"code"`
-		Message string `json:"message"`
-	} `json:"error"`
-}
+type job = Job
 
 // jobPoll is how often waitJob reads a running job at most; it starts at
 // a twentieth of that and doubles (a small device is ready at once).
@@ -504,6 +492,19 @@ func (c *HTTPClient) UnmapVolume(ctx context.Context, volume, host string) error
 }
 func (c *HTTPClient) DeleteVolume(ctx context.Context, volume string) error {
 	return c.do(ctx, http.MethodDelete, "/api/v1/volumes/"+esc(volume), nil, nil)
+}
+
+// RemoveDevice starts the drain of a device: 202 with the device-remove
+// job (also on a repeat while it runs).
+func (c *HTTPClient) RemoveDevice(ctx context.Context, id string) (*Job, error) {
+	var j Job
+	if err := c.do(ctx, http.MethodPost, "/api/v1/devices/"+esc(id)+"/remove", map[string]string{}, &j); err != nil {
+		return nil, err
+	}
+	if j.ID == "" {
+		return nil, fmt.Errorf("gateway POST /api/v1/devices/%s/remove answered no job: is the gateway older than this plugin?", id)
+	}
+	return &j, nil
 }
 
 var _ API = (*HTTPClient)(nil)

@@ -39,6 +39,10 @@ type Array struct {
 	// DefaultStatsInterval, as the gateway.
 	StatsInterval time.Duration
 
+	// DrainTime is how long a device drain (RemoveDevice) takes: its job
+	// moves DrainCopies copies evenly over it, then deletes the device.
+	DrainTime time.Duration
+
 	mu             sync.Mutex
 	bootstrapToken string // stored by the first gateway SVM's start
 	tokenUsed      bool
@@ -62,11 +66,23 @@ type Array struct {
 	load                        *load               // the synthetic workload and its statistics (load.go)
 	users                       map[string]fakeUser // besides admin (users.go)
 	audit                       []AuditEvent
+	devJobs                     map[string]*deviceDrain // device removals (GetJob serves both)
+}
+
+// DrainCopies is how many placement-group copies a drained device holds
+// in the fake (the 0% mark of its job).
+const DrainCopies = 128
+
+// deviceDrain is a device-remove job of the fake.
+type deviceDrain struct {
+	job     gateway.Job
+	device  string
+	started time.Time
 }
 
 // New returns an empty array.
 func New() *Array {
-	return &Array{down: map[string]bool{}, failNxt: map[string]error{}, jobs: map[string]*drain{},
+	return &Array{down: map[string]bool{}, failNxt: map[string]error{}, jobs: map[string]*drain{}, devJobs: map[string]*deviceDrain{},
 		RebalanceGroups: 4, DrainSteps: 3, load: newLoad(time.Now())}
 }
 
@@ -716,6 +732,106 @@ func (a *Array) RedeemBootstrapToken(ctx context.Context, token, password string
 func (h hooks) PoweredOff(ctx context.Context, svm vcsimkit.SVM) error {
 	h.a.setDown(svm, true)
 	return h.next.PoweredOff(ctx, svm)
+}
+
+// RemoveDevice starts a drain like the gateway: the device goes to state
+// removing and a device-remove job follows it; a repeat answers the running
+// job. Refused (in_use) when the pool would keep devices on fewer than two
+// other fault domains (fault sets, or SDSs without one): the data could not
+// stay two-copy.
+func (a *Array) RemoveDevice(ctx context.Context, key string) (*gateway.Job, error) {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	var d *gateway.Device
+	for _, x := range a.devs {
+		if x.ID == key || (x.Name != "" && x.Name == key) {
+			d = x
+		}
+	}
+	if d == nil {
+		return nil, notFound("device", key)
+	}
+	if d.State == gateway.DeviceRemoving {
+		for _, j := range a.devJobs {
+			if j.device == d.ID && j.job.State == gateway.JobRunning {
+				c := j.job
+				return &c, nil
+			}
+		}
+	}
+	domains := map[string]bool{}
+	for _, x := range a.devs {
+		if x == d || x.PoolID != d.PoolID || x.State != gateway.DeviceNormal {
+			continue
+		}
+		if s := find(a.sdss, x.SDSID, sdsID, sdsName); s != nil {
+			dom := s.FaultSetID
+			if dom == "" {
+				dom = s.ID
+			}
+			domains[dom] = true
+		}
+	}
+	if len(domains) < 2 {
+		return nil, &gateway.StatusError{Method: "POST", Path: "/api/v1/devices/" + key + "/remove", Status: 409,
+			Message: fmt.Sprintf("device %s cannot be removed: the rest of its pool has devices on %d fault domain(s) and its data must stay on two; add a device first", key, len(domains))}
+	}
+	if err := a.call("RemoveDevice", d.ID); err != nil {
+		return nil, err
+	}
+	d.State = gateway.DeviceRemoving
+	j := &deviceDrain{device: d.ID, started: time.Now()}
+	j.job.ID, j.job.Kind, j.job.State = a.id("job"), "device-remove", gateway.JobRunning
+	j.job.Object.Kind, j.job.Object.ID, j.job.Object.Name = "device", d.ID, d.Name
+	j.job.Message = fmt.Sprintf("draining: %d of %d placement-group copies still on device %s", DrainCopies, DrainCopies, d.Name)
+	a.devJobs[j.job.ID] = j
+	c := j.job
+	return &c, nil
+}
+
+// deviceJob reads a device removal's job, progressed from the clock:
+// DrainCopies copies move evenly over DrainTime, then the device is deleted
+// and the job succeeds. Callers hold a.mu.
+func (a *Array) deviceJob(id string) (*gateway.Job, error) {
+	j := a.devJobs[id]
+	if j == nil {
+		return nil, notFound("job", id)
+	}
+	if j.job.State != gateway.JobRunning {
+		c := j.job
+		return &c, nil
+	}
+	idx := -1
+	for i, x := range a.devs {
+		if x.ID == j.device {
+			idx = i
+		}
+	}
+	el := time.Since(j.started)
+	switch {
+	case idx < 0 || a.devs[idx].State != gateway.DeviceRemoving:
+		j.job.State = gateway.JobFailed
+		j.job.Message = fmt.Sprintf("device %s is no longer removing: the removal stopped", j.job.Object.Name)
+		j.job.Error = &struct {
+			Code    string `json:"code"`
+			Message string `json:"message"`
+		}{"conflict", j.job.Message + "; start it again"}
+	case el >= a.DrainTime:
+		a.devs = append(a.devs[:idx], a.devs[idx+1:]...)
+		zero := 0.0
+		j.job.State, j.job.Percent, j.job.ETASeconds = gateway.JobSucceeded, 100, &zero
+		j.job.Message = fmt.Sprintf("device %s drained and removed", j.job.Object.Name)
+	default:
+		moved := int(float64(DrainCopies) * float64(el) / float64(a.DrainTime))
+		j.job.Percent = float64(int(1000*float64(moved)/DrainCopies)) / 10
+		if moved > 0 {
+			eta := float64(int((a.DrainTime - el).Seconds() + 0.999))
+			j.job.ETASeconds = &eta
+		}
+		j.job.Message = fmt.Sprintf("draining: %d of %d placement-group copies still on device %s", DrainCopies-moved, DrainCopies, j.job.Object.Name)
+	}
+	c := j.job
+	return &c, nil
 }
 
 var (

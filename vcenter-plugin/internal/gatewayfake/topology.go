@@ -157,7 +157,7 @@ func (a *Array) GetJob(ctx context.Context, id string) (*gateway.Job, error) {
 	defer a.mu.Unlock()
 	d := a.jobs[id]
 	if d == nil {
-		return nil, notFound("job", id)
+		return a.deviceJob(id)
 	}
 	if !d.job.Done() {
 		d.reads++

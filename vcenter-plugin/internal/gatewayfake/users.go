@@ -381,3 +381,9 @@ func (s *Session) Rebuild(ctx context.Context) (*gateway.Rebuild, error) {
 	}
 	return s.Array.Rebuild(ctx)
 }
+func (s *Session) RemoveDevice(ctx context.Context, key string) (*gateway.Job, error) {
+	if err := s.allow(gateway.RoleAdmin, "POST", "/api/v1/devices/"+key+"/remove", "RemoveDevice "+key, true); err != nil {
+		return nil, err
+	}
+	return s.Array.RemoveDevice(ctx, key)
+}

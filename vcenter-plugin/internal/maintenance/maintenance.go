@@ -64,6 +64,7 @@ type Engine struct {
 
 	mu        sync.Mutex
 	continue_ map[string]chan struct{} // job -> operator confirmation
+	running   map[string]*stopper      // system -> the running roll's stop switch
 }
 
 func (e *Engine) defaults() {
@@ -107,6 +108,15 @@ type State struct {
 	DoneSteps []string   `json:"done_steps"`
 	Completed bool       `json:"completed"`
 	LastError string     `json:"last_error,omitempty"`
+	// Stopped: the operator stopped the roll (Stop); a run with the same
+	// request resumes it at unit done_units.
+	Stopped bool `json:"stopped,omitempty"`
+	// Unpatched lists the units a stop brought back before their patch
+	// step: the roll counts them as done, so roll them again later.
+	Unpatched [][]string `json:"unpatched,omitempty"`
+	// Stopping: a stop is bringing unit done_units back; a resume
+	// carries on with that, never with the unit's remaining steps.
+	Stopping bool `json:"stopping,omitempty"`
 }
 
 func statePath(dir, system string) string { return filepath.Join(dir, "maintenance-"+system+".json") }
@@ -199,6 +209,7 @@ type roll struct {
 	finder *find.Finder
 	hosts  map[string]*object.HostSystem
 	vc     progress.VCenter
+	stop   *stopper
 }
 
 // Run starts or resumes the roll of p's system. A finished roll's state
@@ -231,7 +242,13 @@ func (e *Engine) RunWith(ctx context.Context, vcc *vim25.Client, api gateway.API
 			return fmt.Errorf("an unfinished roll of %s exists with other settings: resume it with the same request, or remove %s", p.System, statePath(e.StateDir, p.System))
 		}
 	}
-	r := &roll{Engine: e, api: api, p: p, st: st, job: Job(p.System), vc: progress.VCenter{C: vcc}}
+	stop, err := e.register(p.System)
+	if err != nil {
+		return err
+	}
+	defer e.unregister(p.System)
+	st.Stopped = false
+	r := &roll{Engine: e, api: api, p: p, st: st, job: Job(p.System), vc: progress.VCenter{C: vcc}, stop: stop}
 	r.mode = req.Mode
 	if r.mode == "" {
 		r.mode = p.MaintenanceMode
@@ -252,7 +269,10 @@ func (e *Engine) RunWith(ctx context.Context, vcc *vim25.Client, api gateway.API
 		defer func() { progress.EndTask(context.WithoutCancel(ctx), t, err) }()
 	}
 	defer func() {
-		if err != nil {
+		if errors.Is(err, ErrStopped) {
+			st.LastError, st.Stopped = "", true
+			e.Log.Emit(r.job, progress.Warn, "roll", "", "%v", err)
+		} else if err != nil {
 			st.LastError = err.Error()
 			e.Log.Emit(r.job, progress.Error, "roll", "", "rolling maintenance stopped: %v", err)
 		} else {
@@ -271,6 +291,10 @@ func (e *Engine) RunWith(ctx context.Context, vcc *vim25.Client, api gateway.API
 		st.DoneSteps = nil
 		if err := st.save(e.StateDir); err != nil {
 			return err
+		}
+		if r.stop.requested() {
+			st.Completed = st.DoneUnits == len(st.Units)
+			return r.stopped(unit)
 		}
 	}
 	st.Completed = true
@@ -328,12 +352,29 @@ func (r *roll) unit(ctx context.Context, unit []string) error {
 		{"sds-exit", r.exitSDS},
 		{"resync", r.resync},
 	}
+	if r.st.Stopping {
+		return r.stopUnit(ctx, unit, "")
+	}
 	for _, s := range steps {
 		if r.done(s.name) {
 			continue
 		}
+		if r.stop.requested() {
+			return r.stopUnit(ctx, unit, "")
+		}
+		cut := r.interruptible(s.name)
+		r.stop.at(unit, s.name, r.st.DoneSteps, cut)
 		r.info(s.name, unit, "%s: started", s.name)
-		if err := s.f(ctx, unit); err != nil {
+		sctx, cancel := ctx, context.CancelFunc(func() {})
+		if cut {
+			sctx, cancel = r.stop.context(ctx)
+		}
+		err := s.f(sctx, unit)
+		cancel()
+		if err != nil && cut && r.stop.requested() && ctx.Err() == nil {
+			return r.stopUnit(ctx, unit, s.name)
+		}
+		if err != nil {
 			return fmt.Errorf("%s: %w", s.name, err)
 		}
 		if err := r.mark(s.name); err != nil {

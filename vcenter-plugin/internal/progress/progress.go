@@ -35,6 +35,10 @@ type Event struct {
 	Step    string    `json:"step"`           // e.g. clone, power-on, sds-maintenance
 	Host    string    `json:"host,omitempty"` // ESXi host the step is about
 	Message string    `json:"message"`
+	// Percent and ETASeconds: the share done and the seconds left of a
+	// job that knows them (a device drain); nil otherwise.
+	Percent    *float64 `json:"percent,omitempty"`
+	ETASeconds *float64 `json:"eta_seconds,omitempty"`
 }
 
 // Log keeps the last Capacity events and fans them out to subscribers.
@@ -60,7 +64,12 @@ func NewLog(capacity int, logger *slog.Logger) *Log {
 
 // Emit records an event.
 func (l *Log) Emit(job, level, step, host, format string, args ...any) Event {
-	e := Event{Time: time.Now().UTC(), Job: job, Level: level, Step: step, Host: host, Message: fmt.Sprintf(format, args...)}
+	return l.emit(Event{Job: job, Level: level, Step: step, Host: host, Message: fmt.Sprintf(format, args...)})
+}
+
+func (l *Log) emit(e Event) Event {
+	e.Time = time.Now().UTC()
+	job, level, step, host := e.Job, e.Level, e.Step, e.Host
 	l.mu.Lock()
 	l.seq++
 	e.Seq = l.seq
@@ -84,6 +93,12 @@ func (l *Log) Emit(job, level, step, host, format string, args ...any) Event {
 	}
 	l.Logger.Log(context.Background(), lvl, e.Message, "job", job, "step", step, "host", host, "seq", e.Seq)
 	return e
+}
+
+// EmitProgress records an event with the job's share done (0–100) and,
+// when known, the seconds left.
+func (l *Log) EmitProgress(job, step, host string, percent float64, eta *float64, format string, args ...any) Event {
+	return l.emit(Event{Job: job, Level: Info, Step: step, Host: host, Message: fmt.Sprintf(format, args...), Percent: &percent, ETASeconds: eta})
 }
 
 // Since returns the buffered events with Seq > after, optionally of one job.

@@ -6,6 +6,7 @@ package server
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"io"
 	"net/http"
@@ -13,13 +14,14 @@ import (
 	"strconv"
 	"time"
 
+	"github.com/cairn-storage/cairn/vcenter-plugin/internal/maintenance"
 	"github.com/cairn-storage/cairn/vcenter-plugin/internal/progress"
 )
 
 // Job is a background operation's status (JSON in the API).
 type Job struct {
 	Name    string    `json:"name"`
-	State   string    `json:"state"` // running | succeeded | failed
+	State   string    `json:"state"` // running | succeeded | failed | stopped (a maintenance roll stopped by the operator)
 	Error   string    `json:"error,omitempty"`
 	Started time.Time `json:"started"`
 	Ended   time.Time `json:"ended,omitzero"`
@@ -41,9 +43,12 @@ func (s *Server) start(name string, f func(ctx context.Context) error) (*Job, er
 		s.mu.Lock()
 		defer s.mu.Unlock()
 		j.Ended = time.Now().UTC()
-		if err != nil {
+		switch {
+		case errors.Is(err, maintenance.ErrStopped):
+			j.State, j.Error = "stopped", err.Error()
+		case err != nil:
 			j.State, j.Error = "failed", err.Error()
-		} else {
+		default:
 			j.State = "succeeded"
 		}
 	}()

@@ -73,6 +73,7 @@ type Server struct {
 	progress rebuildTracker       // copy progress seen, for ETAs (statistics.go)
 	svcMu    sync.Mutex           // creating gateway service users (rights.go)
 	granted  map[string]time.Time // session/system/privilege -> until (rights.go)
+	planMu   sync.Mutex // saved plans changed by day-2 jobs
 }
 
 // New returns a server; Close stops its jobs.
@@ -175,6 +176,14 @@ func (s *Server) routeTable() []route {
 			handler: s.authed(s.statistics)},
 		{method: "GET", path: "/api/v1/systems/{system}/rebuild", what: "rebuild, rebalance and resync progress with an ETA from the copy rate observed over the last minute (\"estimating\" until there is one)",
 			handler: s.authed(s.rebuild)},
+		{method: "POST", path: "/api/v1/maintenance/{system}/stop", what: "-> 202 {hosts, step, actions, unpatched}: stop the roll safely (the host it is on comes back; the job ends stopped; a start with the same request resumes at the next host)",
+			handler: s.authed(s.maintenanceStop)},
+		{method: "GET", path: "/api/v1/systems/{system}/sds/{sds}/disks", what: "the disks (and passthrough devices) the SDS's SVM could take, with why not where not",
+			handler: s.authed(s.listSDSDisks)},
+		{method: "POST", path: "/api/v1/systems/{system}/devices", what: `{"sds","disk"|"pci","pool"?,"name"?} -> 202 {job}: attach the disk to the SVM (RDM) if needed, then add it as a device`,
+			handler: s.authed(s.addDevice)},
+		{method: "POST", path: "/api/v1/systems/{system}/devices/{device}/remove", what: "-> 202 {job}: drain the device (progress with percent and ETA), then it is deleted",
+			handler: s.authed(s.removeDevice)},
 	}
 }
 

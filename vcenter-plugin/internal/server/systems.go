@@ -11,6 +11,7 @@ import (
 
 	"github.com/cairn-storage/cairn/vcenter-plugin/internal/deploy"
 	"github.com/cairn-storage/cairn/vcenter-plugin/internal/gateway"
+	"github.com/cairn-storage/cairn/vcenter-plugin/internal/maintenance"
 )
 
 // SystemView is one system in GET /api/v1/systems: what the plugin knows
@@ -35,6 +36,9 @@ type SystemView struct {
 	// NeedsPrivilege is set when the user may not read the system: the
 	// privilege (Cairn.Monitor) and the object it is needed on.
 	NeedsPrivilege *NeededPrivilege `json:"needs_privilege,omitempty"`
+	// Maintenance is the system's last rolling maintenance (nil if none):
+	// stopped, the unit a resume starts with, units left unpatched.
+	Maintenance *maintenance.State `json:"maintenance,omitempty"`
 }
 
 // NeededPrivilege is what a refused user needs, and where.
@@ -68,6 +72,7 @@ func (s *Server) systems(w http.ResponseWriter, r *http.Request, us *userSession
 				}
 			}
 		}
+		v.Maintenance, _ = maintenance.LoadState(s.cfg.StateDir, p.System)
 		if !v.Deploy.Completed {
 			v.Unavailable = "the deployment has not finished: finish or resume it in the deployment wizard"
 			out = append(out, v)

@@ -14,6 +14,9 @@ import {
   VolumeQoS,
   VolumeRequest,
   VolumeAccess,
+  DeviceAddRequest,
+  SDSDisks,
+  StopPlan,
 } from './types';
 
 // ApiError is a failed call, with the server's own message (which says
@@ -188,6 +191,27 @@ export class ApiService {
   // rebuild reads the copy work (rebuild, rebalance, resync) with its ETA.
   rebuild(system: string): Promise<RebuildProgress> {
     return this.call('GET', `/systems/${encodeURIComponent(system)}/rebuild`);
+  }
+
+  // stopMaintenance asks the running roll to stop safely; the answer says
+  // what it will do (the host it is on comes back first).
+  stopMaintenance(system: string): Promise<StopPlan> {
+    return this.call('POST', `/maintenance/${encodeURIComponent(system)}/stop`);
+  }
+
+  // sdsDisks lists the disks an SDS's SVM could take, with why not.
+  sdsDisks(system: string, sds: string): Promise<SDSDisks> {
+    return this.call('GET', `/systems/${encodeURIComponent(system)}/sds/${encodeURIComponent(sds)}/disks`);
+  }
+
+  // addDevice attaches the disk to the SVM if needed and adds it (a job).
+  addDevice(system: string, req: DeviceAddRequest): Promise<Job> {
+    return this.call('POST', `/systems/${encodeURIComponent(system)}/devices`, req);
+  }
+
+  // removeDevice drains a device, then it is deleted (a job with progress).
+  removeDevice(system: string, device: string): Promise<Job> {
+    return this.call('POST', `/systems/${encodeURIComponent(system)}/devices/${encodeURIComponent(device)}/remove`);
   }
 
   // events streams job progress (server-sent events over fetch, so the

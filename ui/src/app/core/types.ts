@@ -95,7 +95,7 @@ export interface Validation {
 
 export interface Job {
   name: string;
-  state: 'running' | 'succeeded' | 'failed';
+  state: 'running' | 'succeeded' | 'failed' | 'stopped';
   error?: string;
   started: string;
   ended?: string;
@@ -109,6 +109,8 @@ export interface ProgressEvent {
   step: string;
   host?: string;
   message: string;
+  percent?: number; // share done (a device drain)
+  eta_seconds?: number;
 }
 
 export interface SDS {
@@ -186,6 +188,7 @@ export interface SystemView {
   devices?: Device[];
   volumes?: Volume[];
   unavailable?: string;
+  maintenance?: MaintenanceState;
 }
 
 export interface VolumeRequest {
@@ -255,3 +258,64 @@ export interface RebuildProgress {
 }
 // VolumeAccess is how a host may use a mapped volume.
 export type VolumeAccess = 'read_write' | 'read_only';
+// Day-2 devices and maintenance stop (vcenter-plugin/internal/server/devices.go).
+
+export interface MaintenanceState {
+  request: MaintenanceRequest;
+  units: string[][];
+  done_units: number;
+  completed: boolean;
+  last_error?: string;
+  stopped?: boolean;
+  unpatched?: string[][];
+  stopping?: boolean;
+}
+
+export interface StopPlan {
+  hosts: string[];
+  step: string;
+  actions: string[];
+  unpatched: boolean;
+}
+
+export interface CandidateDisk {
+  canonical_name: string;
+  display_name: string;
+  size: number;
+  ssd: boolean;
+  local: boolean;
+  used_by?: string;
+  rdm_capable: boolean;
+  mode: 'rdm';
+  attached: boolean;
+  cairn_device?: string;
+  available: boolean;
+  reason?: string;
+  path: string;
+}
+
+export interface CandidatePCI {
+  id: string;
+  vendor: string;
+  device: string;
+  mode: 'passthrough';
+  available: boolean;
+  reason?: string;
+}
+
+export interface SDSDisks {
+  sds: string;
+  host: string;
+  svm: string;
+  pool: string;
+  disks: CandidateDisk[];
+  pci: CandidatePCI[];
+}
+
+export interface DeviceAddRequest {
+  sds: string;
+  disk?: string;
+  pci?: string;
+  pool?: string;
+  name?: string;
+}
