@@ -33,6 +33,7 @@ cleanup() {
   if [ "${KEEP:-}" = 1 ]; then echo "work dir kept: $W"; else rm -rf "$W"; fi
 }
 trap cleanup EXIT
+trap 'exit 143' INT TERM # so a stopped test still runs cleanup
 log() { echo "[$(date +%T)] $*"; }
 fail() {
   echo "JOIN TEST FAIL: $*" >&2
@@ -100,7 +101,7 @@ for i in 1 2 3; do
   : >"$W/serial$i.log"
   # eth0: the management bridge; eth1 (the OVA's data NIC) unused by this plan.
   in_ns qemu-system-x86_64 -accel tcg -cpu max -smp 1 -m 1536 -display none -no-reboot \
-    -drive file="$W/svm$i.qcow2",if=virtio,discard=unmap \
+    -drive file="$W/svm$i.qcow2",if=none,id=os,discard=unmap -device virtio-blk-pci,drive=os,bootindex=0 \
     -drive file="$W/data$i.qcow2",if=none,id=data,discard=unmap -device virtio-blk-pci,drive=data,serial=cairn-data-$i \
     -drive file="$W/env$i.iso",media=cdrom,readonly=on \
     -netdev tap,id=mgmt,ifname="tap$i",script=no,downscript=no -device virtio-net-pci,netdev=mgmt,mac=52:54:00:25:10:1$i \

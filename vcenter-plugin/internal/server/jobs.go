@@ -9,22 +9,82 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"log/slog"
 	"net/http"
+	"os"
+	"path/filepath"
 	"sort"
 	"strconv"
 	"time"
 
 	"github.com/cairn-storage/cairn/vcenter-plugin/internal/maintenance"
 	"github.com/cairn-storage/cairn/vcenter-plugin/internal/progress"
+	"github.com/cairn-storage/cairn/vcenter-plugin/internal/statefile"
 )
 
 // Job is a background operation's status (JSON in the API).
 type Job struct {
 	Name    string    `json:"name"`
-	State   string    `json:"state"` // running | succeeded | failed | stopped (a maintenance roll stopped by the operator)
+	State   string    `json:"state"` // running | succeeded | failed | stopped (a maintenance roll stopped by the operator) | interrupted (the server stopped)
 	Error   string    `json:"error,omitempty"`
 	Started time.Time `json:"started"`
 	Ended   time.Time `json:"ended,omitzero"`
+}
+
+// The job list survives the plugin server (jobs.json in the state
+// directory, written like every state file): a job that was running when
+// the server stopped, or died, is listed as interrupted. Every engine
+// keeps its steps in its own state file, so the same request resumes it.
+const (
+	jobsFileName   = "jobs.json"
+	maxSavedJobs   = 200 // the newest; older ones are dropped from the file
+	JobInterrupted = "interrupted"
+	interruptedWhy = "the plugin server stopped while this job ran: start it again to resume it (the steps done are kept)"
+)
+
+// loadJobs reads the saved job list; a job still running in it was cut
+// short. A missing file is an empty list; a damaged one is reported and
+// set aside (the engines' own state files are what resume work).
+func loadJobs(dir string, log *slog.Logger) map[string]*Job {
+	out := map[string]*Job{}
+	path := filepath.Join(dir, jobsFileName)
+	data, err := os.ReadFile(path)
+	if err != nil {
+		if !errors.Is(err, os.ErrNotExist) {
+			log.Warn("job list not read", "path", path, "err", err)
+		}
+		return out
+	}
+	var jobs []*Job
+	if err := json.Unmarshal(data, &jobs); err != nil {
+		log.Warn("job list damaged: starting an empty one", "path", path, "err", err)
+		return out
+	}
+	for _, j := range jobs {
+		if j == nil || j.Name == "" {
+			continue
+		}
+		if j.State == "running" {
+			j.State, j.Error = JobInterrupted, interruptedWhy
+		}
+		out[j.Name] = j
+	}
+	return out
+}
+
+// saveJobsLocked writes the job list, newest maxSavedJobs. Callers hold s.mu.
+func (s *Server) saveJobsLocked() {
+	jobs := make([]*Job, 0, len(s.jobs))
+	for _, j := range s.jobs {
+		jobs = append(jobs, j)
+	}
+	sort.Slice(jobs, func(a, b int) bool { return jobs[a].Started.After(jobs[b].Started) })
+	if len(jobs) > maxSavedJobs {
+		jobs = jobs[:maxSavedJobs]
+	}
+	if err := statefile.WriteJSON(filepath.Join(s.cfg.StateDir, jobsFileName), jobs); err != nil {
+		s.cfg.Logger.Warn("job list not saved", "err", err)
+	}
 }
 
 // start runs f as job name unless one of that name is running.
@@ -37,6 +97,7 @@ func (s *Server) start(name string, f func(ctx context.Context) error) (*Job, er
 	j := &Job{Name: name, State: "running", Started: time.Now().UTC()}
 	s.jobs[name] = j
 	s.wg.Add(1)
+	s.saveJobsLocked()
 	go func() {
 		defer s.wg.Done()
 		err := f(s.ctx)
@@ -46,11 +107,14 @@ func (s *Server) start(name string, f func(ctx context.Context) error) (*Job, er
 		switch {
 		case errors.Is(err, maintenance.ErrStopped):
 			j.State, j.Error = "stopped", err.Error()
+		case err != nil && s.ctx.Err() != nil:
+			j.State, j.Error = JobInterrupted, interruptedWhy
 		case err != nil:
 			j.State, j.Error = "failed", err.Error()
 		default:
 			j.State = "succeeded"
 		}
+		s.saveJobsLocked()
 	}()
 	c := *j
 	return &c, nil

@@ -73,7 +73,7 @@ type Server struct {
 	progress rebuildTracker       // copy progress seen, for ETAs (statistics.go)
 	svcMu    sync.Mutex           // creating gateway service users (rights.go)
 	granted  map[string]time.Time // session/system/privilege -> until (rights.go)
-	planMu   sync.Mutex // saved plans changed by day-2 jobs
+	planMu   sync.Mutex           // saved plans changed by day-2 jobs
 }
 
 // New returns a server; Close stops its jobs.
@@ -93,7 +93,7 @@ func New(cfg Config) (*Server, error) {
 	if cfg.SessionTTL == 0 {
 		cfg.SessionTTL = 30 * time.Minute
 	}
-	s := &Server{cfg: cfg, mux: http.NewServeMux(), sessions: map[string]*userSession{}, jobs: map[string]*Job{}, granted: map[string]time.Time{}}
+	s := &Server{cfg: cfg, mux: http.NewServeMux(), sessions: map[string]*userSession{}, jobs: loadJobs(cfg.StateDir, cfg.Logger), granted: map[string]time.Time{}}
 	s.ctx, s.cancel = context.WithCancel(context.Background())
 	s.maint = &maintenance.Engine{Log: cfg.Log, StateDir: cfg.StateDir, ReadyTimeout: cfg.ReadyTimeout, PollInterval: cfg.PollInterval}
 	s.routes()

@@ -95,7 +95,7 @@ export interface Validation {
 
 export interface Job {
   name: string;
-  state: 'running' | 'succeeded' | 'failed' | 'stopped';
+  state: 'running' | 'succeeded' | 'failed' | 'stopped' | 'interrupted'; // interrupted: the plugin server stopped while it ran
   error?: string;
   started: string;
   ended?: string;

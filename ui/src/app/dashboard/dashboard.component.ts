@@ -110,7 +110,7 @@ import { RebuildComponent } from './rebuild.component';
             <ul class="list-unstyled">
               @for (j of store.jobs(); track j.name) {
                 <li>
-                  <span class="label" [class.label-info]="j.state === 'running'" [class.label-success]="j.state === 'succeeded'" [class.label-danger]="j.state === 'failed'">{{ j.state }}</span>
+                  <span class="label" [class.label-info]="j.state === 'running'" [class.label-success]="j.state === 'succeeded'" [class.label-danger]="j.state === 'failed'" [class.label-warning]="j.state === 'interrupted'">{{ j.state }}</span>
                   {{ j.name }} <span class="cairn-muted">{{ j.started | date: 'medium' }}</span>
                   @if (j.error) {
                     <div class="error-text">{{ j.error }}</div>
