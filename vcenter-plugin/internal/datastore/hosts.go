@@ -70,24 +70,34 @@ func (e *Engine) hosts(ctx context.Context, datacenter string, names []string) (
 	return out, loc.Hosts, nil
 }
 
+// hostsAndVolume checks req (the datastore defaults to the volume's name)
+// and looks up its hosts and its volume, for Map and Unmap.
+func (e *Engine) hostsAndVolume(ctx context.Context, req *HostsRequest, verb string) ([]*hoststorage.Host, map[string]*object.HostSystem, *gateway.Volume, error) {
+	if req.Volume == "" || len(req.Hosts) == 0 {
+		return nil, nil, nil, fmt.Errorf("name the volume and choose at least one host to %s", verb)
+	}
+	if req.Datastore == "" {
+		req.Datastore = req.Volume
+	}
+	hosts, objs, err := e.hosts(ctx, req.Datacenter, req.Hosts)
+	if err != nil {
+		return nil, nil, nil, err
+	}
+	vol, err := e.API.GetVolume(ctx, req.Volume)
+	if err != nil {
+		return nil, nil, nil, fmt.Errorf("volume %s: %w", req.Volume, err)
+	}
+	return hosts, objs, vol, nil
+}
+
 // Map maps the volume to req.Hosts with the access asked and has each host
 // see it: rescan, attach the LUN if it was detached, round robin paths,
 // and mount the volume's datastore where the host had it unmounted.
 func (e *Engine) Map(ctx context.Context, req HostsRequest) error {
 	return e.run(MapJob(req.Volume), func(info func(step, host, f string, a ...any)) error {
-		if req.Volume == "" || len(req.Hosts) == 0 {
-			return errors.New("name the volume and choose at least one host to map it to")
-		}
-		if req.Datastore == "" {
-			req.Datastore = req.Volume
-		}
-		hosts, objs, err := e.hosts(ctx, req.Datacenter, req.Hosts)
+		hosts, objs, vol, err := e.hostsAndVolume(ctx, &req, "map it to")
 		if err != nil {
 			return err
-		}
-		vol, err := e.API.GetVolume(ctx, req.Volume)
-		if err != nil {
-			return fmt.Errorf("volume %s: %w", req.Volume, err)
 		}
 		access := map[bool]string{false: "read-write", true: "read-only"}
 		mapped := map[string]gateway.Mapping{}
@@ -176,19 +186,9 @@ func (e *Engine) Map(ctx context.Context, req HostsRequest) error {
 // template registered on one of those hosts has files on the datastore.
 func (e *Engine) Unmap(ctx context.Context, req HostsRequest) error {
 	return e.run(UnmapJob(req.Volume), func(info func(step, host, f string, a ...any)) error {
-		if req.Volume == "" || len(req.Hosts) == 0 {
-			return errors.New("name the volume and choose at least one host to unmap it from")
-		}
-		if req.Datastore == "" {
-			req.Datastore = req.Volume
-		}
-		hosts, objs, err := e.hosts(ctx, req.Datacenter, req.Hosts)
+		hosts, objs, vol, err := e.hostsAndVolume(ctx, &req, "unmap it from")
 		if err != nil {
 			return err
-		}
-		vol, err := e.API.GetVolume(ctx, req.Volume)
-		if err != nil {
-			return fmt.Errorf("volume %s: %w", req.Volume, err)
 		}
 		for _, h := range hosts {
 			ds, _, err := h.DatastoreMount(ctx, req.Datastore)
