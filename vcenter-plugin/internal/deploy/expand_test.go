@@ -100,7 +100,7 @@ func (g *grown) sendTargets(t *testing.T, host string) []string {
 
 // stepKeys are the keys a deployment of p records.
 func stepKeys(p *plan.Plan) []string {
-	want := []string{"cluster/admin", "cluster/system", "cluster/pd", "cluster/pool"}
+	want := []string{"cluster/admin", "cluster/system", "cluster/service-users", "cluster/pd", "cluster/pool"}
 	for _, fs := range p.FaultSets() {
 		want = append(want, "cluster/faultset/"+fs)
 	}

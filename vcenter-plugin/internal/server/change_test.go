@@ -23,7 +23,7 @@ import (
 func TestServerExpandAndRemoveHost(t *testing.T) {
 	ctx := context.Background()
 	array := gatewayfake.New()
-	kit, _ := vcsimkit.StartTest(t, vcsimkit.Options{Hosts: 5, LUNs: array, Guest: array.Hooks(nil)})
+	kit, vc := vcsimkit.StartTest(t, vcsimkit.Options{Hosts: 5, LUNs: array, Guest: array.Hooks(nil)})
 	dir := t.TempDir()
 	cert, err := server.EnsureCertificate(dir, nil)
 	if err != nil {
@@ -41,6 +41,10 @@ func TestServerExpandAndRemoveHost(t *testing.T) {
 	}
 	defer srv.Close()
 	ts.Config.Handler = srv
+	// The extension registers its privileges (the kit's administrator has them all).
+	if err := server.RegisterExtension(context.Background(), vc.Client, server.Extension(ts.URL, cert)); err != nil {
+		t.Fatal(err)
+	}
 	jar, _ := cookiejar.New(nil)
 	hc := ts.Client()
 	hc.Jar = jar

@@ -52,6 +52,10 @@ func TestDevicesAndMaintenanceStop(t *testing.T) {
 	}
 	defer srv.Close()
 	ts.Config.Handler = srv
+	// The extension registers its privileges (the kit's administrator has them all).
+	if err := server.RegisterExtension(context.Background(), vc.Client, server.Extension(ts.URL, cert)); err != nil {
+		t.Fatal(err)
+	}
 	jar, _ := cookiejar.New(nil)
 	hc := ts.Client()
 	hc.Jar = jar
