@@ -18,7 +18,7 @@ IMAGE=$(realpath "${1:?usage: join-test.sh IMAGE.ova}")
 BOOT_TIMEOUT=${BOOT_TIMEOUT:-1500}
 ROOT=$(cd "$(dirname "$0")/../.." && pwd)
 [ "$(id -u)" = 0 ] || { echo "join-test: needs root (network namespace, tap devices)" >&2; exit 1; }
-for c in qemu-system-x86_64 qemu-img genisoimage ip openssl curl jq; do
+for c in qemu-system-x86_64 qemu-img genisoimage ip openssl curl jq ssh ssh-keygen; do
   command -v "$c" >/dev/null || { echo "join-test: $c is missing: run scripts/deps.sh appliance" >&2; exit 1; }
 done
 
@@ -37,6 +37,13 @@ trap 'exit 143' INT TERM # so a stopped test still runs cleanup
 log() { echo "[$(date +%T)] $*"; }
 fail() {
   echo "JOIN TEST FAIL: $*" >&2
+  if [ -s "$W/id" ]; then # the daemons' own logs, over SSH with the plan's key
+    for i in 1 2 3; do
+      echo "--- svm$i: journalctl -u 'cairn*' (tail)"
+      in_ns ssh -i "$W/id" -o StrictHostKeyChecking=no -o UserKnownHostsFile=/dev/null -o LogLevel=ERROR -o BatchMode=yes \
+        -o ConnectTimeout=10 "cairn@$SUBNET.1$i" "sudo journalctl -u 'cairn*' --no-pager | tail -n 30" 2>&1 || true
+    done >&2
+  fi
   for i in 1 2 3; do
     [ -f "$W/serial$i.log" ] && { echo "--- svm$i serial (tail)"; tail -n 25 "$W/serial$i.log" | tr -d '\r'; } >&2
   done
@@ -57,11 +64,13 @@ CAIRNCTL=${CAIRNCTL:-$ROOT/appliance/bin/cairnctl}
 # What the wizard would download for three ESXi hosts: every SVM an MDM member and an
 # SDS, the first also the gateway. cairn-plugin ovf-env renders the engine's properties.
 SUBNET=10.251.0
+ssh-keygen -q -t ed25519 -N '' -C cairn-join-test -f "$W/id"
 cat >"$W/plan.json" <<EOF
 {"version": 1, "system": "isojoin", "datacenter": "DC0", "template": "cairn-svm",
  "protection_domain": "pd1", "storage_pool": {"name": "pool1", "spare_percent": 0},
  "network": {"portgroup": "VM Network", "cidr": "$SUBNET.0/24", "gateway": "$SUBNET.1"},
  "iscsi": {"portgroup": "iSCSI", "cidr": "10.252.0.0/24"},
+ "ssh_authorized_key": "$(cat "$W/id.pub")",
  "hosts": [
   {"name": "esx1", "roles": ["mdm", "sds", "gateway", "target"], "svm_ip": "$SUBNET.11"},
   {"name": "esx2", "roles": ["mdm", "sds", "target"], "svm_ip": "$SUBNET.12"},

@@ -360,13 +360,23 @@ try {
     await page.getByRole('link', { name: 'Maintenance' }).click();
     await page.getByRole('button', { name: 'Start roll' }).click();
     const cont = page.getByRole('button', { name: 'Host patched: continue' });
-    await page.getByRole('log', { name: 'Maintenance log (newest first)' }).getByText('waiting for the operator').first().waitFor({ timeout: 60_000 });
+    // This roll waits for the operator when its Continue is enabled (the log
+    // still holds the earlier roll's "waiting for the operator").
+    for (const until = Date.now() + 60_000; !(await cont.isVisible()) || !(await cont.isEnabled()); ) {
+      assert(Date.now() < until, 'the roll did not reach the patch step in 60 s');
+      await page.waitForTimeout(250);
+    }
     await page.getByRole('button', { name: 'Stop roll…' }).click();
     const dialog = page.getByRole('dialog');
     await dialog.getByText('The roll stops safely').waitFor();
     await dialog.getByRole('button', { name: 'Stop roll', exact: true }).click();
     await dialog.waitFor({ state: 'hidden' });
-    await page.getByText(/^Stopping at esx-01\.cairn\.test \(step patch\)/).waitFor();
+    // The stop's answer names the host and step (the wait for Continue: patch).
+    const said = page.getByRole('status').filter({ hasText: /Stopping at / });
+    await said.waitFor();
+    const text = (await said.innerText()).trim();
+    assert(/^Stopping at esx-01\.cairn\.test \(step [a-z-]+\)/.test(text), `the stop answered: ${text}`);
+    console.log(`     ${text}`);
     await page.locator('.roll-state .label-warning').getByText('stopped').waitFor({ timeout: 60_000 });
     await page.getByText('Stopped by the operator.').waitFor();
     await page.getByText(/Brought back without their patch by a stop: esx-01\.cairn\.test/).waitFor();
