@@ -385,6 +385,17 @@ def test_deploy_refuses_an_invalid_plan_and_starts_nothing(vcsim: VCSim, plugin:
 
 
 def test_deploy_starts_the_plugin_servers_job_and_follows_it(vcsim: VCSim, plugin: Plugin, tmp_path: Path, svm_ova: OVA) -> None:
+    # Registering the plugin registers its privileges (Cairn.Administer, which
+    # deploying needs): the documented order is register, upload, deploy.
+    reg = cli(vcsim, "register", "--plugin-url", plugin.url, "--plugin-ca-file", plugin.cert)
+    assert reg.returncode == 0, reg.stderr
+    try:
+        _deploy_and_follow(vcsim, plugin, tmp_path, svm_ova)
+    finally:
+        cli(vcsim, "unregister")
+
+
+def _deploy_and_follow(vcsim: VCSim, plugin: Plugin, tmp_path: Path, svm_ova: OVA) -> None:
     t = f"cairn-svm-{svm_ova.version}-esx-01.cairn.test"
     rc, doc = cli_json(vcsim, "upload-template", "--ova", svm_ova.path, "--host", "esx-01.cairn.test")
     assert rc == 0, doc
