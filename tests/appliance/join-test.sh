@@ -109,7 +109,8 @@ for i in 1 2 3; do
   qemu-img create -q -f qcow2 "$W/data$i.qcow2" 8G
   : >"$W/serial$i.log"
   # eth0: the management bridge; eth1 (the OVA's data NIC) unused by this plan.
-  in_ns qemu-system-x86_64 -accel tcg -cpu max -smp 1 -m 1536 -display none -no-reboot \
+  # not through in_ns: a function in the background is a subshell, and its pid is not qemu's
+  ip netns exec "$NS" qemu-system-x86_64 -accel tcg -cpu max -smp 1 -m 1536 -display none -no-reboot \
     -drive file="$W/svm$i.qcow2",if=none,id=os,discard=unmap -device virtio-blk-pci,drive=os,bootindex=0 \
     -drive file="$W/data$i.qcow2",if=none,id=data,discard=unmap -device virtio-blk-pci,drive=data,serial=cairn-data-$i \
     -drive file="$W/env$i.iso",media=cdrom,readonly=on \
