@@ -86,12 +86,15 @@ func adoptDemoCluster(ctx context.Context, stateDir string, log *slog.Logger) (*
 	name := sys.System.Name
 	p := &plan.Plan{Version: plan.Version, System: name, Datacenter: vcsimkit.Datacenter, Template: "cairn-svm",
 		ProtectionDomain: "pd1", StoragePool: plan.StoragePool{Name: "pool1"}}
-	for i, x := range sdss {
+	// Its "hosts" are the simulated ESXi hosts, one per SDS (at most the
+	// kit's 4): the plugin checks the signed-in user's rights on the cluster
+	// that holds a system's hosts, so they must be in the inventory.
+	for i := range min(len(sdss), 4) {
 		roles := []string{plan.RoleSDS}
 		if i == 0 {
 			roles = append(roles, plan.RoleGateway)
 		}
-		p.Hosts = append(p.Hosts, plan.Host{Name: x.Name, Roles: roles, SVMIP: "127.0.0.1"})
+		p.Hosts = append(p.Hosts, plan.Host{Name: fmt.Sprintf("esx-%02d.cairn.test", i+1), Roles: roles, SVMIP: "127.0.0.1"})
 	}
 	st, err := deploy.LoadState(stateDir, p)
 	if err != nil {
