@@ -20,7 +20,7 @@ export const REBUILD_POLL_MS = 3000;
       @if (active()) {
         <p class="rebuild-state"><span class="label label-warning">{{ label() }}</span> {{ work() }}</p>
         @if (p.pending_bytes > 0) {
-          <div class="progress labeled">
+          <div class="copy-bar">
             <progress max="100" [value]="p.percent" [attr.aria-label]="'Copy progress of system ' + systemValue()"></progress>
             <span aria-hidden="true">{{ p.percent.toFixed(0) }}%</span>
           </div>
@@ -44,6 +44,8 @@ export const REBUILD_POLL_MS = 3000;
   `,
   styles: `
     .work { margin-top: 0; }
+    .copy-bar { display: flex; align-items: center; gap: 0.5rem; margin: 0.5rem 0 0.2rem; }
+    .copy-bar progress { flex: 1; height: 0.5rem; }
     .rebuild-facts { display: grid; grid-template-columns: auto 1fr; gap: 0.1rem 0.8rem; margin-top: 0.5rem; font-size: 0.65rem; }
     .rebuild-facts dt { font-weight: 600; }
     .rebuild-facts dd { margin: 0; }
