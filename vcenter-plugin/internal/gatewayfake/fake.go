@@ -482,18 +482,27 @@ func (a *Array) MapVolume(ctx context.Context, volume, host string) error {
 	return a.MapVolumeAs(ctx, volume, host, false)
 }
 
+// volumeAndHost finds both ends of a mapping by id or name. Callers hold a.mu.
+func (a *Array) volumeAndHost(volume, host string) (*gateway.Volume, *gateway.Host, error) {
+	v := find(a.vols, volume, volID, volName)
+	if v == nil {
+		return nil, nil, notFound("volume", volume)
+	}
+	h := find(a.hosts, host, hostID, hostName)
+	if h == nil {
+		return nil, nil, notFound("host", host)
+	}
+	return v, h, nil
+}
+
 // MapVolumeAs keeps the gateway's rules: mapping again with the same
 // access is a no-op, with the other access a 409 (unmap first).
 func (a *Array) MapVolumeAs(ctx context.Context, volume, host string, readOnly bool) error {
 	a.mu.Lock()
 	defer a.mu.Unlock()
-	v := find(a.vols, volume, volID, volName)
-	if v == nil {
-		return notFound("volume", volume)
-	}
-	h := find(a.hosts, host, hostID, hostName)
-	if h == nil {
-		return notFound("host", host)
+	v, h, err := a.volumeAndHost(volume, host)
+	if err != nil {
+		return err
 	}
 	for _, m := range v.Mappings {
 		if m.HostID == h.ID {
@@ -516,13 +525,9 @@ func (a *Array) MapVolumeAs(ctx context.Context, volume, host string, readOnly b
 func (a *Array) UnmapVolume(ctx context.Context, volume, host string) error {
 	a.mu.Lock()
 	defer a.mu.Unlock()
-	v := find(a.vols, volume, volID, volName)
-	if v == nil {
-		return notFound("volume", volume)
-	}
-	h := find(a.hosts, host, hostID, hostName)
-	if h == nil {
-		return notFound("host", host)
+	v, h, err := a.volumeAndHost(volume, host)
+	if err != nil {
+		return err
 	}
 	for i, m := range v.Mappings {
 		if m.HostID == h.ID {

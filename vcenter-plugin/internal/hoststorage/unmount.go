@@ -110,24 +110,29 @@ func Detached(d *types.HostScsiDisk) bool {
 // DetachLUN detaches d on the host (DetachScsiLun): ESXi stops using it
 // and keeps it detached across rescans and reboots.
 func (h *Host) DetachLUN(ctx context.Context, d *types.HostScsiDisk) error {
-	ss, err := h.storageSystem(ctx)
-	if err != nil {
+	return h.lunCall(ctx, "detach", d, func(ss types.ManagedObjectReference) error {
+		_, err := methods.DetachScsiLun(ctx, h.c, &types.DetachScsiLun{This: ss, LunUuid: d.Uuid})
 		return err
-	}
-	if _, err := methods.DetachScsiLun(ctx, h.c, &types.DetachScsiLun{This: ss.Reference(), LunUuid: d.Uuid}); err != nil {
-		return fmt.Errorf("host %s: detach %s: %w", h.Name, d.CanonicalName, err)
-	}
-	return nil
+	})
 }
 
 // AttachLUN attaches a detached d on the host again.
 func (h *Host) AttachLUN(ctx context.Context, d *types.HostScsiDisk) error {
+	return h.lunCall(ctx, "attach", d, func(ss types.ManagedObjectReference) error {
+		_, err := methods.AttachScsiLun(ctx, h.c, &types.AttachScsiLun{This: ss, LunUuid: d.Uuid})
+		return err
+	})
+}
+
+// lunCall runs call against the host's storage system, naming host, verb
+// and disk in its error.
+func (h *Host) lunCall(ctx context.Context, verb string, d *types.HostScsiDisk, call func(ss types.ManagedObjectReference) error) error {
 	ss, err := h.storageSystem(ctx)
 	if err != nil {
 		return err
 	}
-	if _, err := methods.AttachScsiLun(ctx, h.c, &types.AttachScsiLun{This: ss.Reference(), LunUuid: d.Uuid}); err != nil {
-		return fmt.Errorf("host %s: attach %s: %w", h.Name, d.CanonicalName, err)
+	if err := call(ss.Reference()); err != nil {
+		return fmt.Errorf("host %s: %s %s: %w", h.Name, verb, d.CanonicalName, err)
 	}
 	return nil
 }
