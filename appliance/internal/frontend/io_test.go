@@ -353,12 +353,22 @@ func TestOffloadsThrottled(t *testing.T) {
 		return took
 	}
 
+	// The same bursts unlimited first: what the commands themselves take on
+	// this machine now (under -race on a shared machine, seconds), so that
+	// the limited run is judged by the hold it adds, not by wall time.
+	free := limited(c.CreateVolume("free", model.AllocationUnit, true), qos.Limits{})
+	freeTook := bursts(free)
+	if w, st := free.st.lim.Throttled(), free.st.io.Snapshot(); w != 0 || st.ThrottledNs != 0 {
+		t.Errorf("unlimited volume held %v (counted %v)", w, time.Duration(st.ThrottledNs))
+	}
+
 	lim := limited(c.CreateVolume("limited", model.AllocationUnit, true), qos.Limits{IOPS: 20})
 	for i, d := range bursts(lim) {
-		// At least the second the I/Os past the bucket take; generously
-		// little more (the machine is shared).
-		if d < 900*time.Millisecond || d > 5*time.Second {
-			t.Errorf("phase %d (20 I/Os past the bucket at 20 IOPS) took %v; want about 1 s", i, d)
+		// At least the second the I/Os past the bucket take, and not much
+		// more than that second on top of the commands' own time (the bucket
+		// refills while they run, so the hold is at most the second).
+		if d < 900*time.Millisecond || d > 2*freeTook[i]+3*time.Second {
+			t.Errorf("phase %d (20 I/Os past the bucket at 20 IOPS) took %v (unlimited: %v); want about 1 s more than unlimited", i, d, freeTook[i])
 		}
 	}
 	st := lim.st.io.Snapshot()
@@ -367,19 +377,21 @@ func TestOffloadsThrottled(t *testing.T) {
 			st.WriteOps, st.WriteBytes, st.ReadOps)
 	}
 	// The waits add up to 3 s less the time the commands themselves took
-	// (the bucket refills meanwhile).
-	if st.ThrottledNs < uint64(time.Second) {
-		t.Errorf("limited volume throttled %v; want up to 3 s", time.Duration(st.ThrottledNs))
+	// (the bucket refills meanwhile; the unlimited run says how long that
+	// is on this machine now), and never more than the 3 s.
+	var commands time.Duration
+	for _, d := range freeTook {
+		commands += d
 	}
-	if s := src.st.io.Snapshot(); s.ReadOps != 5 || s.ReadBytes != 20<<20 {
-		t.Errorf("copy source counted %d reads (%d bytes); want 5 of 20 MiB", s.ReadOps, s.ReadBytes)
+	held := time.Duration(st.ThrottledNs)
+	if held <= 0 || held > 3*time.Second+500*time.Millisecond || held < 3*time.Second-commands-time.Second {
+		t.Errorf("limited volume throttled %v; want 3 s less the commands' own time (%v unlimited)", held, commands)
+	}
+	// Both runs copied 5 × 4 MiB from it.
+	if s := src.st.io.Snapshot(); s.ReadOps != 10 || s.ReadBytes != 40<<20 {
+		t.Errorf("copy source counted %d reads (%d bytes); want 10 of 40 MiB", s.ReadOps, s.ReadBytes)
 	}
 
-	free := limited(c.CreateVolume("free", model.AllocationUnit, true), qos.Limits{})
-	bursts(free)
-	if w, st := free.st.lim.Throttled(), free.st.io.Snapshot(); w != 0 || st.ThrottledNs != 0 {
-		t.Errorf("unlimited volume held %v (counted %v)", w, time.Duration(st.ThrottledNs))
-	}
 	if w := src.st.lim.Throttled(); w != 0 {
 		t.Errorf("unlimited copy source held %v", w)
 	}
@@ -449,12 +461,16 @@ func TestLimitSharedAcrossFrontends(t *testing.T) {
 	go load(vs[0], &a, stopA)
 	go load(vs[1], &b, stopB)
 	time.Sleep(4 * interval) // the bursts, and the shares settle
-	if got := rate([]*atomic.Int64{&a, &b}, 3*time.Second); math.Abs(got-limit) > limit*0.15 {
+	// Over the limit by more than 15 % is the failure this test is for; under
+	// it by up to 30 % is allowed, because a loaded 2-core machine running
+	// -race cannot always keep 16 reads at 300 IOPS.
+	within := func(got float64) bool { return got <= limit*1.15 && got >= limit*0.7 }
+	if got := rate([]*atomic.Int64{&a, &b}, 3*time.Second); !within(got) {
 		t.Errorf("two frontends together ran at %.0f IOPS under a %d IOPS volume limit", got, limit)
 	}
 	close(stopB)
 	time.Sleep(4 * interval) // the other's counters go quiet: the whole limit comes back
-	if got := rate([]*atomic.Int64{&a}, 3*time.Second); math.Abs(got-limit) > limit*0.15 {
+	if got := rate([]*atomic.Int64{&a}, 3*time.Second); !within(got) {
 		t.Errorf("one frontend alone ran at %.0f IOPS under a %d IOPS volume limit", got, limit)
 	}
 	close(stopA)
