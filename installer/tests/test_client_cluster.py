@@ -182,6 +182,12 @@ def test_pools_and_protection_domains(cluster: Cluster) -> None:
             c.pools.delete("pool1")  # holds the cluster's volume
         sysinfo = c.system.get()
         assert sysinfo.bootstrapped and sysinfo.name == "cairn-local" and sysinfo.capacity is not None
+        # Every daemon of the cluster (started with --pki) publishes the version it runs.
+        release = (ROOT / "appliance/internal/buildinfo/VERSION").read_text().strip()
+        v = c.system.versions()
+        names = {(d.role, d.name) for d in v.daemons}
+        assert not v.mixed and v.versions == {release: len(v.daemons)} and v.gateway == release, v.raw
+        assert {("sds", "sds1"), ("sds", "sds3"), ("mdm", "mdm1")} <= names, v.raw
 
 
 def test_sds_maintenance_enter_exit(cluster: Cluster) -> None:

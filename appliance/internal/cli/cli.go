@@ -8,6 +8,7 @@ import (
 	"errors"
 	"flag"
 	"fmt"
+	"github.com/cairn-storage/cairn/appliance/internal/buildinfo"
 	"io"
 	"os"
 	"sort"
@@ -106,6 +107,10 @@ func run(ctx context.Context, args []string, env Env) error {
 		printUsage(env.Stdout, top)
 		return nil
 	}
+	if rest[0] == "version" && len(rest) == 1 {
+		fmt.Fprintf(env.Stdout, "cairnctl %s (the system's: `cairnctl system versions`)\n", buildinfo.Version())
+		return nil
+	}
 	cmd, cmdArgs, err := lookup(rest)
 	if err != nil {
 		return err
@@ -183,6 +188,7 @@ func printUsage(w io.Writer, top *flag.FlagSet) {
 	for _, c := range sorted {
 		fmt.Fprintf(w, "  %-21s %s\n", c.name(), c.help)
 	}
+	fmt.Fprintf(w, "  %-21s %s\n", "version", "print this cairnctl's version")
 	fmt.Fprintln(w, "\nglobal flags (also accepted after any command):")
 	top.SetOutput(w)
 	top.PrintDefaults()

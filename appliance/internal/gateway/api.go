@@ -91,6 +91,7 @@ func (s *Server) apiRoutes() []route {
 		{"GET", p("/system"), M, "", s.getSystem},
 		{"POST", p("/system/bootstrap"), A, "", s.bootstrap},
 		{"GET", p("/system/certificates"), M, "", s.listCertificates},
+		{"GET", p("/system/versions"), M, "", s.listVersions},
 		{"GET", "/metrics", "", "", s.metrics},
 	}
 	for _, k := range s.kinds() {

@@ -13,6 +13,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"maps"
 	"net"
 	"net/http"
 	"os"
@@ -20,6 +21,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/cairn-storage/cairn/appliance/internal/buildinfo"
 	"github.com/cairn-storage/cairn/appliance/internal/model"
 	"github.com/cairn-storage/cairn/appliance/internal/pki"
 	clientv3 "go.etcd.io/etcd/client/v3"
@@ -113,6 +115,7 @@ func (s *Server) httpsCertInfo() pki.Info {
 	}
 	i := pki.InfoOf(kp.Leaf)
 	i.Role, i.Name = httpsCertRole, s.httpsCertName()
+	i.Version = buildinfo.Version()
 	return i
 }
 
@@ -156,12 +159,20 @@ func (s *Server) listCertificates(c *call) (int, any, error) {
 	return http.StatusOK, out, nil
 }
 
-// certificateConditions are the alerts the published certificates call for.
-func (s *Server) certificateConditions(ctx context.Context, now time.Time) (map[string]condition, error) {
+// publishedConditions are the alerts what the daemons publish calls for:
+// their certificates' expiry and the versions they run.
+func (s *Server) publishedConditions(ctx context.Context, now time.Time) (map[string]condition, error) {
 	infos, err := s.publishedCerts(ctx)
 	if err != nil {
 		return nil, err
 	}
+	out := certificateConditions(infos, now)
+	maps.Copy(out, versionConditions(infos))
+	return out, nil
+}
+
+// certificateConditions are the alerts the published certificates call for.
+func certificateConditions(infos []pki.Info, now time.Time) map[string]condition {
 	out := map[string]condition{}
 	for _, i := range infos {
 		v := viewOfCert(i, now)
@@ -180,7 +191,7 @@ func (s *Server) certificateConditions(ctx context.Context, now time.Time) (map[
 		k := a.Kind + "/" + obj.ID
 		out[k] = condition{a, k}
 	}
-	return out, nil
+	return out
 }
 
 // renewalHint says how to renew a certificate of role i.Role.

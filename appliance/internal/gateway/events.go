@@ -415,7 +415,7 @@ func (s *Server) observe(ctx context.Context) error {
 		return err
 	}
 	want := w.conditions(s.prog.rebuildView(w))
-	certs, err := s.certificateConditions(ctx, time.Now())
+	certs, err := s.publishedConditions(ctx, time.Now())
 	if err != nil {
 		return err
 	}

@@ -144,7 +144,7 @@ func TestOpenAPIResponseSchemas(t *testing.T) {
 		"PD": pdView{}, "FaultSet": faultSetView{}, "SDS": sdsView{}, "Device": deviceView{}, "Pool": poolView{},
 		"Volume": volumeView{}, "Host": hostView{}, "User": userView{}, "Capacity": capacityView{}, "Error": errorBody{},
 		"Job": Job{}, "Event": Event{}, "Alert": Alert{}, "MDMMember": mdmMember{}, "ObjectRef": objectRef{},
-		"Certificate": certificateView{},
+		"Certificate": certificateView{}, "Versions": versionsView{},
 	} {
 		got, ok := schemas[schema]
 		if !ok {

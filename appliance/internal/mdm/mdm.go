@@ -86,6 +86,11 @@ func Run(ctx context.Context, cfg Config) error {
 	if rc, err := ownClient(cfg, log); err == nil {
 		defer rc.Close()
 		go cfg.Refusals.Run(ctx, rc, 0)
+		if cfg.Identity != nil {
+			// Its certificate's expiry and the version it runs, in the API
+			// (GET /system/certificates, /system/versions), like every daemon.
+			go pki.Publish(ctx, rc, cfg.Identity, log)
+		}
 	}
 	if cfg.TieBreaker {
 		select {

@@ -18,6 +18,10 @@ type Info struct {
 	NotBefore   time.Time `json:"not_before"`
 	NotAfter    time.Time `json:"not_after"`
 	Fingerprint string    `json:"sha256"` // of the DER certificate, hex
+	// Version is the Cairn version (buildinfo) of the running daemon that
+	// published this Info; empty for a certificate read from a file, and
+	// in what daemons built before versions were published.
+	Version string `json:"version,omitempty"`
 }
 
 // InfoOf describes c (a node or CA certificate).

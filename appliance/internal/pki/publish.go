@@ -7,16 +7,21 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/cairn-storage/cairn/appliance/internal/buildinfo"
 	"github.com/cairn-storage/cairn/appliance/internal/model"
 	clientv3 "go.etcd.io/etcd/client/v3"
 )
 
-// Publish keeps this daemon's certificate Info at model.CertKey under a
+// Publish keeps this daemon's certificate Info, with the version it runs, at model.CertKey under a
 // lease of its own until ctx ends, rewriting it after every reload (a
 // renewed certificate shows its new expiry). Errors are logged and retried:
 // a daemon runs without its certificate listed.
 func Publish(ctx context.Context, cli *clientv3.Client, id *Identity, log *slog.Logger) {
-	publish(ctx, cli, func() Info { return InfoOf(id.Leaf()) }, log)
+	publish(ctx, cli, func() Info {
+		i := InfoOf(id.Leaf())
+		i.Version = buildinfo.Version()
+		return i
+	}, log)
 }
 
 // publish keeps current() published (see Publish and PublishInfo).

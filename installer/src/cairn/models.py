@@ -306,6 +306,28 @@ class SystemInfo(Model):
 
 
 @dataclass
+class DaemonVersion(Model):
+    role: str = ""
+    name: str = ""
+    version: str = ""
+
+
+@dataclass
+class Versions(Model):
+    """``GET /system/versions``: the Cairn version each running daemon runs.
+
+    ``mixed`` is true while more than one runs (a rolling upgrade under way or
+    stopped part way; alert ``versions-mixed``).
+    """
+
+    gateway: str = ""
+    versions: dict[str, int] = field(default_factory=dict)
+    mixed: bool = False
+    daemons: list[DaemonVersion] = field(default_factory=list)
+    _nested_lists: ClassVar[dict[str, type[Model]]] = {"daemons": DaemonVersion}
+
+
+@dataclass
 class System(Model):
     """``GET /system``: identity, health, capacity, counts, rebuild, MDM leader."""
 

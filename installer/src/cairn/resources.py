@@ -33,6 +33,7 @@ from .models import (
     System,
     SystemInfo,
     User,
+    Versions,
     Volume,
 )
 
@@ -467,6 +468,13 @@ class SystemApi:
         if s.capacity is None:
             raise ApiError(200, "invalid_response", "the gateway's /system has no capacity; is it older than this client?")
         return s.capacity
+
+    def versions(self) -> Versions:
+        """The Cairn version each running daemon runs; ``mixed`` while more than one does."""
+        r = self._t.request("GET", "/system/versions")
+        if not isinstance(r.body, dict):
+            raise ApiError(r.status, "invalid_response", "/system/versions: expected an object")
+        return Versions.from_dict(r.body)
 
     def bootstrap(self, name: str) -> SystemInfo:
         """Create the system once; repeating with the same name answers it, another name is AlreadyExists."""
