@@ -9,6 +9,7 @@ import (
 	"path/filepath"
 	"regexp"
 	"strings"
+	"time"
 
 	"github.com/cairn-storage/cairn/appliance/contract"
 	"github.com/cairn-storage/cairn/appliance/internal/model"
@@ -40,13 +41,36 @@ func (s *Server) storeBootstrapToken(ctx context.Context) error {
 	if ttl <= 0 {
 		ttl = DefaultBootstrapTokenTTL
 	}
-	if err := s.store.PutBootstrapToken(ctx, tok, "admin", ttl); err != nil {
-		return err
+	// Retried: the first gateway of a new system starts while its MDMs
+	// still settle (under TCG an etcd write can time out for a minute), and
+	// a token not stored is a deployer locked out of the system it just
+	// built (the OVA join test's first run: 401 on a token that was never
+	// written). Bounded, so that a gateway still starts and the password
+	// file remains the way in.
+	wait, giveUp := 500*time.Millisecond, time.Now().Add(bootstrapTokenRetryFor)
+	for {
+		err = s.store.PutBootstrapToken(ctx, tok, "admin", ttl)
+		if err == nil {
+			break
+		}
+		if ctx.Err() != nil || time.Now().Add(wait).After(giveUp) {
+			return err
+		}
+		s.log.Warn("bootstrap token not stored yet; retrying", "in", wait.String(), "err", err)
+		select {
+		case <-ctx.Done():
+			return err
+		case <-time.After(wait):
+		}
+		wait = min(2*wait, 10*time.Second)
 	}
 	// Never log the token; say how long it is good for.
 	s.log.Info("bootstrap token accepted for the first admin password", "valid_for", ttl.String())
 	return nil
 }
+
+// bootstrapTokenRetryFor bounds the retries of storing the token.
+var bootstrapTokenRetryFor = 2 * time.Minute
 
 type bootstrapTokenRequest struct {
 	Token    string `json:"token"`

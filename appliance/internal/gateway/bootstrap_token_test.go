@@ -11,9 +11,12 @@ import (
 	"testing"
 	"time"
 
+	"go.etcd.io/etcd/api/v3/etcdserverpb"
 	clientv3 "go.etcd.io/etcd/client/v3"
 
+	"github.com/cairn-storage/cairn/appliance/internal/etcdtest"
 	"github.com/cairn-storage/cairn/appliance/internal/model"
+	"github.com/cairn-storage/cairn/appliance/internal/testlog"
 )
 
 const testBootstrapToken = "cj1.bootstrap-0123456789abcdef0123"
@@ -111,4 +114,51 @@ func TestBootstrapTokenNotForExistingSystem(t *testing.T) {
 		t.Fatal(err)
 	}
 	e.redeem(testBootstrapToken, "deployer-password-1", 401)
+}
+
+// TestBootstrapTokenStoredOnceEtcdTakesWrites: the first gateway of a new
+// system starts while etcd refuses writes (here etcd's own NOSPACE alarm,
+// which refuses puts and lease grants as a member out of quota does); it
+// keeps trying, and once etcd takes writes again the token is stored and
+// works. Before, the token was given up after one failure and the deployer
+// got 401.
+func TestBootstrapTokenStoredOnceEtcdTakesWrites(t *testing.T) {
+	cli := etcdtest.Start(t)
+	ctx := context.Background()
+	st, err := cli.Status(ctx, cli.Endpoints()[0])
+	if err != nil {
+		t.Fatal(err)
+	}
+	alarms := etcdserverpb.NewMaintenanceClient(cli.ActiveConnection())
+	if _, err := alarms.Alarm(ctx, &etcdserverpb.AlarmRequest{Action: etcdserverpb.AlarmRequest_ACTIVATE,
+		MemberID: st.Header.MemberId, Alarm: etcdserverpb.AlarmType_NOSPACE}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := cli.Put(ctx, "probe", "x"); err == nil {
+		t.Fatal("etcd took a write under its NOSPACE alarm: the test would prove nothing")
+	}
+	disarmed := make(chan struct{})
+	go func() {
+		defer close(disarmed)
+		time.Sleep(2 * time.Second)
+		if _, err := cli.AlarmDisarm(ctx, &clientv3.AlarmMember{MemberID: st.Header.MemberId, Alarm: etcdserverpb.AlarmType_NOSPACE}); err != nil {
+			t.Error(err)
+		}
+	}()
+	file := filepath.Join(t.TempDir(), "join-token")
+	if err := os.WriteFile(file, []byte(testBootstrapToken+"\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	e := &env{t: t, etcd: cli, dir: t.TempDir(), logs: &testlog.Buffer{}, prober: &fakeProber{}}
+	e.serve(Config{Etcd: cli, StateDir: e.dir, Devices: e.prober, BootstrapTokenFile: file, BootstrapTokenTTL: time.Minute,
+		Logger: slog.New(slog.NewTextHandler(e.logs, nil))})
+	<-disarmed
+	if !strings.Contains(e.logs.String(), "bootstrap token not stored yet; retrying") {
+		t.Errorf("no retry logged:\n%s", e.logs.String())
+	}
+	if strings.Contains(e.logs.String(), testBootstrapToken) {
+		t.Fatal("the gateway logged the bootstrap token")
+	}
+	e.redeem(testBootstrapToken, "deployer-password-1", 200)
+	e.login("admin", "deployer-password-1")
 }
