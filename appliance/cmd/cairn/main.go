@@ -23,6 +23,7 @@ import (
 	"github.com/cairn-storage/cairn/appliance/internal/catalog"
 	"github.com/cairn-storage/cairn/appliance/internal/client"
 	"github.com/cairn-storage/cairn/appliance/internal/mdm"
+	"github.com/cairn-storage/cairn/appliance/internal/model"
 	"github.com/cairn-storage/cairn/appliance/internal/pki"
 )
 
@@ -166,6 +167,15 @@ func (c *common) etcd(ctx context.Context) (*clientv3.Client, error) {
 	cli, err := clientv3.New(cfg)
 	if err != nil {
 		return nil, fmt.Errorf("connect to MDM %s: %w", c.mdm, err)
+	}
+	// A model newer than this binary reads: stop before misreading it (an
+	// unreachable etcd is not a refusal: the daemon's own retries wait for it).
+	sctx, cancel := context.WithTimeout(ctx, 10*time.Second)
+	err = model.CheckSchema(sctx, cli)
+	cancel()
+	if errors.Is(err, model.ErrSchemaTooNew) {
+		cli.Close()
+		return nil, err
 	}
 	if c.id != nil && !c.published {
 		// Its expiry in the API (GET /system/certificates) while it runs.

@@ -251,6 +251,19 @@ func campaign(ctx context.Context, cli *clientv3.Client, cfg Config, log *slog.L
 			continue
 		}
 		log.Info("MDM leader elected", "leader", cfg.Name)
+		// A model newer than this binary reads is not led by it (a member
+		// of the old version during or after a roll): another member leads.
+		sch, err := model.EnsureSchema(ctx, cli)
+		if err != nil {
+			log.Error("not leading: model schema", "err", err)
+			rctx, rcancel := context.WithTimeout(context.Background(), time.Second)
+			_ = el.Resign(rctx)
+			rcancel()
+			sess.Close()
+			sleep(ctx, 10*time.Second)
+			continue
+		}
+		log.Debug("model schema", "version", sch.Version, "written_by", sch.WrittenBy)
 		// Secrets a Cairn from before SecretPrefix stored inline in the
 		// model move out of it before any daemon may read the model.
 		if n, err := model.NewStore(cli).MoveSecrets(ctx); err != nil {

@@ -18,6 +18,7 @@ import (
 //	Prefix+"<kind>/<id>"                   the object (PD, SDS...)   Store ops (via the gateway)       catalog, gateway, MDM controller         until deleted
 //	Prefix+"name/<kind>/<name>"            id (text)                 Store, in the object's txn        Store (names, uniqueness)                with the object
 //	Prefix+"system"                        System                    Store.Bootstrap                   catalog, gateway                         forever
+//	Prefix+"schema"                        Schema (schema.go)        MDM leader, when missing          every daemon at start, MDM leader        forever (raised only after a roll)
 //	Prefix+"epoch"                         placement epoch (dec.)    MDM controller, in map txns       catalog, MDM controller                  forever
 //	Prefix+"map/<pool>"                    PlacementMap              MDM controller                    catalog (SDS, client), gateway, Store    until its pool is deleted
 //	Prefix+"live/sds/<sds id>"             SDSLive                   the running SDS                   MDM controller, catalog, Store, gateway  lease (the SDS process)
