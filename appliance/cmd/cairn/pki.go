@@ -14,12 +14,12 @@ import (
 )
 
 func init() {
-	register("pki", "the cluster's certificates: init (CA), issue (a daemon's), show (expiry)", runPKI)
+	register("pki", "the cluster's certificates: init (CA), issue (a daemon's), show (expiry), backup|restore (the CA key, sealed, in etcd)", runPKI)
 }
 
 func runPKI(ctx context.Context, args []string) error {
 	if len(args) == 0 {
-		return errorf("usage: cairn pki init|issue|show [flags] (cairn pki SUBCOMMAND -h for its flags)")
+		return errorf("usage: cairn pki init|issue|show|backup|restore [flags] (cairn pki SUBCOMMAND -h for its flags)")
 	}
 	switch args[0] {
 	case "init":
@@ -71,6 +71,10 @@ func runPKI(ctx context.Context, args []string) error {
 		}
 		fmt.Printf("%s: certificate of %s, expires %s\n", *out, id.Peer(), id.Leaf().NotAfter.UTC().Format(time.RFC3339))
 		return nil
+	case "backup":
+		return pkiBackup(ctx, args[1:])
+	case "restore":
+		return pkiRestore(ctx, args[1:])
 	case "show":
 		fs := flag.NewFlagSet("pki show", flag.ContinueOnError)
 		dir := fs.String("dir", envOr("CAIRN_PKI_DIR", ""), "a PKI directory ($CAIRN_PKI_DIR)")
@@ -91,5 +95,5 @@ func runPKI(ctx context.Context, args []string) error {
 		}
 		return tw.Flush()
 	}
-	return errorf("unknown subcommand %q: use init, issue or show", args[0])
+	return errorf("unknown subcommand %q: use init, issue, show, backup or restore", args[0])
 }

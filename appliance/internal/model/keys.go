@@ -37,6 +37,7 @@ import (
 //	Prefix+"mdmrole/<member>"              {"tie_breaker": bool}     `cairn mdm` at start, gateway     gateway (MDM member list)                until the member is removed
 //	SecretPrefix+"chap/<host id>"          CHAP secret (text)        Store, in the host's txn          Store (gateway), iSCSI target (LIO)      with the host's CHAP
 //	SecretPrefix+"password/<user name>"    password hash (text)      Store, in the user's txn          Store.Authenticate (gateway)             with the user
+//	SecretPrefix+"pki/ca-key"              sealed CA key (pki)       `cairn pki backup` (as mdm)       `cairn pki restore` (as mdm)             until the next backup
 //	LogPrefix+"eventseq"                   last event number (dec.)  gateway, in each event's txn      gateway                                  forever
 //	LogPrefix+"event/<16 hex digits>"      gateway Event             gateway                           gateway (GET /events, SSE)               10 000 events, 30 days
 //	LogPrefix+"alert/<id>"                 gateway Alert             gateway                           gateway (GET /alerts)                    7 days after cleared
@@ -223,6 +224,11 @@ const SecretPrefix = "/cairn/secret/v1/"
 
 // CHAPSecretPrefix is where the hosts' CHAP secrets live (CHAPSecretKey).
 const CHAPSecretPrefix = SecretPrefix + "chap/"
+
+// CAKeyBackupKey holds the cluster CA's key sealed under a recovery key
+// the admin keeps off the system (pki/backup.go; `cairn pki backup`).
+// Readable by the root roles only (mdm, gateway), like every secret.
+const CAKeyBackupKey = SecretPrefix + "pki/ca-key"
 
 // CHAPSecretKey returns the key of a host's CHAP secret.
 func CHAPSecretKey(hostID string) string { return CHAPSecretPrefix + hostID }

@@ -208,7 +208,8 @@ func serial() *big.Int {
 	return n.Add(n, big.NewInt(1))
 }
 
-func encodeKey(k *ecdsa.PrivateKey) ([]byte, error) {
+// encodeKey is k as a PEM "PRIVATE KEY" (PKCS#8).
+func encodeKey(k crypto.PrivateKey) ([]byte, error) {
 	der, err := x509.MarshalPKCS8PrivateKey(k)
 	if err != nil {
 		return nil, err
