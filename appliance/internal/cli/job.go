@@ -132,6 +132,21 @@ func (s *session) listAt(ctx context.Context, path string, cols []column) error 
 // listRowsAt is listAt that also returns the rows it printed (nil with
 // --json), for a command that adds a note under its table.
 func (s *session) listRowsAt(ctx context.Context, path string, cols []column) ([]map[string]any, error) {
+	raw, err := s.getShown(ctx, path)
+	if raw == nil || err != nil {
+		return nil, err
+	}
+	var rows []map[string]any
+	if err := json.Unmarshal(raw, &rows); err != nil {
+		return nil, fmt.Errorf("gateway answer for %s is not a list: %w", path, err)
+	}
+	printTable(s.out, cols, rows)
+	return rows, nil
+}
+
+// getShown GETs path; with --json it prints the answer and returns nil (the
+// command is done), else the answer for the command to render.
+func (s *session) getShown(ctx context.Context, path string) (json.RawMessage, error) {
 	if err := s.setup(); err != nil {
 		return nil, err
 	}
@@ -142,10 +157,5 @@ func (s *session) listRowsAt(ctx context.Context, path string, cols []column) ([
 	if s.opts.json {
 		return nil, printJSON(s.out, raw)
 	}
-	var rows []map[string]any
-	if err := json.Unmarshal(raw, &rows); err != nil {
-		return nil, fmt.Errorf("gateway answer for %s is not a list: %w", path, err)
-	}
-	printTable(s.out, cols, rows)
-	return rows, nil
+	return raw, nil
 }

@@ -5,7 +5,6 @@ import (
 	"encoding/json"
 	"flag"
 	"fmt"
-	"net/http"
 	"strings"
 )
 
@@ -16,15 +15,9 @@ func init() {
 				if err := needArgs(args, 0, "no arguments"); err != nil {
 					return err
 				}
-				if err := s.setup(); err != nil {
+				raw, err := s.getShown(ctx, "/system")
+				if raw == nil || err != nil {
 					return err
-				}
-				var raw json.RawMessage
-				if err := s.api.call(ctx, http.MethodGet, "/system", nil, &raw); err != nil {
-					return err
-				}
-				if s.opts.json {
-					return printJSON(s.out, raw)
 				}
 				var r struct {
 					System *struct{ ID, Name string }

@@ -5,7 +5,6 @@ import (
 	"encoding/json"
 	"flag"
 	"fmt"
-	"net/http"
 	"sort"
 	"strings"
 
@@ -20,15 +19,9 @@ func init() {
 				if err := needArgs(args, 0, "no arguments"); err != nil {
 					return err
 				}
-				if err := s.setup(); err != nil {
+				raw, err := s.getShown(ctx, "/system/versions")
+				if raw == nil || err != nil {
 					return err
-				}
-				var raw json.RawMessage
-				if err := s.api.call(ctx, http.MethodGet, "/system/versions", nil, &raw); err != nil {
-					return err
-				}
-				if s.opts.json {
-					return printJSON(s.out, raw)
 				}
 				var v struct {
 					Gateway  string

@@ -251,44 +251,13 @@ func campaign(ctx context.Context, cli *clientv3.Client, cfg Config, log *slog.L
 			continue
 		}
 		log.Info("MDM leader elected", "leader", cfg.Name)
-		// A model newer than this binary reads is not led by it (a member
-		// of the old version during or after a roll): another member leads.
-		sch, err := model.EnsureSchema(ctx, cli)
-		if err != nil {
-			log.Error("not leading: model schema", "err", err)
+		if retry := prepareTerm(ctx, cli, cfg, log); retry > 0 {
 			rctx, rcancel := context.WithTimeout(context.Background(), time.Second)
 			_ = el.Resign(rctx)
 			rcancel()
 			sess.Close()
-			sleep(ctx, 10*time.Second)
+			sleep(ctx, retry)
 			continue
-		}
-		log.Debug("model schema", "version", sch.Version, "written_by", sch.WrittenBy)
-		// Secrets a Cairn from before SecretPrefix stored inline in the
-		// model move out of it before any daemon may read the model.
-		if n, err := model.NewStore(cli).MoveSecrets(ctx); err != nil {
-			log.Error("CHAP secrets and password hashes not moved out of the model; resigning and retrying", "err", err)
-			rctx, rcancel := context.WithTimeout(context.Background(), time.Second)
-			_ = el.Resign(rctx)
-			rcancel()
-			sess.Close()
-			sleep(ctx, 2*time.Second)
-			continue
-		} else if n > 0 {
-			log.Info("CHAP secrets and password hashes moved out of the model", "objects", n, "to", model.SecretPrefix)
-		}
-		if cfg.Identity != nil {
-			// Access control before the control loop: daemons of every
-			// role may already be waiting to connect.
-			if err := EnsureAccess(ctx, cli, log); err != nil {
-				log.Error("etcd access control not set up; resigning and retrying", "err", err)
-				rctx, rcancel := context.WithTimeout(context.Background(), time.Second)
-				_ = el.Resign(rctx)
-				rcancel()
-				sess.Close()
-				sleep(ctx, 2*time.Second)
-				continue
-			}
 		}
 		lctx, cancel := context.WithCancel(ctx)
 		go func() {
@@ -322,6 +291,37 @@ func campaign(ctx context.Context, cli *clientv3.Client, cfg Config, log *slog.L
 		}
 	}
 	return nil
+}
+
+// prepareTerm is what a new leader does before its control loop. A retry
+// delay (the reason logged) means it must not lead now: it resigns, waits
+// that long and campaigns again.
+func prepareTerm(ctx context.Context, cli *clientv3.Client, cfg Config, log *slog.Logger) (retry time.Duration) {
+	// A model newer than this binary reads is not led by it (a member of
+	// the old version during or after a roll): another member leads.
+	sch, err := model.EnsureSchema(ctx, cli)
+	if err != nil {
+		log.Error("not leading: model schema", "err", err)
+		return 10 * time.Second // long enough for a member that reads it to win the next election
+	}
+	log.Debug("model schema", "version", sch.Version, "written_by", sch.WrittenBy)
+	// Secrets a Cairn from before SecretPrefix stored inline in the model
+	// move out of it before any daemon may read the model.
+	if n, err := model.NewStore(cli).MoveSecrets(ctx); err != nil {
+		log.Error("CHAP secrets and password hashes not moved out of the model; resigning and retrying", "err", err)
+		return 2 * time.Second
+	} else if n > 0 {
+		log.Info("CHAP secrets and password hashes moved out of the model", "objects", n, "to", model.SecretPrefix)
+	}
+	if cfg.Identity != nil {
+		// Access control before the control loop: daemons of every role
+		// may already be waiting to connect.
+		if err := EnsureAccess(ctx, cli, log); err != nil {
+			log.Error("etcd access control not set up; resigning and retrying", "err", err)
+			return 2 * time.Second
+		}
+	}
+	return 0
 }
 
 func sleep(ctx context.Context, d time.Duration) {
