@@ -184,7 +184,7 @@ func Render(s *contract.Settings) *Plan {
 
 	// The firewall: each Cairn port only for this SVM's roles and only from who needs
 	// it. nftables.service loads this file at every boot; apply loads it now.
-	add(firewall.Path, 0o755, "", firewall.Ruleset(s))
+	add(firewall.Path, 0o755, "", firewall.Ruleset(s, firewall.Peers{}))
 
 	if s.SSHKey != "" {
 		add("/home/"+AdminUser+"/.ssh/authorized_keys", 0o600, AdminUser, s.SSHKey+"\n")
