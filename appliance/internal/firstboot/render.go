@@ -8,6 +8,7 @@ import (
 
 	"fmt"
 	"io/fs"
+	"maps"
 	"strings"
 )
 
@@ -42,6 +43,11 @@ const AdminUser = "cairn"
 const (
 	EnvFile       = "/etc/cairn/cairn.env"
 	JoinTokenFile = "/etc/cairn/join-token"
+	// SettingsFile keeps the settings first boot applied, in the user-data format
+	// (ParseUserData; root only: it holds the one-time bootstrap token), for the
+	// daemons that recompute what first boot derived from them (cairn peersync:
+	// the firewall). The SSH key is kept without its comment (SettingsFileContent).
+	SettingsFile = "/etc/cairn/settings"
 	DoneFile      = "/var/lib/cairn/firstboot.done"
 	ReadyFile     = "/run/cairn/ready"
 )
@@ -208,4 +214,23 @@ func hostAddr(a contract.Address) string {
 		return a.Prefix.Addr().String()
 	}
 	return a.String()
+}
+
+// SettingsFileContent is SettingsFile's content for the raw settings first boot
+// validated: every value as given, but the SSH key without its comment (its type and
+// key data are what matters to the firewall and to validation, and a free-text
+// comment may hold both quote characters, which the format cannot carry).
+func SettingsFileContent(raw map[string]string) (string, error) {
+	kept := maps.Clone(raw)
+	if k, ok := kept[contract.KeySSHKey]; ok {
+		if f := strings.Fields(k); len(f) >= 2 {
+			kept[contract.KeySSHKey] = f[0] + " " + f[1]
+		}
+	}
+	doc, err := EncodeUserData(kept)
+	if err != nil {
+		return "", fmt.Errorf("%s: %w", SettingsFile, err)
+	}
+	header, rest, _ := strings.Cut(string(doc), "\n")
+	return header + "\n# The settings cairn firstboot applied (read by cairn peersync). Do not edit.\n" + rest, nil
 }

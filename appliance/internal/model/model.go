@@ -236,6 +236,16 @@ type PlacementMap struct {
 	PGs     [][]CopyRef `json:"pgs"`
 }
 
+// SVM is an SVM's record (SVMKey), format v1 (the key's prefix): its host
+// name, the addresses its daemons connect from (management and data,
+// netip text) and its roles (contract role names). Other SVMs admit these
+// addresses to etcd and the SDS port (internal/peersync).
+type SVM struct {
+	Name      string   `json:"name"`
+	Addresses []string `json:"addresses"`
+	Roles     []string `json:"roles"`
+}
+
 // SDSLive is written by a running SDS under a lease (LiveKey).
 type SDSLive struct {
 	Address string    `json:"address"`
