@@ -48,8 +48,8 @@ const (
 	// daemons that recompute what first boot derived from them (cairn peersync:
 	// the firewall). The SSH key is kept without its comment (SettingsFileContent).
 	SettingsFile = "/etc/cairn/settings"
-	DoneFile      = "/var/lib/cairn/firstboot.done"
-	ReadyFile     = "/run/cairn/ready"
+	DoneFile     = "/var/lib/cairn/firstboot.done"
+	ReadyFile    = "/run/cairn/ready"
 )
 
 // UnitForRole maps a role to the systemd unit that runs it. The tiebreaker is an MDM
