@@ -68,6 +68,10 @@ func UnitForRole(r contract.Role) string {
 	return ""
 }
 
+// PeerSyncUnit runs on every SVM, whatever its roles: it keeps the firewall admitting
+// the SVMs the system model knows (cairn peersync).
+const PeerSyncUnit = "cairn-peersync.service"
+
 // ReadyUnit reports readiness after the role units are up (see ReportReady).
 const ReadyUnit = "cairn-ready.service"
 
@@ -203,7 +207,7 @@ func Render(s *contract.Settings) *Plan {
 			p.Units = append(p.Units, u)
 		}
 	}
-	p.Units = append(p.Units, ReadyUnit)
+	p.Units = append(p.Units, PeerSyncUnit, ReadyUnit)
 	return p
 }
 
