@@ -106,6 +106,9 @@ func Self(s *contract.Settings) model.SVM {
 	for _, r := range s.Roles {
 		rec.Roles = append(rec.Roles, string(r))
 	}
+	if s.HasRole(contract.RoleTarget) {
+		rec.TargetPort = max(s.TargetPortID, 1) // cairn-role's default, as the target runs
+	}
 	for _, n := range []struct {
 		iface string
 		a     contract.Address
@@ -201,6 +204,31 @@ func ModelAddrs(ctx context.Context, cli *clientv3.Client) (addrs []netip.Addr, 
 	}
 	slices.SortFunc(addrs, netip.Addr.Compare)
 	return slices.Compact(addrs), rev, bad, nil
+}
+
+// TargetPorts is the target port group of the system: the settings' ports
+// (cairn.target.port_ids, or this SVM's own) and every target port an SVM record
+// holds, sorted and unique. A port leaves only when it is in neither (the settings'
+// ports stay: RTPG lists a removed first-boot SVM's port until that SVM's
+// settings are no longer those of the others).
+func TargetPorts(ctx context.Context, cli *clientv3.Client, base []uint16) ([]uint16, error) {
+	r, err := cli.Get(ctx, model.SVMPrefix, clientv3.WithPrefix())
+	if err != nil {
+		return nil, fmt.Errorf("read the SVM records: %w", err)
+	}
+	out := slices.Clone(base)
+	for _, kv := range r.Kvs {
+		var rec model.SVM
+		if json.Unmarshal(kv.Value, &rec) == nil && rec.TargetPort != 0 {
+			out = append(out, rec.TargetPort)
+		}
+	}
+	slices.Sort(out)
+	out = slices.Compact(out)
+	if len(out) > 255 { // what one RTPG descriptor holds
+		out = out[:255]
+	}
+	return out, nil
 }
 
 // Compute is the model's part of the firewall: the addresses it holds now, and the

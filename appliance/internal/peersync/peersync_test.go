@@ -354,3 +354,32 @@ func FuzzParseKnown(f *testing.F) {
 		}
 	})
 }
+
+// TestTargetPorts: the target port group is the settings' ports plus every
+// recorded SVM's; a record's port leaves with the record, the settings' stay.
+func TestTargetPorts(t *testing.T) {
+	cli := etcdtest.Start(t)
+	ctx := context.Background()
+	s, err := contract.Validate(map[string]string{
+		contract.KeyHostname: "svm4", contract.KeyMgmtAddress: "192.0.2.13/24", contract.KeyRoles: "sds,target",
+		contract.KeyClusterName: "c1", contract.KeyMDMMembers: "svm1=192.0.2.10", contract.KeyTargetPortID: "4",
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if self := Self(s); self.TargetPort != 4 || !slices.Equal(self.Addresses, []string{"192.0.2.13"}) {
+		t.Fatalf("Self: %+v", self)
+	}
+	putJSON(t, cli, model.SVMKey("svm4"), Self(s))
+	putJSON(t, cli, model.SVMKey("svm9"), model.SVM{Name: "svm9", Addresses: []string{"192.0.2.20"}, TargetPort: 9})
+	putJSON(t, cli, model.SVMKey("svm8"), model.SVM{Name: "svm8", Addresses: []string{"192.0.2.21"}}) // no target
+	got, err := TargetPorts(ctx, cli, []uint16{1, 2, 3})
+	if err != nil || !slices.Equal(got, []uint16{1, 2, 3, 4, 9}) {
+		t.Fatalf("TargetPorts = %v, %v", got, err)
+	}
+	del(t, cli, model.SVMKey("svm9"))
+	del(t, cli, model.SVMKey("svm4"))
+	if got, err := TargetPorts(ctx, cli, []uint16{1, 2, 3}); err != nil || !slices.Equal(got, []uint16{1, 2, 3}) {
+		t.Fatalf("after the removals: %v, %v", got, err)
+	}
+}
