@@ -15,11 +15,11 @@
 // unwired). They are deleted when the change ends; a removed host's deploy
 // keys too.
 //
-// Known limit: the SVMs deployed before an expansion keep the target port
-// list of their first boot (cairn.target.port_ids), so they answer REPORT
-// TARGET PORT GROUPS without the new SVMs' ports; the new SVMs list all.
-// The list has to come from the cluster for the two to agree
-// (docs/architecture.md, "Not built yet").
+// Known limit: the older SVMs admit a new SVM (firewall, target port group)
+// once the system model has its record (cairn peersync,
+// docs/architecture.md "Peer sync"), which the new SVM writes itself: the
+// expansion does not write it ahead of the boot, nor does a removal delete
+// it yet (no gateway endpoint for SVM records; "Not built yet").
 
 package deploy
 
