@@ -44,6 +44,7 @@ type Array struct {
 	DrainTime time.Duration
 
 	mu             sync.Mutex
+	svms           map[string]gateway.SVMRecord // PutSVM, by name
 	bootstrapToken string // stored by the first gateway SVM's start
 	tokenUsed      bool
 	name           string // bootstrapped system name
