@@ -45,7 +45,7 @@ type Array struct {
 
 	mu             sync.Mutex
 	svms           map[string]gateway.SVMRecord // PutSVM, by name
-	bootstrapToken string // stored by the first gateway SVM's start
+	bootstrapToken string                       // stored by the first gateway SVM's start
 	tokenUsed      bool
 	name           string // bootstrapped system name
 	seq            int
