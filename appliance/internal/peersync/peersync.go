@@ -301,7 +301,7 @@ func (s *Syncer) Run(ctx context.Context) error {
 	for {
 		err := s.session(ctx, &registered, func() {
 			if down != nil {
-				s.Log.Info("the system model is readable again", "after", down)
+				s.Log.Info("the system model is readable again; following it", "outage", down)
 				down = nil
 			}
 			backoff = s.MinBackoff
