@@ -131,6 +131,7 @@ check "role units enabled for next boots"   "systemctl is-enabled $UNITS cairn-r
 check "first boot stamp"                    'test -f /var/lib/cairn/firstboot.done && test -f /run/cairn/ready'
 check "cluster settings in cairn.env"       'grep -qx CAIRN_CLUSTER_NAME=boot-test /etc/cairn/cairn.env && grep -qx CAIRN_ROLES='"$ROLES"' /etc/cairn/cairn.env && grep -qx CAIRN_DATA_ADDRESS=10.77.0.5 /etc/cairn/cairn.env'
 check "contract settings in cairn.env"      'grep -qx CAIRN_MDM_INITIAL_CLUSTER=svm-boot-test=http://10.0.2.15:2380 /etc/cairn/cairn.env && grep -qx CAIRN_TARGET_PORT_NUMBER=2 /etc/cairn/cairn.env && grep -qx CAIRN_TARGET_GROUP_PORTS=1,2,3 /etc/cairn/cairn.env'
+check "peer sync runs; its settings private" 'systemctl is-active cairn-peersync && test "$(sudo stat -c %a /etc/cairn/settings)" = 600'
 check "join token private"                  'test "$(sudo stat -c %a /etc/cairn/join-token)" = 600 && sudo grep -qx '"$TOKEN"' /etc/cairn/join-token'
 daemon_args() { echo "ps -o args= -p \$(systemctl show -p MainPID --value cairn-$1)"; }
 case ",$ROLES," in *,sds,*)

@@ -9,7 +9,8 @@
 # exports, and guess the admin password. Every attempt must be refused; the
 # refusals must show in the gateway's events; the cluster must still serve
 # its legitimate clients afterwards. First, tests/security/firewall.sh: the
-# SVM's generated nftables ruleset against real connections.
+# SVM's generated nftables ruleset against real connections; then
+# tests/security/peersync.sh: that ruleset following the system model.
 # Needs root (namespaces), iproute2, go, jq.
 set -uo pipefail
 
@@ -45,6 +46,14 @@ if CAIRN=$CAIRN "$ROOT/tests/security/firewall.sh"; then
 	ok "the SVM firewall opens each port only to its peers"
 else
 	bad "the SVM firewall (tests/security/firewall.sh, above)"
+fi
+
+say "peer sync in namespaces (tests/security/peersync.sh)"
+t_ps=$(date +%s)
+if CAIRN=$CAIRN "$ROOT/tests/security/peersync.sh"; then
+	ok "peer sync: the firewall admits an SVM the model gains and refuses it once removed ($(($(date +%s) - t_ps)) s)"
+else
+	bad "peer sync (tests/security/peersync.sh, above; $(($(date +%s) - t_ps)) s)"
 fi
 
 say "building the attacker"

@@ -4,14 +4,18 @@ import (
 	"context"
 	"flag"
 	"fmt"
+	"slices"
 	"strconv"
 	"strings"
+	"sync/atomic"
+	"time"
 
 	"github.com/cairn-storage/cairn/appliance/internal/blockdev"
 	"github.com/cairn-storage/cairn/appliance/internal/catalog"
 	"github.com/cairn-storage/cairn/appliance/internal/frontend"
 	"github.com/cairn-storage/cairn/appliance/internal/lio"
 	"github.com/cairn-storage/cairn/appliance/internal/model"
+	"github.com/cairn-storage/cairn/appliance/internal/peersync"
 	"github.com/cairn-storage/cairn/appliance/internal/pki"
 	"github.com/cairn-storage/cairn/appliance/internal/scsi"
 	"github.com/cairn-storage/cairn/appliance/internal/target"
@@ -79,6 +83,25 @@ func runTarget(ctx context.Context, args []string) error {
 	}
 	vio := frontend.NewIO(cat, model.HostISCSI, "")
 	go vio.Run(ctx, cat.Client(), frontend.StatsInterval, log)
+	// The port group follows the SVM records (peersync.TargetPorts), checked
+	// at start and at each change of the model; RTPG reads it at each command.
+	slices.Sort(ports)
+	ports = slices.Compact(ports)
+	var portGroup atomic.Pointer[[]uint16]
+	portGroup.Store(&ports)
+	followPorts := func() {
+		tctx, cancel := context.WithTimeout(ctx, 10*time.Second)
+		defer cancel()
+		now, err := peersync.TargetPorts(tctx, cat.Client(), ports)
+		if err != nil {
+			return // the list stays; the next change tries again
+		}
+		if old := *portGroup.Load(); !slices.Equal(old, now) {
+			portGroup.Store(&now)
+			log.Info("target port group changed", "ports", now, "was", old)
+		}
+	}
+	followPorts()
 	changed := make(chan struct{}, 1)
 	go func() {
 		for {
@@ -86,6 +109,7 @@ func runTarget(ctx context.Context, args []string) error {
 			case <-ctx.Done():
 				return
 			case <-cat.Changed():
+				followPorts()
 				select {
 				case changed <- struct{}{}:
 				default:
@@ -114,6 +138,7 @@ func runTarget(ctx context.Context, args []string) error {
 		},
 		SCSIOptions: scsi.Options{VendorID: "CAIRN", ProductID: "Cairn volume", Revision: "0001",
 			TargetPortGroup: 1, RelativeTargetPort: uint16(*port), GroupPorts: ports,
+			GroupPortsNow: func() []uint16 { return *portGroup.Load() },
 			// One logical block per physical block reporting: libiscsi's
 			// GET LBA STATUS tests assume it, and VMFS does not need 4Kn hints.
 			PhysicalBlockSize: 512},

@@ -49,7 +49,23 @@ func withFreePorts(t testing.TB, start func(cu, pu url.URL) error) {
 // Both are closed when the test ends.
 func Start(t testing.TB) *clientv3.Client {
 	t.Helper()
-	var e *embed.Etcd
+	return StartMember(t).Client
+}
+
+// Member is a single-member etcd that a test may stop and start again (same
+// data directory and URLs), to see what its clients do while it is away.
+type Member struct {
+	Client *clientv3.Client // connected to the member, across restarts
+	t      testing.TB
+	cfg    *embed.Config
+	e      *embed.Etcd
+}
+
+// StartMember runs a single-member etcd in t.TempDir(); it and its Client are
+// closed when the test ends.
+func StartMember(t testing.TB) *Member {
+	t.Helper()
+	m := &Member{t: t}
 	var cu url.URL
 	withFreePorts(t, func(c, pu url.URL) error {
 		cfg := embed.NewConfig()
@@ -60,22 +76,54 @@ func Start(t testing.TB) *clientv3.Client {
 		cfg.InitialCluster = cfg.Name + "=" + pu.String()
 		var err error
 		cu = c
-		e, err = embed.StartEtcd(cfg)
+		m.cfg = cfg
+		m.e, err = embed.StartEtcd(cfg)
 		return err
 	})
-	select {
-	case <-e.Server.ReadyNotify():
-	case <-time.After(30 * time.Second):
-		e.Close()
-		t.Fatal("etcd did not become ready in 30s")
-	}
+	m.ready()
 	cli, err := clientv3.New(clientv3.Config{Endpoints: []string{cu.String()}, DialTimeout: 5 * time.Second})
 	if err != nil {
-		e.Close()
+		m.e.Close()
 		t.Fatal(err)
 	}
-	t.Cleanup(func() { cli.Close(); e.Close() })
-	return cli
+	m.Client = cli
+	t.Cleanup(func() { cli.Close(); m.Stop() })
+	return m
+}
+
+func (m *Member) ready() {
+	select {
+	case <-m.e.Server.ReadyNotify():
+	case <-time.After(30 * time.Second):
+		m.e.Close()
+		m.t.Fatal("etcd did not become ready in 30s")
+	}
+}
+
+// Stop stops the member (its client stays, failing or waiting).
+func (m *Member) Stop() {
+	if m.e != nil {
+		m.e.Close()
+		m.e = nil
+	}
+}
+
+// Restart starts the stopped member again on its data and URLs.
+func (m *Member) Restart() {
+	m.t.Helper()
+	cfg := *m.cfg
+	cfg.ClusterState = embed.ClusterStateFlagExisting
+	var err error
+	for i := 0; i < 50; i++ { // the old listeners may take a moment to go
+		if m.e, err = embed.StartEtcd(&cfg); err == nil {
+			break
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+	if err != nil {
+		m.t.Fatalf("restart etcd: %v", err)
+	}
+	m.ready()
 }
 
 // StartTLS runs a single-member etcd the way an MDM with a PKI serves it

@@ -1,8 +1,10 @@
 // Package firewall derives an SVM's nftables ruleset from its deployment settings
 // (appliance/contract): each Cairn port is open only when this SVM runs the role that
 // serves it, and only to the peers or the network that need it. It is a pure
-// function of the validated settings; `cairn firstboot` writes its output to
-// /etc/nftables.conf, which the image's nftables.service loads at every boot.
+// function of the validated settings and of the peers the system model knows;
+// `cairn firstboot` writes its output to /etc/nftables.conf (no model peers yet),
+// which the image's nftables.service loads at every boot, and `cairn peersync`
+// (appliance/internal/peersync) rewrites and reloads it as SVMs join and leave.
 //
 // The table (docs/architecture.md, "Security: who may talk to whom", has it for
 // readers):
@@ -58,8 +60,21 @@ type Rule struct {
 	Why     string
 }
 
-// Rules lists what s opens, in a fixed order (by port, then rule).
-func Rules(s *contract.Settings) []Rule {
+// Peers is what the system model says about the SVMs beyond the deployment
+// settings (cairn peersync computes it; first boot has none: Peers{}).
+type Peers struct {
+	// Known are the addresses of the SVMs and SDSs the model holds now: they
+	// are admitted to etcd and the SDS port like cluster.svms.
+	Known []netip.Addr
+	// Removed are addresses that the model held once and no longer does (their
+	// SVM was removed): they leave the peer set even when the settings list
+	// them. This SVM's own addresses are never removed.
+	Removed []netip.Addr
+}
+
+// Rules lists what s opens, given the model's peers p, in a fixed order (by
+// port, then rule).
+func Rules(s *contract.Settings, p Peers) []Rule {
 	var out []Rule
 	mgmtNet := network(MgmtInterface, s.Mgmt)
 	dataNet := mgmtNet // no data NIC: data traffic uses the management network
@@ -79,6 +94,21 @@ func Rules(s *contract.Settings) []Rule {
 		for _, g := range s.Gateways {
 			peers = addHost(peers, g)
 		}
+		peers = slices.DeleteFunc(peers, func(h netip.Prefix) bool {
+			return slices.Contains(p.Removed, h.Addr()) && !own(s, h.Addr())
+		})
+	}
+	// The model's peers join the settings' list; without one (open to whole
+	// networks) they get rules of their own, for an SVM outside those networks.
+	var known []netip.Prefix
+	for _, a := range p.Known {
+		known = addHost(known, a)
+	}
+	if len(s.SVMs) > 0 {
+		for _, k := range known {
+			peers = addHost(peers, k.Addr())
+		}
+		known = nil
 	}
 	// Data clients outside the SVMs (cairn nbd on a Linux host) need etcd and the
 	// data path, whatever else is open.
@@ -106,6 +136,9 @@ func Rules(s *contract.Settings) []Rule {
 			r.Why += ": the management network (no cluster.svms)"
 		}
 		out = append(out, r)
+		if len(known) > 0 {
+			out = append(out, Rule{Port: contract.MDMClientPort, Service: "etcd-client", From: known, Why: "the SVMs the system model knows"})
+		}
 		if len(clients) > 0 {
 			out = append(out, Rule{Port: contract.MDMClientPort, Service: "etcd-client", From: clients, Why: "data clients (cluster.data_clients)"})
 		}
@@ -128,6 +161,9 @@ func Rules(s *contract.Settings) []Rule {
 			r.Why += ": the data network (no cluster.svms)"
 		}
 		out = append(out, r)
+		if len(known) > 0 {
+			out = append(out, Rule{Port: contract.SDSPort, Service: "sds", From: known, Why: "the SVMs the system model knows"})
+		}
 		if len(clients) > 0 {
 			out = append(out, Rule{Port: contract.SDSPort, Service: "sds", From: clients, Why: "data clients (cluster.data_clients)"})
 		}
@@ -156,6 +192,16 @@ func network(iface string, a contract.Address) netSpec {
 	return n
 }
 
+// own reports whether a is one of this SVM's static addresses.
+func own(s *contract.Settings, a netip.Addr) bool {
+	for _, n := range []contract.Address{s.Mgmt, s.Data} {
+		if n.Prefix.IsValid() && n.Prefix.Addr().Unmap() == a.Unmap() {
+			return true
+		}
+	}
+	return false
+}
+
 func addHost(ps []netip.Prefix, a netip.Addr) []netip.Prefix {
 	p := netip.PrefixFrom(a.Unmap(), a.Unmap().BitLen())
 	if slices.Contains(ps, p) {
@@ -164,14 +210,16 @@ func addHost(ps []netip.Prefix, a netip.Addr) []netip.Prefix {
 	return append(ps, p)
 }
 
-// Ruleset renders the nftables ruleset for s: the file nft -f loads. Every value in
-// it is an address, prefix, port or interface name from validated settings or a
-// constant, so nothing needs quoting.
-func Ruleset(s *contract.Settings) string {
+// Ruleset renders the nftables ruleset for s and the model's peers p: the file
+// nft -f loads, replacing the whole ruleset in one transaction. Every value in it
+// is an address, prefix, port or interface name from validated settings, a
+// netip.Addr or a constant, so nothing needs quoting.
+func Ruleset(s *contract.Settings, p Peers) string {
 	var b strings.Builder
 	b.WriteString(`#!/usr/sbin/nft -f
-# Cairn SVM firewall, written by cairn firstboot from the deployment settings
-# (appliance/internal/firewall; docs/architecture.md has the port table).
+# Cairn SVM firewall, written by cairn firstboot from the deployment settings and
+# kept current by cairn peersync from the system model (appliance/internal/
+# firewall, peersync; docs/architecture.md has the port table). Do not edit.
 # Inbound is dropped except replies, loopback, ICMP, DHCP replies and the rules
 # below: each Cairn port only for this SVM's roles, and only from who needs it.
 flush ruleset
@@ -193,7 +241,7 @@ table inet cairn {
 			fmt.Fprintf(&b, "\t\tiifname %q udp sport 547 udp dport 546 accept comment \"DHCPv6 replies\"\n", d.iface)
 		}
 	}
-	for _, r := range Rules(s) {
+	for _, r := range Rules(s, p) {
 		var match strings.Builder
 		if r.Iface != "" {
 			fmt.Fprintf(&match, "iifname %q ", r.Iface)

@@ -1,6 +1,7 @@
 package firewall
 
 import (
+	"net/netip"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -148,7 +149,7 @@ func TestRulesPerRole(t *testing.T) {
 		}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			got := allowed(Rules(settings(t, tc.over)))
+			got := allowed(Rules(settings(t, tc.over), Peers{}))
 			if !slices.Equal(got, tc.want) {
 				t.Fatalf("rules:\n  got  %q\n  want %q", got, tc.want)
 			}
@@ -156,10 +157,69 @@ func TestRulesPerRole(t *testing.T) {
 	}
 }
 
+// TestRulesPeers: what the system model says moves the etcd and SDS rules only:
+// a known SVM is admitted, a removed one leaves even when the settings list it,
+// and this SVM's own addresses never leave.
+func TestRulesPeers(t *testing.T) {
+	addrs := func(ss ...string) []netip.Addr {
+		var out []netip.Addr
+		for _, s := range ss {
+			out = append(out, netip.MustParseAddr(s))
+		}
+		return out
+	}
+	const rest = "192.0.2.11,198.51.100.11,192.0.2.12,198.51.100.12,192.0.2.13"
+	for _, tc := range []struct {
+		name  string
+		over  map[string]string
+		peers Peers
+		want  []string
+	}{
+		{"a new SVM joins the settings' list", nil, Peers{Known: addrs("192.0.2.20", "198.51.100.20", "192.0.2.11")}, []string{
+			"22 eth0 any",
+			"2379 any " + allSVMs + ",192.0.2.20,198.51.100.20",
+			"2380 eth0 192.0.2.10,192.0.2.11,192.0.2.12",
+			"7100 any " + allSVMs + ",192.0.2.20,198.51.100.20",
+			"3260 eth1 198.51.100.0/24",
+			"8443 eth0 any",
+		}},
+		{"a removed SVM leaves; own addresses and MDM raft stay", nil, Peers{Removed: addrs("198.51.100.13", "192.0.2.10", "198.51.100.10")}, []string{
+			"22 eth0 any",
+			"2379 any 192.0.2.10,198.51.100.10," + rest,
+			"2380 eth0 192.0.2.10,192.0.2.11,192.0.2.12",
+			"7100 any 192.0.2.10,198.51.100.10," + rest,
+			"3260 eth1 198.51.100.0/24",
+			"8443 eth0 any",
+		}},
+		{"no svms list: the networks, and the model's SVMs beside them", map[string]string{contract.KeySVMs: "-", contract.KeyRoles: "mdm,sds"},
+			Peers{Known: addrs("203.0.113.7", "2001:db8::7")}, []string{
+				"22 eth0 any",
+				"2379 eth0 192.0.2.0/24",
+				"2379 any 203.0.113.7,2001:db8::7",
+				"2380 eth0 192.0.2.10,192.0.2.11,192.0.2.12",
+				"7100 eth1 198.51.100.0/24",
+				"7100 any 203.0.113.7,2001:db8::7",
+			}},
+		{"no etcd or SDS role: peers open nothing", map[string]string{contract.KeyRoles: "target", contract.KeyHostname: "svm4", contract.KeyMgmtAddress: "192.0.2.13/24", contract.KeyDataAddress: "198.51.100.13/24", contract.KeyJoinToken: "-"},
+			Peers{Known: addrs("192.0.2.20")}, []string{
+				"22 eth0 any",
+				"3260 eth1 198.51.100.0/24",
+			}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			got := allowed(Rules(settings(t, tc.over), tc.peers))
+			if !slices.Equal(got, tc.want) {
+				t.Fatalf("rules:\n  got  %q\n  want %q", got, tc.want)
+			}
+			checkRuleset(t, Ruleset(settings(t, tc.over), tc.peers))
+		})
+	}
+}
+
 func TestRulesetText(t *testing.T) {
 	s := settings(t, map[string]string{contract.KeySSHAllowFrom: "203.0.113.0/28,2001:db8::/64", contract.KeyMgmtAddress: "dhcp",
 		contract.KeyMDMMembers: "svm1=192.0.2.10,svm2=2001:db8:1::2", contract.KeyHostname: "svm2"})
-	rs := Ruleset(s)
+	rs := Ruleset(s, Peers{})
 	for _, want := range []string{
 		"flush ruleset\n",
 		"type filter hook input priority filter; policy drop;",
@@ -182,7 +242,7 @@ func TestRulesetText(t *testing.T) {
 		t.Errorf("DHCP replies accepted on the static data NIC:\n%s", rs)
 	}
 	// No port that no role serves: NBD (10809) never, 2379 only with an MDM role.
-	gw := Ruleset(settings(t, map[string]string{contract.KeyRoles: "gateway", contract.KeyHostname: "svm4", contract.KeyMgmtAddress: "192.0.2.13/24"}))
+	gw := Ruleset(settings(t, map[string]string{contract.KeyRoles: "gateway", contract.KeyHostname: "svm4", contract.KeyMgmtAddress: "192.0.2.13/24"}), Peers{})
 	for _, port := range []string{"2379", "2380", "7100", "3260", "10809"} {
 		if strings.Contains(gw, "dport "+port) {
 			t.Errorf("gateway-only SVM opens %s:\n%s", port, gw)
@@ -238,7 +298,7 @@ func FuzzRuleset(f *testing.F) {
 		if err != nil {
 			return
 		}
-		checkRuleset(t, Ruleset(s))
+		checkRuleset(t, Ruleset(s, Peers{}))
 	})
 }
 
@@ -251,7 +311,7 @@ func TestRulesetLoads(t *testing.T) {
 	}
 	for _, over := range []map[string]string{nil, {contract.KeySVMs: "-", contract.KeyMgmtAddress: "dhcp", contract.KeyDataAddress: "dhcp"},
 		{contract.KeySSHAllowFrom: "203.0.113.0/28,2001:db8::/64", contract.KeyMDMMembers: "svm1=192.0.2.10,svm2=2001:db8:1::2", contract.KeyDataClients: "203.0.113.5,2001:db8:9::/64"}} {
-		rs := Ruleset(settings(t, over))
+		rs := Ruleset(settings(t, over), Peers{})
 		checkRuleset(t, rs)
 		p := filepath.Join(t.TempDir(), "nftables.conf")
 		if err := os.WriteFile(p, []byte(rs), 0o644); err != nil {

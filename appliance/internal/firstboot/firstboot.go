@@ -178,11 +178,19 @@ func configure(ctx context.Context, o *Options) error {
 		return fmt.Errorf("settings from %s rejected:\n%w", source, err)
 	}
 	plan := Render(s)
+	saved, err := SettingsFileContent(raw)
+	if err != nil {
+		return fmt.Errorf("settings from %s: %w; report this as a bug with the settings", source, err)
+	}
+	plan.Files = append(plan.Files, File{Path: SettingsFile, Mode: 0o600, Content: saved})
 	if o.DryRun {
 		for _, f := range plan.Files {
 			content := f.Content
-			if f.Path == JoinTokenFile {
+			switch f.Path {
+			case JoinTokenFile:
 				content = "(join token)\n"
+			case SettingsFile:
+				content = "(the settings above, for cairn peersync)\n"
 			}
 			fmt.Fprintf(o.Console, "--- %s (%o %s)\n%s", f.Path, f.Mode, ownerName(f.Owner), content)
 		}
@@ -193,7 +201,7 @@ func configure(ctx context.Context, o *Options) error {
 		return err
 	}
 	stamp := fmt.Sprintf("source=%s\ntime=%s\n", source, time.Now().UTC().Format(time.RFC3339))
-	if err := writeAtomic(o.path(DoneFile), []byte(stamp), 0o644, -1, -1); err != nil {
+	if err := WriteAtomic(o.path(DoneFile), []byte(stamp), 0o644, -1, -1); err != nil {
 		return fmt.Errorf("%w: write %s: %w", errAfterInstall, DoneFile, err)
 	}
 	o.setGuestInfo(ctx, contract.GuestReady, "configured")
@@ -511,7 +519,7 @@ func reportReady(ctx context.Context, o *Options) error {
 		fmt.Fprintf(o.Console, "Cairn gateway certificate SHA-256: %s\n", tp)
 	}
 	uptime := readUptime()
-	if err := writeAtomic(o.path(ReadyFile), []byte(fmt.Sprintf("ready uptime=%s units=%s\n", uptime, strings.Join(units, ","))), 0o644, -1, -1); err != nil {
+	if err := WriteAtomic(o.path(ReadyFile), []byte(fmt.Sprintf("ready uptime=%s units=%s\n", uptime, strings.Join(units, ","))), 0o644, -1, -1); err != nil {
 		return fmt.Errorf("write %s: %w", ReadyFile, err)
 	}
 	o.setGuestInfo(ctx, contract.GuestReady, "ready")
@@ -539,7 +547,7 @@ func (o *Options) setGuestInfo(ctx context.Context, key, value string) {
 
 func (o *Options) path(p string) string { return filepath.Join(o.Root, p) }
 
-func writeAtomic(path string, data []byte, mode os.FileMode, uid, gid int) error {
+func WriteAtomic(path string, data []byte, mode os.FileMode, uid, gid int) error {
 	if err := os.MkdirAll(filepath.Dir(path), 0o755); err != nil {
 		return err
 	}

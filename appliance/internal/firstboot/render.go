@@ -8,6 +8,7 @@ import (
 
 	"fmt"
 	"io/fs"
+	"maps"
 	"strings"
 )
 
@@ -42,8 +43,13 @@ const AdminUser = "cairn"
 const (
 	EnvFile       = "/etc/cairn/cairn.env"
 	JoinTokenFile = "/etc/cairn/join-token"
-	DoneFile      = "/var/lib/cairn/firstboot.done"
-	ReadyFile     = "/run/cairn/ready"
+	// SettingsFile keeps the settings first boot applied, in the user-data format
+	// (ParseUserData; root only: it holds the one-time bootstrap token), for the
+	// daemons that recompute what first boot derived from them (cairn peersync:
+	// the firewall). The SSH key is kept without its comment (SettingsFileContent).
+	SettingsFile = "/etc/cairn/settings"
+	DoneFile     = "/var/lib/cairn/firstboot.done"
+	ReadyFile    = "/run/cairn/ready"
 )
 
 // UnitForRole maps a role to the systemd unit that runs it. The tiebreaker is an MDM
@@ -61,6 +67,10 @@ func UnitForRole(r contract.Role) string {
 	}
 	return ""
 }
+
+// PeerSyncUnit runs on every SVM, whatever its roles: it keeps the firewall admitting
+// the SVMs the system model knows (cairn peersync).
+const PeerSyncUnit = "cairn-peersync.service"
 
 // ReadyUnit reports readiness after the role units are up (see ReportReady).
 const ReadyUnit = "cairn-ready.service"
@@ -184,7 +194,7 @@ func Render(s *contract.Settings) *Plan {
 
 	// The firewall: each Cairn port only for this SVM's roles and only from who needs
 	// it. nftables.service loads this file at every boot; apply loads it now.
-	add(firewall.Path, 0o755, "", firewall.Ruleset(s))
+	add(firewall.Path, 0o755, "", firewall.Ruleset(s, firewall.Peers{}))
 
 	if s.SSHKey != "" {
 		add("/home/"+AdminUser+"/.ssh/authorized_keys", 0o600, AdminUser, s.SSHKey+"\n")
@@ -197,7 +207,7 @@ func Render(s *contract.Settings) *Plan {
 			p.Units = append(p.Units, u)
 		}
 	}
-	p.Units = append(p.Units, ReadyUnit)
+	p.Units = append(p.Units, PeerSyncUnit, ReadyUnit)
 	return p
 }
 
@@ -208,4 +218,23 @@ func hostAddr(a contract.Address) string {
 		return a.Prefix.Addr().String()
 	}
 	return a.String()
+}
+
+// SettingsFileContent is SettingsFile's content for the raw settings first boot
+// validated: every value as given, but the SSH key without its comment (its type and
+// key data are what matters to the firewall and to validation, and a free-text
+// comment may hold both quote characters, which the format cannot carry).
+func SettingsFileContent(raw map[string]string) (string, error) {
+	kept := maps.Clone(raw)
+	if k, ok := kept[contract.KeySSHKey]; ok {
+		if f := strings.Fields(k); len(f) >= 2 {
+			kept[contract.KeySSHKey] = f[0] + " " + f[1]
+		}
+	}
+	doc, err := EncodeUserData(kept)
+	if err != nil {
+		return "", fmt.Errorf("%s: %w", SettingsFile, err)
+	}
+	header, rest, _ := strings.Cut(string(doc), "\n")
+	return header + "\n# The settings cairn firstboot applied (read by cairn peersync). Do not edit.\n" + rest, nil
 }

@@ -129,7 +129,7 @@ func TestRolePermissions(t *testing.T) {
 	if _, err := sds.KeepAliveOnce(ctx, l.ID); err != nil {
 		t.Fatalf("sds keep-alive: %v", err)
 	}
-	for _, k := range []string{model.StatsKey("sds1"), model.FilledPoolPrefix("p1") + "0/d1", model.CertKey(pki.RoleSDS, "sds1")} {
+	for _, k := range []string{model.StatsKey("sds1"), model.FilledPoolPrefix("p1") + "0/d1", model.CertKey(pki.RoleSDS, "sds1"), model.SVMKey("svm1")} {
 		if _, err := sds.Put(ctx, k, "1", clientv3.WithLease(l.ID)); err != nil {
 			t.Fatalf("sds put %s: %v", k, err)
 		}
@@ -172,6 +172,13 @@ func TestRolePermissions(t *testing.T) {
 	}
 	if _, err := nbd.Put(ctx, model.StatsKey("sds1"), "{}"); !denied(err) {
 		t.Errorf("nbd writes SDS stats: %v", err)
+	}
+	// cairn peersync on an SVM records it with the SVM's sds or target certificate.
+	if _, err := etcdtest.Client(t, u, kit.Identity(pki.RoleTarget, "tgt1")).Put(ctx, model.SVMKey("svm2"), "{}"); err != nil {
+		t.Errorf("target records its SVM: %v", err)
+	}
+	if _, err := nbd.Put(ctx, model.SVMKey("svm3"), "{}"); !denied(err) {
+		t.Errorf("nbd writes an SVM record: %v", err)
 	}
 	host := etcdtest.Client(t, u, kit.Identity(pki.RoleHost, "esx1"))
 	if _, err := host.Get(ctx, model.SystemKey); err == nil {

@@ -58,6 +58,7 @@ var access = map[string][]perm{
 		{model.DeviceFailedPrefix, authpb.WRITE},
 		{model.CertPrefix + pki.RoleSDS + "/", authpb.WRITE},
 		{model.RefusedPrefix + pki.RoleSDS + "/", authpb.WRITE}, // refusals.Reporter
+		{model.SVMPrefix, authpb.WRITE},                         // cairn peersync: this SVM's record
 	},
 	pki.RoleTarget: {
 		{model.Prefix, authpb.READ},
@@ -65,6 +66,7 @@ var access = map[string][]perm{
 		{model.FrontendStatsPrefix, authpb.WRITE},
 		{model.CertPrefix + pki.RoleTarget + "/", authpb.WRITE},
 		{model.RefusedPrefix + pki.RoleTarget + "/", authpb.WRITE}, // refusals.Reporter
+		{model.SVMPrefix, authpb.WRITE},                            // cairn peersync: this SVM's record
 	},
 	pki.RoleNBD: {
 		{model.Prefix, authpb.READ},

@@ -35,6 +35,7 @@ import (
 //	Prefix+"election/..."                  etcd election keys        MDM members (concurrency)         MDM members, gateway                     lease (leader session)
 //	Prefix+"handover"                      member name (text)        gateway (POST /mdm/leader)        MDM leader; the named member deletes it  lease (60 s) or until done
 //	Prefix+"mdmrole/<member>"              {"tie_breaker": bool}     `cairn mdm` at start, gateway     gateway (MDM member list)                until the member is removed
+//	Prefix+"svm/<host name>"               SVM                       `cairn peersync` at start         cairn peersync on every SVM (firewall)   until the SVM is removed (no lease)
 //	SecretPrefix+"chap/<host id>"          CHAP secret (text)        Store, in the host's txn          Store (gateway), iSCSI target (LIO)      with the host's CHAP
 //	SecretPrefix+"password/<user name>"    password hash (text)      Store, in the user's txn          Store.Authenticate (gateway)             with the user
 //	SecretPrefix+"pki/ca-key"              sealed CA key (pki)       `cairn pki backup` (as mdm)       `cairn pki restore` (as mdm)             until the next backup
@@ -50,7 +51,8 @@ import (
 // etcd user is its certificate's role. mdm and gateway are etcd's root; sds,
 // target, nbd and client read Prefix and write only the keys the table above
 // says they write (sds: live/sds, stats/sds, filled, devfailed; target and nbd:
-// stats/frontend; each: cert/<its role>/). Not yet enforced per name: any
+// stats/frontend; each: cert/<its role>/; sds and target also svm/, for
+// `cairn peersync` on an SVM without a root role). Not yet enforced per name: any
 // sds may write any SDS's keys. LogPrefix is the gateway's alone. Of
 // SecretPrefix only the target reads anything (SecretPrefix+"chap/", to
 // configure LIO); sds, nbd and client read no secret. A new key written by
@@ -216,6 +218,18 @@ const LeaderHandoverKey = Prefix + "handover"
 // {"tie_breaker": bool}), written by `cairn mdm` at start and by the
 // gateway's POST /mdm/members; the gateway's MDM member list reads it.
 const MDMRolePrefix = Prefix + "mdmrole/"
+
+// SVMs.
+
+// SVMPrefix holds one record per SVM of the system (SVMKey), written by
+// the SVM's own `cairn peersync` at every start and deleted when the SVM
+// is removed. No lease on purpose: an SVM that is down (a reboot, a host
+// in maintenance) must stay admitted by the other SVMs' firewalls, or it
+// could never reach etcd to come back.
+const SVMPrefix = Prefix + "svm/"
+
+// SVMKey returns the key of an SVM's record (its host name).
+func SVMKey(name string) string { return SVMPrefix + name }
 
 // Secrets (outside Prefix: readable by mdm, gateway and, for CHAP, target).
 

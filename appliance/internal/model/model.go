@@ -236,6 +236,20 @@ type PlacementMap struct {
 	PGs     [][]CopyRef `json:"pgs"`
 }
 
+// SVM is an SVM's record (SVMKey), format v1 (the key's prefix): its host
+// name, the addresses its daemons connect from (management and data,
+// netip text), its roles (contract role names) and its target port. Other
+// SVMs admit these addresses to etcd and the SDS port (internal/peersync);
+// targets list the ports in REPORT TARGET PORT GROUPS.
+type SVM struct {
+	Name      string   `json:"name"`
+	Addresses []string `json:"addresses"`
+	Roles     []string `json:"roles"`
+	// TargetPort is the SVM's relative target port (cairn.target.port_id) when
+	// it runs the target role: REPORT TARGET PORT GROUPS lists every SVM's.
+	TargetPort uint16 `json:"target_port,omitempty"`
+}
+
 // SDSLive is written by a running SDS under a lease (LiveKey).
 type SDSLive struct {
 	Address string    `json:"address"`

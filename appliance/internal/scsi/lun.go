@@ -80,6 +80,10 @@ type Options struct {
 	// same list on every SVM (it is sorted here); nil reports the group
 	// with no port list, which is also identical everywhere.
 	GroupPorts []uint16
+	// GroupPortsNow, when set, replaces GroupPorts: it is asked at every REPORT
+	// TARGET PORT GROUPS, so the answer follows the system as SVMs join and leave
+	// (cairn target takes it from the model). It must be safe for concurrent use.
+	GroupPortsNow func() []uint16
 }
 
 // LUN is one logical unit backed by a volume. Execute may be called from

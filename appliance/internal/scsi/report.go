@@ -5,7 +5,7 @@ import "context"
 // reportTargetPortGroups serves REPORT TARGET PORT GROUPS (SPC-4 6.36).
 // Cairn's ALUA is symmetric: one target port group, active/optimized, the
 // only state it supports, and the answer is byte for byte the same on
-// every SVM (the port list comes from Options.GroupPorts, the same on all
+// every SVM (the port list comes from Options.GroupPorts or GroupPortsNow, the same on all
 // SVMs, never from this SVM's own port). Descriptor layout:
 //
 //	byte 0    PREF=1 | ASYMMETRIC ACCESS STATE 0 (active/optimized)
@@ -20,6 +20,9 @@ func (l *LUN) reportTargetPortGroups(_ context.Context, r *request) (int, *check
 		return 0, invalidCDB(1, 7)
 	}
 	ports := l.groupPorts
+	if now := l.opts.GroupPortsNow; now != nil {
+		ports = sortedUnique(now())
+	}
 	if len(ports) > 255 {
 		ports = ports[:255]
 	}

@@ -3,6 +3,8 @@ package scsi
 import (
 	"bytes"
 	"encoding/binary"
+	"slices"
+	"sync"
 	"testing"
 
 	"github.com/cairn-storage/cairn/appliance/internal/blockdev"
@@ -206,6 +208,21 @@ func TestReportTargetPortGroupsIdenticalAcrossSVMs(t *testing.T) {
 		t.Fatalf("allocation length 6 returned %d bytes", r.DataInLen)
 	}
 	mustFieldPointer(t, run(l1, rtpgCDB(2, 1024), nil, 1024), true, 1)
+
+	// A port list that follows the system: each answer has the current list.
+	var mu sync.Mutex
+	now := []uint16{2, 1}
+	l3 := NewLUN(v, Options{TargetPortGroup: 1, RelativeTargetPort: 1, GroupPorts: []uint16{9},
+		GroupPortsNow: func() []uint16 { mu.Lock(); defer mu.Unlock(); return slices.Clone(now) }})
+	if r := run(l3, rtpgCDB(0, 1024), nil, 1024); !bytes.Equal(r.data, []byte{0, 0, 0, 16, 0x80, 0x81, 0, 1, 0, 0, 0, 2, 0, 0, 0, 1, 0, 0, 0, 2}) {
+		t.Fatalf("ports 1,2 answered % x", r.data)
+	}
+	mu.Lock()
+	now = []uint16{3, 1, 2, 3}
+	mu.Unlock()
+	if r := run(l3, rtpgCDB(0, 1024), nil, 1024); !bytes.Equal(r.data, want) {
+		t.Fatalf("after port 3 joined: % x, want % x", r.data, want)
+	}
 }
 
 // While the cluster cannot serve the volume, I/O ends NOT READY 04/0A and

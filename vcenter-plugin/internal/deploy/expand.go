@@ -9,17 +9,18 @@
 // keys (svm/<host>/…, cluster/sds/<host>, cluster/devices/<host>,
 // iscsi/<host>), so an expanded system's state reads like a deployment of
 // its new plan; the change's own steps are expand/<id>/iscsi/<host> (a
-// deployed host given the new targets), expand/<id>/rebalance (<id>: the
+// deployed host given the new targets), expand/<id>/svmrecord/<host> (a
+// new host's SVM recorded in the model before it is deployed), expand/<id>/rebalance (<id>: the
 // first 12 hex digits of the new plan's SHA-256), and
-// shrink/<host>/{drain,svm} and shrink/<host>/iscsi/<host> (each host
+// shrink/<host>/{drain,svm,svmrecord} and shrink/<host>/iscsi/<host> (each host
 // unwired). They are deleted when the change ends; a removed host's deploy
 // keys too.
 //
-// Known limit: the SVMs deployed before an expansion keep the target port
-// list of their first boot (cairn.target.port_ids), so they answer REPORT
-// TARGET PORT GROUPS without the new SVMs' ports; the new SVMs list all.
-// The list has to come from the cluster for the two to agree
-// (docs/architecture.md, "Not built yet").
+// Peer sync (docs/architecture.md): a new host's SVM is recorded in the
+// system model (PUT /svms/{name}, step expand/<id>/svmrecord/<host>) before it
+// is deployed, so the older SVMs' firewalls admit it and their targets list
+// its port; a removed host's record is deleted after its SVM
+// (shrink/<host>/svmrecord).
 
 package deploy
 
@@ -279,9 +280,30 @@ func (e *Engine) Expand(ctx context.Context, deployed, p *plan.Plan) (err error)
 	return nil
 }
 
-// addHost deploys one new host's SVM and adds its SDS and devices.
+// svmRecord is what the new SVM's own `cairn peersync` records at its start
+// (peersync.Self): its host name, addresses, roles and target port.
+func svmRecord(p *plan.Plan, h *plan.Host) gateway.SVMRecord {
+	rec := gateway.SVMRecord{Name: plan.SVMHostname(h.Name), Addresses: []string{h.SVMIP}, Roles: slices.Clone(h.Roles),
+		TargetPort: p.TargetPorts()[h.Name]}
+	if h.DataIP != "" && h.DataIP != h.SVMIP {
+		rec.Addresses = append(rec.Addresses, h.DataIP)
+	}
+	return rec
+}
+
+// addHost deploys one new host's SVM and adds its SDS and devices. The SVM is
+// recorded in the system model first: the older SVMs' peer sync then admits it
+// (firewall, target port group) before its daemons first connect.
 func (r *run) addHost(ctx context.Context, h *plan.Host) error {
 	if h.HasSVM() {
+		rec := svmRecord(r.p, h)
+		key := "expand/" + r.st.Change.PlanSHA256[:12] + "/svmrecord/" + h.Name
+		if err := r.runSteps(ctx, []step{{key: key, event: "bootstrap", host: h.Name,
+			do: func(ctx context.Context) (string, error) {
+				return "recorded " + strings.Join(rec.Addresses, ","), r.api.PutSVM(ctx, rec)
+			}}}); err != nil {
+			return err
+		}
 		s := r.newSVM(h)
 		if err := r.runSteps(ctx, r.svmSteps(s)); err != nil {
 			return err
@@ -399,7 +421,11 @@ func (e *Engine) Shrink(ctx context.Context, deployed *plan.Plan, host string) (
 	steps = append(steps,
 		step{key: base + "/iscsi/" + host, event: "iscsi", host: host,
 			do: func(ctx context.Context) (string, error) { return r.unwireHost(ctx, host, targets(deployed)) }},
-		step{key: base + "/svm", event: "svm", host: host, do: func(ctx context.Context) (string, error) { return r.deleteSVM(ctx, h) }})
+		step{key: base + "/svm", event: "svm", host: host, do: func(ctx context.Context) (string, error) { return r.deleteSVM(ctx, h) }},
+		// Then its record: every other SVM's peer sync stops admitting it.
+		step{key: base + "/svmrecord", event: "svm", host: host, do: func(ctx context.Context) (string, error) {
+			return "record deleted", r.api.DeleteSVM(ctx, plan.SVMHostname(h.Name))
+		}})
 	if err := r.runSteps(ctx, steps); err != nil {
 		return err
 	}

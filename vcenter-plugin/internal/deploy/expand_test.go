@@ -195,6 +195,23 @@ func TestExpandThreeToFiveInParallel(t *testing.T) {
 	if c4 < 0 || c5 < 0 || d4 < 0 || d5 < 0 || c5 > d4 || c4 > d5 {
 		t.Fatalf("hosts not deployed in parallel: clone %d %d, devices %d %d", c4, c5, d4, d5)
 	}
+	// Each new SVM was recorded in the model before its clone (peer sync on
+	// the older SVMs admits it before it boots), as its own peersync would.
+	recs := g.array.SVMs()
+	for i, h := range []string{h4, h5} {
+		r4 := seqOf(evs, h, "/svmrecord/"+h+": done")
+		if r4 < 0 || r4 > []int64{c4, c5}[i] {
+			t.Fatalf("SVM of %s recorded at event %d, its clone started at %d", h, r4, []int64{c4, c5}[i])
+		}
+	}
+	want := []string{g.full.Hosts[3].SVMIP}
+	if d := g.full.Hosts[3].DataIP; d != "" {
+		want = append(want, d)
+	}
+	if r := recs["cairn-esx-04"]; len(recs) != 2 || !slices.Equal(r.Addresses, want) || want[0] != "10.20.0.14" ||
+		r.TargetPort != 4 || !slices.Equal(r.Roles, []string{"sds", "target"}) {
+		t.Fatalf("SVM records after the expansion: %+v", recs)
+	}
 	// The new SVMs joined through the contract: every MDM member and
 	// gateway, no bootstrap token; the full target port list.
 	joined := 0
@@ -334,8 +351,19 @@ func TestShrinkDrainsAndRemoves(t *testing.T) {
 	if err := hoststorage.New(g.c.Client, hs).AddSendTargets(ctx, []string{"192.0.2.50:3260"}); err != nil {
 		t.Fatal(err)
 	}
+	// The SVMs recorded themselves (cairn peersync at their start).
+	for _, h := range g.deployed.Hosts {
+		if err := g.array.PutSVM(ctx, gateway.SVMRecord{Name: "cairn-" + strings.TrimSuffix(h.Name, ".cairn.test"), Addresses: []string{h.SVMIP}}); err != nil {
+			t.Fatal(err)
+		}
+	}
 	if err := g.engine.Shrink(ctx, g.deployed, host); err != nil {
 		t.Fatal(err)
+	}
+	if recs := g.array.SVMs(); len(recs) != 3 || recs["cairn-esx-01"].Name == "" {
+		t.Fatalf("SVM records after the removal of %s: %+v (its record must go, the others stay)", host, recs)
+	} else if _, ok := recs["cairn-esx-04"]; ok {
+		t.Fatalf("the removed SVM's record stays: %+v", recs)
 	}
 	if _, err := g.array.GetSDS(ctx, deploy.SDSName(host)); !errors.Is(err, gateway.ErrNotFound) {
 		t.Fatalf("SDS of %s after the removal: %v", host, err)

@@ -3,6 +3,7 @@ package gateway_test
 import (
 	"context"
 	"errors"
+	"io"
 	"net/http"
 	"net/http/httptest"
 	"strings"
@@ -34,6 +35,14 @@ func TestHTTPClientDrainAndRebalance(t *testing.T) {
 		_, _ = w.Write([]byte(`{"id":"j1","kind":"sds-remove","state":"running","percent":42.5,"eta_seconds":37,"message":"draining: 54 of 94 placement-group copies still on sds sds4"}`))
 	})
 	mux.HandleFunc("DELETE /api/v1/hosts/{ref}", func(w http.ResponseWriter, r *http.Request) { w.WriteHeader(204) })
+	var putBody string
+	mux.HandleFunc("PUT /api/v1/svms/{name}", func(w http.ResponseWriter, r *http.Request) {
+		b, _ := io.ReadAll(r.Body)
+		putBody = r.PathValue("name") + " " + string(b)
+		w.Header().Set("Content-Type", "application/json")
+		_, _ = w.Write(b)
+	})
+	mux.HandleFunc("DELETE /api/v1/svms/{name}", func(w http.ResponseWriter, r *http.Request) { w.WriteHeader(204) })
 	mux.HandleFunc("GET /api/v1/system", func(w http.ResponseWriter, r *http.Request) {
 		_, _ = w.Write([]byte(`{"bootstrapped":true,"rebuild":{"degraded_groups":0,"rebuilding_groups":0,"resyncing_groups":0,"rebalancing_groups":6,"pending_bytes":1048576,"done_bytes":5,"resync_bytes":0,"rate_bytes_per_second":1.5,"percent":40,"eta_seconds":12}}`))
 	})
@@ -58,6 +67,13 @@ func TestHTTPClientDrainAndRebalance(t *testing.T) {
 	}
 	if err := c.DeleteHost(ctx, "esx-05"); err != nil {
 		t.Fatal(err)
+	}
+	if err := c.PutSVM(ctx, gateway.SVMRecord{Name: "cairn-esx-05", Addresses: []string{"10.20.0.15", "10.30.0.15"}, Roles: []string{"sds", "target"}, TargetPort: 5}); err != nil ||
+		putBody != `cairn-esx-05 {"name":"cairn-esx-05","addresses":["10.20.0.15","10.30.0.15"],"roles":["sds","target"],"target_port":5}` {
+		t.Fatalf("PutSVM: %v; the gateway got %s", err, putBody)
+	}
+	if err := c.DeleteSVM(ctx, "cairn-esx-05"); err != nil {
+		t.Fatalf("DeleteSVM: %v", err)
 	}
 	sys, err := c.System(ctx)
 	if err != nil || sys.Rebuild.RebalancingGroups != 6 || sys.Rebuild.PendingBytes != 1<<20 || sys.Rebuild.Percent != 40 || *sys.Rebuild.ETASeconds != 12 {

@@ -283,6 +283,21 @@ type API interface {
 	// references it. It answers the drain job; a repeat while the device
 	// is removing answers the running job.
 	RemoveDevice(ctx context.Context, idOrName string) (*Job, error)
+	// PutSVM records an SVM ahead of its first boot (PUT /svms/{name}), so that
+	// the other SVMs' firewalls admit it; a repeat changes nothing.
+	PutSVM(ctx context.Context, rec SVMRecord) error
+	// DeleteSVM deletes an SVM's record (DELETE /svms/{name}) when the SVM is
+	// removed; deleting one that does not exist changes nothing.
+	DeleteSVM(ctx context.Context, name string) error
+}
+
+// SVMRecord is an SVM's record in the system model (the gateway's SVM schema):
+// its host name, management and data addresses, roles and target port.
+type SVMRecord struct {
+	Name       string   `json:"name"`
+	Addresses  []string `json:"addresses"`
+	Roles      []string `json:"roles,omitempty"`
+	TargetPort int      `json:"target_port,omitempty"`
 }
 
 // Device states the plugin reads.

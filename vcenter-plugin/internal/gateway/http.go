@@ -480,6 +480,12 @@ func (c *HTTPClient) RemoveSDS(ctx context.Context, sds string) (*Job, error) {
 func (c *HTTPClient) GetJob(ctx context.Context, id string) (*Job, error) {
 	return getOne[Job](ctx, c, "jobs", id)
 }
+func (c *HTTPClient) PutSVM(ctx context.Context, rec SVMRecord) error {
+	return c.do(ctx, http.MethodPut, "/api/v1/svms/"+esc(rec.Name), rec, nil)
+}
+func (c *HTTPClient) DeleteSVM(ctx context.Context, name string) error {
+	return c.do(ctx, http.MethodDelete, "/api/v1/svms/"+esc(name), nil, nil)
+}
 func (c *HTTPClient) DeleteHost(ctx context.Context, id string) error {
 	return c.do(ctx, http.MethodDelete, "/api/v1/hosts/"+esc(id), nil, nil)
 }

@@ -44,7 +44,8 @@ type Array struct {
 	DrainTime time.Duration
 
 	mu             sync.Mutex
-	bootstrapToken string // stored by the first gateway SVM's start
+	svms           map[string]gateway.SVMRecord // PutSVM, by name
+	bootstrapToken string                       // stored by the first gateway SVM's start
 	tokenUsed      bool
 	name           string // bootstrapped system name
 	seq            int

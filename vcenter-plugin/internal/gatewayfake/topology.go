@@ -9,6 +9,7 @@ package gatewayfake
 import (
 	"context"
 	"fmt"
+	"maps"
 	"net/http"
 
 	"github.com/cairn-storage/cairn/vcenter-plugin/internal/gateway"
@@ -186,6 +187,35 @@ func (a *Array) GetJob(ctx context.Context, id string) (*gateway.Job, error) {
 	}
 	j := d.job
 	return &j, nil
+}
+
+// PutSVM stores an SVM record as the gateway does (the path's name).
+func (a *Array) PutSVM(ctx context.Context, rec gateway.SVMRecord) error {
+	if len(rec.Addresses) == 0 {
+		return &gateway.StatusError{Method: "PUT", Path: "/api/v1/svms/" + rec.Name, Status: http.StatusBadRequest, Message: "give 1-8 addresses"}
+	}
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	if a.svms == nil {
+		a.svms = map[string]gateway.SVMRecord{}
+	}
+	a.svms[rec.Name] = rec
+	return nil
+}
+
+// DeleteSVM deletes an SVM record; a missing one is no error.
+func (a *Array) DeleteSVM(ctx context.Context, name string) error {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	delete(a.svms, name)
+	return nil
+}
+
+// SVMs returns the SVM records, for tests.
+func (a *Array) SVMs() map[string]gateway.SVMRecord {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	return maps.Clone(a.svms)
 }
 
 // DeleteHost removes a host record unless volumes are mapped to it.

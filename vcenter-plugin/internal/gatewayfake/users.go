@@ -357,6 +357,18 @@ func (s *Session) RemoveSDS(ctx context.Context, sds string) (*gateway.Job, erro
 	}
 	return s.Array.RemoveSDS(ctx, sds)
 }
+func (s *Session) PutSVM(ctx context.Context, rec gateway.SVMRecord) error {
+	if err := s.allow(gateway.RoleAdmin, "PUT", "/api/v1/svms/"+rec.Name, "PutSVM "+rec.Name, true); err != nil {
+		return err
+	}
+	return s.Array.PutSVM(ctx, rec)
+}
+func (s *Session) DeleteSVM(ctx context.Context, name string) error {
+	if err := s.allow(gateway.RoleAdmin, "DELETE", "/api/v1/svms/"+name, "DeleteSVM "+name, true); err != nil {
+		return err
+	}
+	return s.Array.DeleteSVM(ctx, name)
+}
 func (s *Session) DeleteHost(ctx context.Context, key string) error {
 	if err := s.allow(gateway.RoleOperator, "DELETE", "/api/v1/hosts/"+key, "DeleteHost "+key, true); err != nil {
 		return err

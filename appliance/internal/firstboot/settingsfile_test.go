@@ -1,0 +1,37 @@
+package firstboot
+
+import (
+	"reflect"
+	"strings"
+	"testing"
+
+	"github.com/cairn-storage/cairn/appliance/contract"
+)
+
+// TestSettingsFileRoundTrip: what first boot keeps for cairn peersync reads back
+// (ParseUserData, Validate) as the settings it applied, even when the SSH key's
+// comment holds both quote characters (the comment is dropped).
+func TestSettingsFileRoundTrip(t *testing.T) {
+	raw := goodSettings()
+	raw[contract.KeySSHKey] = strings.Fields(testSSHKey)[0] + " " + strings.Fields(testSSHKey)[1] + ` it's "mine"`
+	want, err := contract.Validate(raw)
+	if err != nil {
+		t.Fatal(err)
+	}
+	doc, err := SettingsFileContent(raw)
+	if err != nil {
+		t.Fatalf("SettingsFileContent: %v", err)
+	}
+	back, err := ParseUserData([]byte(doc))
+	if err != nil {
+		t.Fatalf("ParseUserData of the settings file: %v\n%s", err, doc)
+	}
+	got, err := contract.Validate(back)
+	if err != nil {
+		t.Fatalf("Validate of the settings file: %v", err)
+	}
+	want.SSHKey = strings.Join(strings.Fields(want.SSHKey)[:2], " ")
+	if !reflect.DeepEqual(got, want) {
+		t.Fatalf("settings read back differ:\n got  %+v\n want %+v", got, want)
+	}
+}
