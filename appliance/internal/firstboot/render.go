@@ -44,9 +44,9 @@ const (
 	EnvFile       = "/etc/cairn/cairn.env"
 	JoinTokenFile = "/etc/cairn/join-token"
 	// SettingsFile keeps the settings first boot applied, in the user-data format
-	// (ParseUserData; root only: it holds the one-time bootstrap token), for the
-	// daemons that recompute what first boot derived from them (cairn peersync:
-	// the firewall). The SSH key is kept without its comment (SettingsFileContent).
+	// (ParseUserData; root only), for the daemons that recompute what first boot
+	// derived from them (cairn peersync: the firewall). The SSH key is kept without
+	// its comment, and the one-time bootstrap token not at all (SettingsFileContent).
 	SettingsFile = "/etc/cairn/settings"
 	DoneFile     = "/var/lib/cairn/firstboot.done"
 	ReadyFile    = "/run/cairn/ready"
@@ -220,12 +220,23 @@ func hostAddr(a contract.Address) string {
 	return a.String()
 }
 
+// TokenNotKept stands for the bootstrap token in SettingsFile: a well-formed
+// token that is no token (gateways never store it; it only satisfies the
+// contract's rule that gateway SVMs were given one).
+const TokenNotKept = "not-kept-after-first-boot"
+
 // SettingsFileContent is SettingsFile's content for the raw settings first boot
-// validated: every value as given, but the SSH key without its comment (its type and
+// validated: every value as given but the bootstrap token (left out) and the SSH key without its comment (its type and
 // key data are what matters to the firewall and to validation, and a free-text
 // comment may hold both quote characters, which the format cannot carry).
 func SettingsFileContent(raw map[string]string) (string, error) {
 	kept := maps.Clone(raw)
+	// Nobody after first boot needs the bootstrap token (the gateway has its
+	// own file, deleted once redeemed): a copy kept for years is a copy to leak.
+	// The contract requires one on gateway SVMs, so a placeholder stands in.
+	if _, ok := kept[contract.KeyJoinToken]; ok {
+		kept[contract.KeyJoinToken] = TokenNotKept
+	}
 	if k, ok := kept[contract.KeySSHKey]; ok {
 		if f := strings.Fields(k); len(f) >= 2 {
 			kept[contract.KeySSHKey] = f[0] + " " + f[1]
