@@ -22,7 +22,10 @@
 # Server = the NBD server and the SDSs (not the MDMs or the gateway). CPU is
 # utime+stime of /proc/PID/stat; context switches are voluntary+involuntary
 # summed over /proc/PID/task/*/status; both taken just before and just after
-# fio, divided by fio's I/O count. Heavy: run it under
+# fio, divided by fio's I/O count. System calls per I/O come from
+# `perf stat -e raw_syscalls:sys_enter` on the same processes over the same
+# window, where perf may trace them (root, or perf_event_paranoid <= 1);
+# otherwise "-". Heavy: run it under
 # `flock /tmp/cairn-heavy.lock` on a shared machine. About 4 minutes at the
 # defaults.
 set -euo pipefail
@@ -105,7 +108,11 @@ fio_run() { # fio_run URI JSON ARGS...
 		die "fio failed: $(tail -3 "$json.err")"
 }
 
-printf 'variant\tround\tjob\tios\tiops\tlat_us\tcpu_us_per_io\tcs_per_io\n' >"$OUT/results.tsv"
+# Can perf count the servers' system calls here?
+PERF=0
+if command -v perf >/dev/null && timeout 10 perf stat -e raw_syscalls:sys_enter -x, -o /dev/null -- true 2>/dev/null; then PERF=1; fi
+
+printf 'variant\tround\tjob\tios\tiops\tlat_us\tcpu_us_per_io\tcs_per_io\tsyscalls_per_io\n' >"$OUT/results.tsv"
 for v in base current; do
 	say "$v: first start, fill ${SIZE_MIB} MiB"
 	start "$v"
@@ -120,21 +127,33 @@ for ((r = 1; r <= ROUNDS; r++)); do
 		mapfile -t pids < <(server_pids "$v")
 		for j in $JOBS; do
 			# shellcheck disable=SC2046
+			perf_out=$TMP/$v-$r-$j.perf perf_pid=""
+			if [ $PERF = 1 ]; then
+				perf stat -e raw_syscalls:sys_enter -x, -o "$perf_out" -p "$(IFS=,; echo "${pids[*]}")" &
+				perf_pid=$!
+				sleep 0.5 # attached before fio starts
+			fi
 			read -r t0 c0 < <(sample "${pids[@]}")
 			fio_run "$URI" "$TMP/$v-$r-$j.json" --time_based=1 --runtime="$RUNTIME" $(job_args "$j")
 			read -r t1 c1 < <(sample "${pids[@]}")
-			python3 - "$TMP/$v-$r-$j.json" "$v" "$r" "$j" $((t1 - t0)) $((c1 - c0)) "$HZ" >>"$OUT/results.tsv" <<'EOF'
+			syscalls=-
+			if [ -n "$perf_pid" ]; then
+				kill -INT "$perf_pid" && wait "$perf_pid" || true
+				syscalls=$(awk -F, '/raw_syscalls/ { print $1 + 0 }' "$perf_out")
+			fi
+			python3 - "$TMP/$v-$r-$j.json" "$v" "$r" "$j" $((t1 - t0)) $((c1 - c0)) "$HZ" "${syscalls:--}" >>"$OUT/results.tsv" <<'EOF'
 import json, sys
-path, v, r, j, ticks, cs, hz = sys.argv[1:]
+path, v, r, j, ticks, cs, hz, sc = sys.argv[1:]
 doc = json.load(open(path))
 job = doc["jobs"][0]
 ios = job["read"]["total_ios"] + job["write"]["total_ios"]
 secs = job["job_runtime"] / 1000.0
 lat = [job[d]["lat_ns"] for d in ("read", "write") if job[d]["total_ios"] > 0]
 mean = sum(l["mean"] * job[d]["total_ios"] for l, d in zip(lat, [d for d in ("read", "write") if job[d]["total_ios"] > 0])) / ios
-print(f"{v}\t{r}\t{j}\t{ios}\t{ios / secs:.0f}\t{mean / 1000:.1f}\t{int(ticks) * 1e6 / int(hz) / ios:.1f}\t{int(cs) / ios:.2f}")
+sc = f"{int(sc) / ios:.2f}" if sc.isdigit() else "-"
+print(f"{v}\t{r}\t{j}\t{ios}\t{ios / secs:.0f}\t{mean / 1000:.1f}\t{int(ticks) * 1e6 / int(hz) / ios:.1f}\t{int(cs) / ios:.2f}\t{sc}")
 EOF
-			say "$v round $r $j: $(tail -1 "$OUT/results.tsv" | cut -f5-8 | tr '\t' ' ') (IOPS, mean µs, server CPU µs/IO, ctx switches/IO)"
+			say "$v round $r $j: $(tail -1 "$OUT/results.tsv" | cut -f5-9 | tr '\t' ' ') (IOPS, mean µs, server CPU µs/IO, ctx switches/IO, syscalls/IO)"
 		done
 		stop
 	done
@@ -146,6 +165,8 @@ from statistics import mean
 rows = list(csv.DictReader(open(sys.argv[1]), delimiter="\t"))
 jobs = list(dict.fromkeys(r["job"] for r in rows))
 keys = [("iops", "IOPS"), ("lat_us", "mean lat µs"), ("cpu_us_per_io", "server CPU µs/IO"), ("cs_per_io", "ctx sw/IO")]
+if all(r["syscalls_per_io"] != "-" for r in rows):
+    keys.append(("syscalls_per_io", "syscalls/IO"))
 print(f"A/B, base {sys.argv[2]} vs current {sys.argv[3]}, same run, {len({r['round'] for r in rows})} rounds (mean of rounds; ratio = current / base)\n")
 print("| job | " + " | ".join(f"{h} base | {h} current | ratio" for _, h in keys) + " |")
 print("|---|" + "--:|--:|--:|" * len(keys))
