@@ -144,7 +144,13 @@ for ((r = 1; r <= ROUNDS; r++)); do
 			python3 - "$TMP/$v-$r-$j.json" "$v" "$r" "$j" $((t1 - t0)) $((c1 - c0)) "$HZ" "${syscalls:--}" >>"$OUT/results.tsv" <<'EOF'
 import json, sys
 path, v, r, j, ticks, cs, hz, sc = sys.argv[1:]
-doc = json.load(open(path))
+text = open(path).read()
+# fio may print warnings before the JSON document.
+start = text.find("\n{") + 1 if not text.startswith("{") else 0
+try:
+    doc = json.loads(text[start:])
+except ValueError:
+    sys.exit(f"ab.sh: no JSON from fio in {path}: {text[:300]!r}")
 job = doc["jobs"][0]
 ios = job["read"]["total_ios"] + job["write"]["total_ios"]
 secs = job["job_runtime"] / 1000.0
