@@ -68,10 +68,12 @@ func (s *Server) handle(ctx context.Context, req *wire.Request) (wire.Response, 
 // served on the connection's reader, in order, with their replies batched
 // (see wire.ServeInline): one local read or write is shorter than a
 // goroutine hand-off and two wake-ups, and a primary's burst of forwarded
-// writes is acknowledged with one send. A copy's write waits for nothing
-// but its range and the device (it forwards nowhere), so it cannot hold the
-// reader up for another request on the same connection. FUA writes, which
-// flush the device, still get a goroutine of their own.
+// writes is acknowledged with one send. A copy's write forwards nowhere: it
+// waits only for its range (held by other local writes, never by a request
+// that waits for this connection), the device, and, in the rare request
+// routed with a map newer than this SDS's, for that map (bounded, see
+// chunkOp). FUA writes, which flush the device, get a goroutine of their
+// own.
 func inlineOp(req *wire.Request) bool {
 	switch req.Op {
 	case wire.OpRead:
