@@ -23,7 +23,11 @@ func startServer(t *testing.T, h Handler, inline func(*Request) bool) string {
 	done := make(chan struct{})
 	go func() {
 		defer close(done)
-		ServeInline(ctx, l, h, inline, slog.Default())
+		var in InlineFunc
+		if inline != nil {
+			in = func(r *Request, _ bool) bool { return inline(r) }
+		}
+		ServeInline(ctx, l, h, in, slog.Default())
 	}()
 	t.Cleanup(func() { cancel(); <-done })
 	return l.Addr().String()
