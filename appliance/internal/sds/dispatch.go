@@ -74,21 +74,12 @@ func (s *Server) handle(ctx context.Context, req *wire.Request) (wire.Response, 
 // routed with a map newer than this SDS's, for that map (bounded, see
 // chunkOp). FUA writes, which flush the device, get a goroutine of their
 // own.
-//
-// A client's small write (this SDS its primary) is served inline only when
-// it arrived alone (queue depth 1 on this connection): it waits for its
-// copies' answers, which would hold up requests behind it, but those
-// answers arrive on other connections' readers, so it cannot deadlock, and
-// alone it saves the hand-off to a goroutine and back.
-func inlineOp(req *wire.Request, alone bool) bool {
+func inlineOp(req *wire.Request) bool {
 	switch req.Op {
 	case wire.OpRead:
 		return req.Length <= 128<<10
 	case wire.OpWrite:
-		if req.Flags&wire.FlagFUA != 0 || req.Length > 128<<10 {
-			return false
-		}
-		return req.Flags&wire.FlagReplica != 0 || alone
+		return req.Flags&wire.FlagReplica != 0 && req.Flags&wire.FlagFUA == 0 && req.Length <= 128<<10
 	}
 	return false
 }

@@ -424,28 +424,20 @@ func Serve(ctx context.Context, l net.Listener, h Handler, log *slog.Logger) err
 	return ServeSecure(ctx, l, nil, h, nil, log)
 }
 
-// InlineFunc decides whether a request is served on the connection's
-// reader goroutine (true) or on a goroutine of its own. alone is true when
-// no further request had arrived on the connection when this one was read:
-// serving it inline then delays nobody unless another arrives meanwhile.
-// A request served inline must not wait for anything that needs this
-// connection's reader to make progress.
-type InlineFunc func(req *Request, alone bool) bool
-
 // ServeInline is Serve where requests for which inline returns true are
 // served on the connection's reader goroutine, in arrival order, and their
 // replies are sent together while more requests are already buffered (one
 // send for a burst). It suits short requests such as small reads: no
 // goroutine hand-off, fewer system calls. Everything else gets its own
 // goroutine, as with Serve. There is no handshake (mode none).
-func ServeInline(ctx context.Context, l net.Listener, h Handler, inline InlineFunc, log *slog.Logger) error {
+func ServeInline(ctx context.Context, l net.Listener, h Handler, inline func(*Request) bool, log *slog.Logger) error {
 	return ServeSecure(ctx, l, nil, h, inline, log)
 }
 
 // ServeSecure is ServeInline with sec's handshake on every connection
 // before its first frame (sec nil: mode none); h finds the verified peer
 // with PeerFrom(ctx).
-func ServeSecure(ctx context.Context, l net.Listener, sec *Security, h Handler, inline InlineFunc, log *slog.Logger) error {
+func ServeSecure(ctx context.Context, l net.Listener, sec *Security, h Handler, inline func(*Request) bool, log *slog.Logger) error {
 	var wg sync.WaitGroup
 	conns := map[net.Conn]struct{}{}
 	var mu sync.Mutex
@@ -490,7 +482,7 @@ func ServeSecure(ctx context.Context, l net.Listener, sec *Security, h Handler, 
 }
 
 // serveConn runs sec's handshake on c, if any, then serves its frames.
-func serveConn(ctx context.Context, c net.Conn, sec *Security, h Handler, inline InlineFunc, log *slog.Logger, refusals *LogLimiter) {
+func serveConn(ctx context.Context, c net.Conn, sec *Security, h Handler, inline func(*Request) bool, log *slog.Logger, refusals *LogLimiter) {
 	if sec.mode() != ModeNone {
 		hc, peer, err := sec.accept(ctx, c)
 		if err != nil {
@@ -592,7 +584,7 @@ func (sc *serverConn) flushInline() {
 	sc.wmu.Unlock()
 }
 
-func (sc *serverConn) serve(ctx context.Context, h Handler, inline InlineFunc, log *slog.Logger) {
+func (sc *serverConn) serve(ctx context.Context, h Handler, inline func(*Request) bool, log *slog.Logger) {
 	c := sc.c
 	defer c.Close()
 	br := bufio.NewReaderSize(c, 256<<10)
@@ -619,7 +611,7 @@ func (sc *serverConn) serve(ctx context.Context, h Handler, inline InlineFunc, l
 			}
 			return
 		}
-		if inline != nil && inline(req, br.Buffered() == 0) {
+		if inline != nil && inline(req) {
 			resp, release := h(ctx, req)
 			sc.send(req, resp, release, false)
 			held++

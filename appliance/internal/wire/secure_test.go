@@ -68,7 +68,7 @@ func startSecure(t *testing.T, sec *Security) *secureServer {
 	log := slog.New(slog.NewTextHandler(s.log, nil))
 	go func() {
 		defer close(done)
-		ServeSecure(ctx, l, sec, h, func(r *Request, _ bool) bool { return r.Op == OpRead }, log)
+		ServeSecure(ctx, l, sec, h, func(r *Request) bool { return r.Op == OpRead }, log)
 	}()
 	t.Cleanup(func() { cancel(); <-done })
 	return s

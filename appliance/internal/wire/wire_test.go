@@ -23,11 +23,7 @@ func startServer(t *testing.T, h Handler, inline func(*Request) bool) string {
 	done := make(chan struct{})
 	go func() {
 		defer close(done)
-		var in InlineFunc
-		if inline != nil {
-			in = func(r *Request, _ bool) bool { return inline(r) }
-		}
-		ServeInline(ctx, l, h, in, slog.Default())
+		ServeInline(ctx, l, h, inline, slog.Default())
 	}()
 	t.Cleanup(func() { cancel(); <-done })
 	return l.Addr().String()
