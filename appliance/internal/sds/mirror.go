@@ -69,18 +69,19 @@ func (c *chunkRequest) mutateLocked(ctx context.Context, fwd *wire.Request, loca
 		lerr = c.s.flushDevice(c.dev)
 	}
 	var rerr error
+wait:
 	for range targets {
-		var err error
 		select {
-		case err = <-remote:
+		case err := <-remote:
+			if err != nil && rerr == nil {
+				rerr = err
+			}
 		case <-ctx.Done():
-			err = ctx.Err()
-		}
-		if err != nil && rerr == nil {
-			rerr = err
-		}
-		if ctx.Err() != nil {
-			break
+			// Shutting down: a copy not heard from is not acknowledged.
+			if rerr == nil {
+				rerr = ctx.Err()
+			}
+			break wait
 		}
 	}
 	switch {
