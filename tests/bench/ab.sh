@@ -48,6 +48,7 @@ OUT=${AB_OUT:-$TMP/out}
 mkdir -p "$OUT"
 running=""
 cleanup() {
+	trap '' INT TERM # a second signal must not leave the cluster or the temp dir behind
 	if [ -n "$running" ]; then CAIRN_BIN=$TMP/$running "$REPO/tests/lib/cluster.sh" stop "$TMP/state-$running" >/dev/null 2>&1 || true; fi
 	# Device images are sparse but large: never leave them behind.
 	rm -rf "$TMP"
