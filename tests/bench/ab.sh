@@ -127,7 +127,6 @@ for ((r = 1; r <= ROUNDS; r++)); do
 		start "$v"
 		mapfile -t pids < <(server_pids "$v")
 		for j in $JOBS; do
-			# shellcheck disable=SC2046
 			perf_out=$TMP/$v-$r-$j.perf perf_pid=""
 			if [ $PERF = 1 ]; then
 				perf stat -e raw_syscalls:sys_enter -x, -o "$perf_out" -p "$(IFS=,; echo "${pids[*]}")" &
@@ -135,6 +134,7 @@ for ((r = 1; r <= ROUNDS; r++)); do
 				sleep 0.5 # attached before fio starts
 			fi
 			read -r t0 c0 < <(sample "${pids[@]}")
+			# shellcheck disable=SC2046 # job_args is several words on purpose
 			fio_run "$URI" "$TMP/$v-$r-$j.json" --time_based=1 --runtime="$RUNTIME" $(job_args "$j")
 			read -r t1 c1 < <(sample "${pids[@]}")
 			syscalls=-
