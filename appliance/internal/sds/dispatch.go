@@ -64,11 +64,24 @@ func (s *Server) handle(ctx context.Context, req *wire.Request) (wire.Response, 
 	return errResp(wire.StatusUnsupported, fmt.Errorf("opcode %d", req.Op))
 }
 
-// inlineOp: small reads are served on the connection's reader, in order,
-// with their replies batched (see wire.ServeInline); one local read is
-// shorter than a goroutine hand-off and two wake-ups.
+// inlineOp: small reads, and small copies' writes from a primary, are
+// served on the connection's reader, in order, with their replies batched
+// (see wire.ServeInline): one local read or write is shorter than a
+// goroutine hand-off and two wake-ups, and a primary's burst of forwarded
+// writes is acknowledged with one send. A copy's write forwards nowhere: it
+// waits only for its range (held by other local writes, never by a request
+// that waits for this connection), the device, and, in the rare request
+// routed with a map newer than this SDS's, for that map (bounded, see
+// chunkOp). FUA writes, which flush the device, get a goroutine of their
+// own.
 func inlineOp(req *wire.Request) bool {
-	return req.Op == wire.OpRead && req.Length <= 128<<10
+	switch req.Op {
+	case wire.OpRead:
+		return req.Length <= 128<<10
+	case wire.OpWrite:
+		return req.Flags&wire.FlagReplica != 0 && req.Flags&wire.FlagFUA == 0 && req.Length <= 128<<10
+	}
+	return false
 }
 
 // chunkOp checks a chunk request's epoch and range, runs it (the route is

@@ -55,18 +55,33 @@ func (c *chunkRequest) mutateLocked(ctx context.Context, fwd *wire.Request, loca
 			}
 		}
 	}
+	// The copies' writes are sent before the local one starts and run
+	// beside it; their answers arrive on the peer connections' readers,
+	// which hand them straight to this goroutine (no goroutine per copy).
+	// remote has room for every answer: a reader never blocks on it, even
+	// after this request gave up waiting.
 	remote := make(chan error, len(targets))
 	for _, t := range targets {
-		go func() { remote <- c.forward(ctx, fwd, t) }()
+		c.forward(fwd, t, remote)
 	}
 	lerr := local()
 	if lerr == nil && c.req.Flags&wire.FlagFUA != 0 {
 		lerr = c.s.flushDevice(c.dev)
 	}
 	var rerr error
+wait:
 	for range targets {
-		if err := <-remote; err != nil && rerr == nil {
-			rerr = err
+		select {
+		case err := <-remote:
+			if err != nil && rerr == nil {
+				rerr = err
+			}
+		case <-ctx.Done():
+			// Shutting down: a copy not heard from is not acknowledged.
+			if rerr == nil {
+				rerr = ctx.Err()
+			}
+			break wait
 		}
 	}
 	switch {
@@ -86,16 +101,22 @@ func (c *chunkRequest) mutateLocked(ctx context.Context, fwd *wire.Request, loca
 	return ok()
 }
 
-func (c *chunkRequest) forward(ctx context.Context, fwd *wire.Request, to model.CopyRef) error {
+// forward sends the change to one copy without waiting; its outcome
+// arrives on done (nil, or why the copy did not apply it), within
+// forwardTimeout.
+func (c *chunkRequest) forward(fwd *wire.Request, to model.CopyRef, done chan<- error) {
 	addr, live := c.s.cat.SDSAddress(to.SDSID)
 	if !live {
-		return fmt.Errorf("SDS %s of a copy is not live", to.SDSID)
+		done <- fmt.Errorf("SDS %s of a copy is not live", to.SDSID)
+		return
 	}
 	r := *fwd
 	r.Flags |= wire.FlagReplica
 	r.Epoch = max(c.req.Epoch, c.route.Epoch)
-	fctx, cancel := context.WithTimeout(ctx, 5*time.Second)
-	defer cancel()
-	_, err := c.s.cl.Peer(addr).Do(fctx, &r, nil)
-	return err
+	c.s.cl.Peer(addr).Go(&r, nil, forwardTimeout, false, func(_ *wire.Response, err error) { done <- err })
 }
+
+// forwardTimeout bounds a copy's answer to a forwarded change: a copy that
+// does not answer in time fails the write (Unavailable), and the client
+// retries.
+const forwardTimeout = 5 * time.Second
