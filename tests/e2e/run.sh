@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # End-to-end test of the vCenter plugin with real Cairn daemons (make test-e2e):
 #
-#   simulated vCenter (4 ESXi hosts, govmomi simulator + vcsimkit, on the core
+#   simulated vCenter (7 ESXi hosts, govmomi simulator + vcsimkit, on the core
 #   namespace's 127.0.0.1) -> deployment plan -> deploy engine clones and powers
 #   on 4 SVMs; each power-on runs tests/e2e/svm-hook.sh, which boots the
 #   appliance in the SVM's own network, mount and UTS namespaces at the SVM's
@@ -15,7 +15,11 @@
 #   the other gateway while one's host is patched) while fio (nbd engine,
 #   verify=crc32c) writes through `cairn nbd` -> a second roll in which an SVM
 #   does not come back (its power-on hook fails): the roll stops with a clear
-#   message; the resume after the fix completes it.
+#   message; the resume after the fix completes it -> the SVM lifecycle
+#   (vcenter-plugin/e2e/lifecycle.go): expand by 2 hosts in parallel, remove
+#   one, replace a failed one (its SVM killed, its host not responding) on a
+#   spare host; fio verifies throughout. The kit has 7 hosts: 4 deployed, 2
+#   added, 1 spare.
 #
 # The driver is vcenter-plugin/e2e (Go); it runs in the namespace
 # <prefix>-core (10.232.0.1/24) so it reaches the SVMs (10.232.0.11-14) over
@@ -35,7 +39,7 @@ ROOT=$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)
 BIN=$ROOT/appliance/bin
 HOOK=$ROOT/tests/e2e/svm-hook.sh
 PREFIX=cairne2e-$$
-BUDGET=${E2E_TIMEOUT:-420} # seconds for the driver (the build comes on top)
+BUDGET=${E2E_TIMEOUT:-540} # seconds for the driver (the build comes on top)
 
 passed=0 failed=0
 say() { echo "[$(date +%H:%M:%S)] $*"; }

@@ -47,6 +47,9 @@ const (
 	nbdAddr  = "127.0.0.1:10809"
 	svmCIDR  = "10.232.0.0/24" // the harness bridge's subnet; core is .1
 	dataCIDR = "10.233.0.0/24" // the hosts' (simulated) iSCSI vmkernel ports only
+	// kitHosts: 4 deployed, 2 added by the expansion, 1 spare the failed
+	// host's SVM is replaced on.
+	kitHosts = 7
 )
 
 type harness struct {
@@ -154,7 +157,7 @@ func (h *harness) run(ctx context.Context) error {
 	if err := h.phase("simulator", func() error {
 		var err error
 		kit, err = vcsimkit.Start(vcsimkit.Options{
-			Hosts: 4, DisksPerHost: 2, Dir: filepath.Join(h.state, "vcsim"), Template: "cairn-svm",
+			Hosts: kitHosts, DisksPerHost: 2, Dir: filepath.Join(h.state, "vcsim"), Template: "cairn-svm",
 			LUNs: luns,
 			Guest: vcsimkit.CommandHooks{Start: []string{h.hook, "start"}, Stop: []string{h.hook, "stop"},
 				Dir: filepath.Join(h.state, "ovfenv")},
@@ -176,19 +179,24 @@ func (h *harness) run(ctx context.Context) error {
 	}
 	defer kit.Close()
 
-	var p *plan.Plan
+	var p, full *plan.Plan
 	if err := h.phase("plan", func() error {
 		inv, err := inventory.Collect(ctx, vc)
 		if err != nil {
 			return err
 		}
-		p, err = plan.Suggest(inv, vcsimkit.Datacenter, system, "cairn-svm", svmCIDR, dataCIDR)
+		full, err = plan.Suggest(inv, vcsimkit.Datacenter, system, "cairn-svm", svmCIDR, dataCIDR)
 		if err != nil {
 			return err
 		}
-		if len(p.Hosts) != 4 {
-			return fmt.Errorf("suggested %d hosts, want 4", len(p.Hosts))
+		if len(full.Hosts) != kitHosts {
+			return fmt.Errorf("suggested %d hosts, want %d", len(full.Hosts), kitHosts)
 		}
+		// The system is deployed on the first 4 hosts; the others are
+		// what the lifecycle phases add (lifecycle.go).
+		c := *full
+		c.Hosts = slices.Clone(full.Hosts[:4])
+		p = &c
 		// 3 MDM members on hosts 1-3, an SDS and a target on every host,
 		// gateways on hosts 3 and 4: they are powered on when the MDM members
 		// that form their quorum run. Two gateways: the plugin fails over
@@ -206,7 +214,11 @@ func (h *harness) run(ctx context.Context) error {
 		p.MaintenanceMode = gateway.MaintenanceInstant
 		// The fio loop's `cairn nbd` runs here on the core (.1), outside the
 		// SVMs: their firewalls must let it reach etcd and the data path.
-		p.DataClients = []string{"10.232.0.1"}
+		// The whole SVM subnet, not .1 alone: an SVM's firewall peers are
+		// fixed at its first boot (docs/architecture.md, "Not built yet"),
+		// so the SVMs the lifecycle phases add would be refused by the
+		// deployed ones; an operator who means to expand deploys the same way.
+		p.DataClients = []string{svmCIDR}
 		if err := plan.Validate(p, inv).Err(); err != nil {
 			return fmt.Errorf("plan does not validate: %w", err)
 		}
@@ -222,9 +234,9 @@ func (h *harness) run(ctx context.Context) error {
 	}
 
 	var api gateway.API
-	if err := h.phase("deploy", func() error {
-		eng := &deploy.Engine{VC: vc, StateDir: filepath.Join(h.state, "plugin"), Log: h.log,
-			ReadyTimeout: time.Minute, PollInterval: 300 * time.Millisecond,
+	newEngine := func() *deploy.Engine {
+		return &deploy.Engine{VC: vc, StateDir: filepath.Join(h.state, "plugin"), Log: h.log,
+			ReadyTimeout: time.Minute, PollInterval: 300 * time.Millisecond, DataTimeout: 3 * time.Minute,
 			DevicePath: func(host string, d plan.Device, _ map[string]string) (string, error) {
 				if d.Mode != plan.ModeRDM {
 					return "", fmt.Errorf("the e2e backs RDMs only, not %s", d.Mode)
@@ -236,10 +248,15 @@ func (h *harness) run(ctx context.Context) error {
 				if err != nil {
 					return nil, err
 				}
-				api, h.api = c, c
-				luns.p.Store(&vcsimkit.GatewayLUNs{API: c})
+				if api == nil {
+					api, h.api = c, c
+					luns.p.Store(&vcsimkit.GatewayLUNs{API: c})
+				}
 				return c, nil
 			}}
+	}
+	if err := h.phase("deploy", func() error {
+		eng := newEngine()
 		if err := eng.Deploy(ctx, p); err != nil {
 			return err
 		}
@@ -273,7 +290,7 @@ func (h *harness) run(ctx context.Context) error {
 	if err := h.phase("datastore", func() error {
 		eng := &datastore.Engine{VC: vc, API: api, Log: h.log, RescanTimeout: time.Minute, PollInterval: 300 * time.Millisecond}
 		res, err := eng.Create(ctx, datastore.Request{Datacenter: vcsimkit.Datacenter, Volume: volume, Pool: p.StoragePool.Name,
-			SizeGiB: 1, Thin: true, Hosts: kit.HostNames()})
+			SizeGiB: 1, Thin: true, Hosts: hostNames(p)})
 		if err != nil {
 			return err
 		}
@@ -286,7 +303,7 @@ func (h *harness) run(ctx context.Context) error {
 		if err != nil {
 			return err
 		}
-		for _, name := range kit.HostNames() {
+		for _, name := range hostNames(p) {
 			ih, _ := inv.Host(name)
 			found := false
 			for _, ds := range ih.Datastores {
@@ -308,7 +325,7 @@ func (h *harness) run(ctx context.Context) error {
 		u, err = api.UpdateVolume(ctx, volume, gateway.VolumeUpdate{IOPSLimit: &zero, BandwidthLimit: &zero})
 		h.check(err == nil && u.IOPSLimit == 0 && u.BandwidthLimit == 0, "QoS limits removed: %s %v", limitsOf(u), err)
 		// Grow the volume in the real cluster and its datastore on every host.
-		capacity, err := eng.Grow(ctx, datastore.GrowRequest{Datacenter: vcsimkit.Datacenter, Volume: volume, SizeGiB: 2, Hosts: kit.HostNames()})
+		capacity, err := eng.Grow(ctx, datastore.GrowRequest{Datacenter: vcsimkit.Datacenter, Volume: volume, SizeGiB: 2, Hosts: hostNames(p)})
 		h.check(err == nil && capacity == 2<<30-1<<20, "volume and datastore %s grown to 2 GiB: datastore capacity %d %v", volume, capacity, err)
 		if v, err := api.GetVolume(ctx, volume); err == nil {
 			h.check(v.Size == 2<<30, "the real cluster's volume %s is 2 GiB: %d", volume, v.Size)
@@ -391,7 +408,7 @@ func (h *harness) run(ctx context.Context) error {
 				return nil
 			}}
 	}
-	allHosts := kit.HostNames()
+	allHosts := hostNames(p)
 	req := maintenance.Request{By: maintenance.ByHost, Mode: gateway.MaintenanceInstant}
 
 	if err := h.phase("rolling-maintenance", func() error {
@@ -463,9 +480,14 @@ func (h *harness) run(ctx context.Context) error {
 		return err
 	}
 
+	lc := &lifecycle{harness: h, kit: kit, vc: vc, api: api, full: full, fio: fio, engine: newEngine}
+	if err := lc.run(ctx, p); err != nil {
+		return err
+	}
+
 	return h.phase("fio-finish", func() error {
 		passes, failures, last := fio.stop()
-		h.check(passes >= 2 && failures == 0, "fio (nbd engine, verify=crc32c) across both rolls: %d passes written and verified, %d failed%s", passes, failures, last)
+		h.check(passes >= 2 && failures == 0, "fio (nbd engine, verify=crc32c) across both rolls and the lifecycle phases: %d passes written and verified, %d failed%s", passes, failures, last)
 		return nil
 	})
 }
@@ -572,6 +594,14 @@ func (h *harness) dump(ctx context.Context) {
 		}
 		fmt.Printf("     gateway: sds %s state %s up %v maintenance %+v\n", s.Name, s.State, s.Up, m)
 	}
+}
+
+func hostNames(p *plan.Plan) []string {
+	var out []string
+	for _, x := range p.Hosts {
+		out = append(out, x.Name)
+	}
+	return out
 }
 
 func hostOf(p *plan.Plan, name string) *plan.Host {

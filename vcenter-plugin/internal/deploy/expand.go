@@ -75,8 +75,11 @@ func (e *Engine) loadChange(r *run, deployed, target *plan.Plan, kind string) (r
 		return true, nil
 	default:
 		what := "an expansion"
-		if c.Kind == ChangeShrink {
+		switch c.Kind {
+		case ChangeShrink:
 			what = "the removal of host " + c.Host
+		case ChangeReplace:
+			what = "the replacement of failed host " + c.Host
 		}
 		return false, fmt.Errorf("system %s has %s in progress (since %s): send that request again to finish it (it resumes), then this one", deployed.System, what, c.Started.Format(time.RFC3339))
 	}
@@ -111,7 +114,7 @@ func (r *run) endChange(target *plan.Plan, removed string) error {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	for k := range r.st.Steps {
-		if strings.HasPrefix(k, ChangeExpand+"/") || strings.HasPrefix(k, ChangeShrink+"/") ||
+		if strings.HasPrefix(k, ChangeExpand+"/") || strings.HasPrefix(k, ChangeShrink+"/") || strings.HasPrefix(k, ChangeReplace+"/") ||
 			(removed != "" && (strings.HasPrefix(k, "svm/"+removed+"/") || k == "cluster/sds/"+removed || k == "cluster/devices/"+removed || k == "iscsi/"+removed)) {
 			delete(r.st.Steps, k)
 		}
@@ -642,8 +645,12 @@ func (e *Engine) EndChange(p *plan.Plan) error {
 		return fmt.Errorf("system %s has no change in progress that leads to this plan", p.System)
 	}
 	r.st = st
-	if st.Change.Kind == ChangeShrink {
+	switch st.Change.Kind {
+	case ChangeShrink:
 		r.job = ShrinkJob(p.System, st.Change.Host)
+		return r.endChange(p, st.Change.Host)
+	case ChangeReplace:
+		r.job = ReplaceJob(p.System, st.Change.Host)
 		return r.endChange(p, st.Change.Host)
 	}
 	return r.endChange(p, "")

@@ -52,8 +52,8 @@ type State struct {
 // loads with the plan the change leads to (Change.PlanSHA256), so a plugin
 // stopped between saving that plan and ending the change resumes.
 type Change struct {
-	Kind       string    `json:"kind"`           // ChangeExpand or ChangeShrink
-	Host       string    `json:"host,omitempty"` // shrink: the host removed
+	Kind       string    `json:"kind"`           // ChangeExpand, ChangeShrink or ChangeReplace
+	Host       string    `json:"host,omitempty"` // shrink: the host removed; replace: the failed host
 	PlanSHA256 string    `json:"plan_sha256"`    // of the plan after the change
 	Started    time.Time `json:"started"`
 }

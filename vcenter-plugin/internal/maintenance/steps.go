@@ -275,9 +275,11 @@ func (r *roll) exitSDS(ctx context.Context, unit []string) error {
 	return nil
 }
 
-// resync waits until the cluster is whole again: health ok and every
-// SDS up and normal. (The gateway does not report resync progress yet;
-// health ok is its "all copies protected".)
+// resync waits until the cluster is whole again: health ok, every SDS up
+// and normal, and no placement group rebuilding or resyncing. Health ok
+// alone is "all copies protected", and a copy being filled counts as
+// protecting: the gateway refuses the next SDS's instant maintenance while
+// a group holding its data is still filled.
 func (r *roll) resync(ctx context.Context, unit []string) error {
 	return poll.Until(ctx, r.ResyncTimeout, r.PollInterval, "check the SDSs of these hosts in the Cairn dashboard; resume once health is ok", func() (bool, string, error) {
 		sys, err := r.api.System(ctx)
@@ -286,6 +288,9 @@ func (r *roll) resync(ctx context.Context, unit []string) error {
 		}
 		if sys.Health.Status != gateway.HealthOK {
 			return false, fmt.Sprintf("cluster health %q (%s)", sys.Health.Status, strings.Join(sys.Health.Messages, "; ")), nil
+		}
+		if rb := sys.Rebuild; rb.RebuildingGroups > 0 || rb.ResyncingGroups > 0 {
+			return false, fmt.Sprintf("%d placement groups rebuilding, %d resyncing", rb.RebuildingGroups, rb.ResyncingGroups), nil
 		}
 		sdss, err := r.api.ListSDS(ctx)
 		if err != nil {

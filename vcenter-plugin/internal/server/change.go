@@ -1,5 +1,5 @@
 // Changing a deployed system through the API: expand it with new hosts,
-// remove a host. Both are jobs of the deploy engine (deploy/expand.go),
+// remove a host, replace a failed one. All are jobs of the deploy engine (deploy/expand.go),
 // resumable by sending the same request again.
 
 package server
@@ -18,7 +18,7 @@ import (
 )
 
 // systemBusy names a running job that changes system (deploy, expand,
-// host removal, rolling maintenance), or "".
+// host removal or replacement, rolling maintenance), or "".
 func (s *Server) systemBusy(system string) string {
 	s.mu.Lock()
 	defer s.mu.Unlock()
@@ -27,7 +27,7 @@ func (s *Server) systemBusy(system string) string {
 			continue
 		}
 		if name == deploy.Job(system) || name == deploy.ExpandJob(system) || name == maintenance.Job(system) ||
-			strings.HasPrefix(name, deploy.ShrinkJob(system, "")) {
+			strings.HasPrefix(name, deploy.ShrinkJob(system, "")) || strings.HasPrefix(name, deploy.ReplaceJob(system, "")) {
 			return name
 		}
 	}
@@ -147,6 +147,66 @@ func (s *Server) removeHost(w http.ResponseWriter, r *http.Request, us *userSess
 		return
 	}
 	j, err := s.start(deploy.ShrinkJob(system, host), func(ctx context.Context) error { return eng.Shrink(ctx, deployed, host) })
+	if err != nil {
+		writeError(w, http.StatusConflict, "%v", err)
+		return
+	}
+	writeJSON(w, http.StatusAccepted, j)
+}
+
+// replaceHost replaces a failed host's SVM by one on a new host: the body
+// is the new host as in a plan ({"name", "svm_ip", "devices", …}; roles
+// and fault set default to the failed host's). What the plan alone
+// refuses (an MDM member, the last gateway or target, a host already in
+// the system) is answered 409 at once; the job does the rest.
+func (s *Server) replaceHost(w http.ResponseWriter, r *http.Request, us *userSession) {
+	system, failed := r.PathValue("system"), r.PathValue("host")
+	var nh plan.Host
+	if !decode(w, r, &nh) {
+		return
+	}
+	deployed, err := s.savedPlan(system)
+	if err != nil {
+		writeError(w, http.StatusNotFound, "%v", err)
+		return
+	}
+	if err := s.checkPrivilege(r.Context(), us, deployed, PrivAdminister, "replace host "+failed+" of system "+system); err != nil {
+		writeRightsError(w, err)
+		return
+	}
+	eng := s.changeEngine(us)
+	// The plugin stopped after saving the plan with the new host but
+	// before ending the change: only the end is left.
+	if st, err := deploy.LoadState(s.cfg.StateDir, deployed); err == nil && st.Change != nil && st.Change.Kind == deploy.ChangeReplace &&
+		st.Change.Host == failed && deploy.SameHash(st.Change.PlanSHA256, deployed) {
+		j, err := s.start(deploy.ReplaceJob(system, failed), func(ctx context.Context) error { return eng.EndChange(deployed) })
+		if err != nil {
+			writeError(w, http.StatusConflict, "%v", err)
+			return
+		}
+		writeJSON(w, http.StatusAccepted, j)
+		return
+	}
+	if _, err := deploy.ReplacePlan(deployed, failed, nh); err != nil {
+		status := http.StatusConflict
+		if strings.Contains(err.Error(), "is not part of system") {
+			status = http.StatusNotFound
+		}
+		writeError(w, status, "%v", err)
+		return
+	}
+	if st, err := deploy.LoadState(s.cfg.StateDir, deployed); err != nil || !st.Completed {
+		if err == nil {
+			err = errors.New("resume its deployment first, then replace a host")
+		}
+		writeError(w, http.StatusConflict, "system %s is not fully deployed: %v", system, err)
+		return
+	}
+	if busy := s.systemBusy(system); busy != "" {
+		writeError(w, http.StatusConflict, "job %s is running on system %s: wait for it to end, then send the replacement again", busy, system)
+		return
+	}
+	j, err := s.start(deploy.ReplaceJob(system, failed), func(ctx context.Context) error { return eng.Replace(ctx, deployed, failed, nh) })
 	if err != nil {
 		writeError(w, http.StatusConflict, "%v", err)
 		return

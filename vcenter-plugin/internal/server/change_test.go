@@ -18,8 +18,8 @@ import (
 	"github.com/cairn-storage/cairn/vcenter-plugin/internal/vcsimkit"
 )
 
-// Expanding a deployed system from 3 to 5 hosts and removing one, through
-// the plugin server's API.
+// Expanding a deployed system from 3 to 5 hosts, removing one and
+// replacing a failed one, through the plugin server's API.
 func TestServerExpandAndRemoveHost(t *testing.T) {
 	ctx := context.Background()
 	array := gatewayfake.New()
@@ -58,7 +58,7 @@ func TestServerExpandAndRemoveHost(t *testing.T) {
 	}
 	page, _ := io.ReadAll(resp.Body)
 	resp.Body.Close()
-	for _, route := range []string{"/api/v1/systems/{system}/expand", "/api/v1/systems/{system}/hosts/{host}/remove"} {
+	for _, route := range []string{"/api/v1/systems/{system}/expand", "/api/v1/systems/{system}/hosts/{host}/remove", "/api/v1/systems/{system}/hosts/{host}/replace"} {
 		if !strings.Contains(string(page), route) {
 			t.Fatalf("the API page does not list %s", route)
 		}
@@ -137,5 +137,32 @@ func TestServerExpandAndRemoveHost(t *testing.T) {
 	}
 	if j := c.waitJob("deploy:cairn1"); j.State != "succeeded" {
 		t.Fatalf("re-deploy job %+v", j)
+	}
+
+	// esx-04 fails (its host stops responding, its SDS is down); its SVM is
+	// replaced by one on the freed esx-05.
+	spare := full.Hosts[4]
+	if code := c.do("POST", "/api/v1/systems/cairn1/hosts/esx-01.cairn.test/replace", spare, &e); code != 409 || !strings.Contains(e.Error, "MDM member") {
+		t.Fatalf("replacing an MDM host: %d %+v", code, e)
+	}
+	if code := c.do("POST", "/api/v1/systems/cairn1/hosts/esx-04.cairn.test/replace", plan.Host{Name: "esx-03.cairn.test"}, &e); code != 409 || !strings.Contains(e.Error, "already part of system") {
+		t.Fatalf("replacing onto a host of the system: %d %+v", code, e)
+	}
+	if err := kit.FailHost("esx-04.cairn.test"); err != nil {
+		t.Fatal(err)
+	}
+	svm := vcsimkit.SVM{Name: "cairn-cairn1-esx-04", Host: "esx-04.cairn.test", Properties: map[string]string{"cairn.mgmt.address": full.Hosts[3].SVMIP + "/24"}}
+	if err := array.Hooks(nil).PoweredOff(ctx, svm); err != nil {
+		t.Fatal(err)
+	}
+	if code := c.do("POST", "/api/v1/systems/cairn1/hosts/esx-04.cairn.test/replace", spare, &j); code != 202 || j.Name != "replace:cairn1:esx-04.cairn.test" {
+		t.Fatalf("replace %d %+v", code, j)
+	}
+	if j := c.waitJob("replace:cairn1:esx-04.cairn.test"); j.State != "succeeded" {
+		t.Fatalf("replace job %+v", j)
+	}
+	c.do("GET", "/api/v1/systems", nil, &systems)
+	if len(systems) != 1 || len(systems[0].Hosts) != 4 || len(systems[0].SDSs) != 4 || !slices.Contains(systems[0].Hosts, "esx-05.cairn.test") || slices.Contains(systems[0].Hosts, "esx-04.cairn.test") {
+		t.Fatalf("systems after the replacement: %+v", systems)
 	}
 }

@@ -103,10 +103,14 @@ func (k *Kit) rdmTargets(host types.ManagedObjectReference) []types.VirtualMachi
 	return out
 }
 
-// strictHandler is the registry's method hook: it refuses the ReconfigVM
-// calls vCenter would refuse (see the top of this file) and lets every
-// other call through.
+// strictHandler is the registry's method hook: it refuses calls that need
+// a host that does not respond (hostfailure.go) and the ReconfigVM calls
+// vCenter would refuse (see the top of this file), and lets every other
+// call through.
 func (k *Kit) strictHandler(ctx *simulator.Context, m *simulator.Method) (mo.Reference, types.BaseMethodFault) {
+	if f := k.unreachable(ctx, m); f != nil {
+		return nil, f
+	}
 	req, ok := m.Body.(*types.ReconfigVM_Task)
 	if !ok {
 		return nil, nil
