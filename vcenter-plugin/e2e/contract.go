@@ -61,8 +61,7 @@ func (h *harness) checkContract(ctx context.Context, vc *vim25.Client, p *plan.P
 			mcmd := unitCmdline(dir, "cairn-mdm.service")
 			h.check(strings.Count(mcmd, "=http://") == 3 && strings.Contains(mcmd, "--name "+plan.SVMHostname(x.Name)),
 				"%s: cairn mdm runs as %s with the 3-member initial cluster: %s", name, plan.SVMHostname(x.Name), mcmd)
-			// The firewall first boot loaded: this core (in the SVM subnet, the data
-			// clients; main.go says why) is a data client (etcd client
+			// The firewall first boot loaded: this core is a data client (etcd client
 			// port and data path open, fio runs through them) but no MDM member, so
 			// etcd's peer port, which etcd serves, must not answer it.
 			fw, _ := os.ReadFile(filepath.Join(dir, "root", "etc", "nftables.conf"))
@@ -70,7 +69,7 @@ func (h *harness) checkContract(ctx context.Context, vc *vim25.Client, p *plan.P
 			if conn != nil {
 				conn.Close()
 			}
-			h.check(derr != nil && strings.Contains(string(fw), "ip saddr { "+svmCIDR+" } tcp dport 2379 accept"),
+			h.check(derr != nil && strings.Contains(string(fw), "ip saddr { 10.232.0.1 } tcp dport 2379 accept"),
 				"%s: the SVM firewall drops etcd peer connections from this core (%v) and lets it reach etcd as a data client", name, derr)
 		}
 

@@ -214,11 +214,7 @@ func (h *harness) run(ctx context.Context) error {
 		p.MaintenanceMode = gateway.MaintenanceInstant
 		// The fio loop's `cairn nbd` runs here on the core (.1), outside the
 		// SVMs: their firewalls must let it reach etcd and the data path.
-		// The whole SVM subnet, not .1 alone: an SVM's firewall peers are
-		// fixed at its first boot (docs/architecture.md, "Not built yet"),
-		// so the SVMs the lifecycle phases add would be refused by the
-		// deployed ones; an operator who means to expand deploys the same way.
-		p.DataClients = []string{svmCIDR}
+		p.DataClients = []string{"10.232.0.1"}
 		if err := plan.Validate(p, inv).Err(); err != nil {
 			return fmt.Errorf("plan does not validate: %w", err)
 		}
