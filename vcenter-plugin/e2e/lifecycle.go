@@ -135,6 +135,16 @@ func (l *lifecycle) expand(ctx context.Context, deployed, grown *plan.Plan, adde
 		rebalanced = rebalanced || (e.Step == "rebalance" && strings.Contains(e.Message, "done"))
 	}
 	l.check(rebalanced, "the expansion followed the rebalance to its end")
+	// The deployed SVMs' firewalls (first boot: the 4 SVMs and this core
+	// only) now admit the new SVMs: cairn peersync on each followed the
+	// SVM records the expansion wrote (nothing else opens them).
+	for _, x := range deployed.Hosts {
+		fw, err := os.ReadFile(filepath.Join(l.state, "svm", deployed.SVMName(x.Name), "root", "etc", "nftables.conf"))
+		for _, n := range added {
+			l.check(err == nil && strings.Contains(string(fw), n.SVMIP), "%s's firewall admits the new SVM of %s (%s): cairn peersync followed the model (%v)",
+				deployed.SVMName(x.Name), n.Name, n.SVMIP, err)
+		}
+	}
 	l.sdsState(ctx, hostNames(grown))
 	sys, err := waitHealthy(ctx, l.api, time.Minute)
 	if err != nil {
