@@ -285,18 +285,31 @@ func (in *Installer) systemctl(ctx context.Context, args ...string) (string, err
 	return s, nil
 }
 
-// healthy restarts unit and waits until it has been active on version v
+// restartHealthy restarts unit and waits until it has been active on version v
 // for Settle.
 func (in *Installer) restartHealthy(ctx context.Context, unit, v string) error {
 	if _, err := in.systemctl(ctx, "restart", unit); err != nil {
 		return err
 	}
-	deadline := time.Now().Add(in.Settle + in.StartTimeout)
+	start := time.Now()
+	deadline := start.Add(in.Settle + in.StartTimeout)
 	var since time.Time
+	crashed := false
 	why := "not checked"
 	for {
-		ok, reason := in.runs(ctx, unit, v)
+		ok, reason, state := in.runsState(ctx, unit, v)
 		switch {
+		case state == "failed":
+			return fmt.Errorf("%s failed on version %s", unit, v)
+		case state == "activating" && !crashed:
+			// A simple service is active as soon as it started: activating
+			// is systemd's auto-restart after a crash. Give a crash loop
+			// a short while, not the whole start timeout.
+			crashed = true
+			if d := time.Now().Add(2*in.Settle + 5*time.Second); d.Before(deadline) {
+				deadline = d
+			}
+			since, why = time.Time{}, reason+" (it exited and is being restarted)"
 		case !ok:
 			since, why = time.Time{}, reason
 		case since.IsZero():
@@ -305,7 +318,7 @@ func (in *Installer) restartHealthy(ctx context.Context, unit, v string) error {
 			return nil
 		}
 		if time.Now().After(deadline) {
-			return fmt.Errorf("%s did not run version %s for %s within %s: %s", unit, v, in.Settle, in.Settle+in.StartTimeout, why)
+			return fmt.Errorf("%s did not run version %s for %s (given %s): %s", unit, v, in.Settle, time.Since(start).Round(time.Second), why)
 		}
 		select {
 		case <-ctx.Done():
@@ -317,7 +330,18 @@ func (in *Installer) restartHealthy(ctx context.Context, unit, v string) error {
 
 // runs says whether unit is active with a main process of version v.
 func (in *Installer) runs(ctx context.Context, unit, v string) (bool, string) {
+	ok, why, _ := in.runsState(ctx, unit, v)
+	return ok, why
+}
+
+// runsState is runs, also returning the unit's state (is-active).
+func (in *Installer) runsState(ctx context.Context, unit, v string) (bool, string, string) {
 	st, _ := in.systemctl(ctx, "is-active", unit)
+	ok, why := in.mainRuns(ctx, unit, st, v)
+	return ok, why, st
+}
+
+func (in *Installer) mainRuns(ctx context.Context, unit, st, v string) (bool, string) {
 	if st != "active" {
 		return false, "its state is " + st
 	}
