@@ -137,7 +137,7 @@ func (s *Server) orderUpgrade(c *call) (int, any, error) {
 func viewOfState(st update.State) upgradeSVMView {
 	v := upgradeSVMView{Name: st.Name, Running: st.Running, Ordered: st.Ordered, State: st.State, Message: st.Message}
 	if !st.Updated.IsZero() {
-		v.Updated = st.Updated.UTC().Format("2006-01-02T15:04:05Z")
+		v.Updated = st.Updated.UTC().Format(time.RFC3339Nano)
 	}
 	return v
 }
