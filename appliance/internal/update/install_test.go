@@ -110,7 +110,10 @@ func simRoot(t *testing.T, build, etcdURL string) *Installer {
 
 type testWriter struct{ t *testing.T }
 
-func (w testWriter) Write(b []byte) (int, error) { w.t.Log(strings.TrimSpace(string(b))); return len(b), nil }
+func (w testWriter) Write(b []byte) (int, error) {
+	w.t.Log(strings.TrimSpace(string(b)))
+	return len(b), nil
+}
 
 func readBundle(t *testing.T, dir string) *Bundle {
 	t.Helper()
