@@ -35,7 +35,7 @@ ROOT=$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)
 BIN=$ROOT/appliance/bin
 HOOK=$ROOT/tests/e2e/svm-hook.sh
 PREFIX=cairne2e-$$
-BUDGET=${E2E_TIMEOUT:-420} # seconds for the driver (the build comes on top)
+BUDGET=${E2E_TIMEOUT:-540} # seconds for the driver (the build comes on top)
 
 passed=0 failed=0
 say() { echo "[$(date +%H:%M:%S)] $*"; }

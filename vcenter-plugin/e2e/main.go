@@ -463,6 +463,9 @@ func (h *harness) run(ctx context.Context) error {
 		return err
 	}
 
+	if err := h.phase("upgrade", func() error { return h.upgrade(ctx, p, fio) }); err != nil {
+		return err
+	}
 	return h.phase("fio-finish", func() error {
 		passes, failures, last := fio.stop()
 		h.check(passes >= 2 && failures == 0, "fio (nbd engine, verify=crc32c) across both rolls: %d passes written and verified, %d failed%s", passes, failures, last)

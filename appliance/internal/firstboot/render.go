@@ -3,6 +3,7 @@ package firstboot
 import (
 	"github.com/cairn-storage/cairn/appliance/contract"
 	"github.com/cairn-storage/cairn/appliance/internal/firewall"
+	"github.com/cairn-storage/cairn/appliance/internal/update"
 	"net/netip"
 	"strconv"
 
@@ -197,7 +198,9 @@ func Render(s *contract.Settings) *Plan {
 			p.Units = append(p.Units, u)
 		}
 	}
-	p.Units = append(p.Units, ReadyUnit)
+	// Every SVM runs the updater, whatever its roles: the gateway's upgrade
+	// orders reach an SVM only through it (internal/update).
+	p.Units = append(p.Units, update.UpdaterUnit, ReadyUnit)
 	return p
 }
 
