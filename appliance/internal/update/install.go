@@ -312,6 +312,9 @@ func (in *Installer) restartHealthy(ctx context.Context, unit, v string) error {
 			since, why = time.Time{}, reason+" (it exited and is being restarted)"
 		case !ok:
 			since, why = time.Time{}, reason
+			if crashed {
+				why += " (it exited and is being restarted)"
+			}
 		case since.IsZero():
 			since = time.Now()
 		case time.Since(since) >= in.Settle:
