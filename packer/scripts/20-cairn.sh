@@ -12,7 +12,7 @@ for b in cairn cairnctl; do
 done
 install -d -m 0755 /etc/cairn /var/lib/cairn /usr/local/lib/cairn
 install -m 0755 "$FILES/cairn-role" /usr/local/lib/cairn/cairn-role
-for u in cairn-firstboot cairn-mdm cairn-sds cairn-target cairn-gateway cairn-peersync cairn-ready; do
+for u in cairn-firstboot cairn-mdm cairn-sds cairn-target cairn-gateway cairn-peersync cairn-updater cairn-ready; do
   install -m 0644 "$FILES/systemd/$u.service" /etc/systemd/system/$u.service
 done
 systemctl daemon-reload
@@ -21,7 +21,7 @@ systemctl enable cairn-firstboot.service
 # An ordering cycle makes systemd drop a job at boot (silently, from the deployer's view):
 # fail the build instead.
 verify=$(cd /etc/systemd/system && systemd-analyze verify cairn-firstboot.service cairn-mdm.service \
-  cairn-sds.service cairn-target.service cairn-gateway.service cairn-peersync.service cairn-ready.service 2>&1 || true)
+  cairn-sds.service cairn-target.service cairn-gateway.service cairn-peersync.service cairn-updater.service cairn-ready.service 2>&1 || true)
 echo "$verify"
 if echo "$verify" | grep -qi 'ordering cycle'; then echo "systemd ordering cycle in the Cairn units" >&2; exit 1; fi
 cat > /etc/cairn/build-info <<F

@@ -127,7 +127,8 @@ check() { # DESCRIPTION COMMAND...: run on the VM, fail with DESCRIPTION
 }
 check "hostname is the seeded one"          'test "$(hostname)" = svm-boot-test'
 check "role units active: $UNITS"           "systemctl is-active $UNITS"
-check "role units enabled for next boots"   "systemctl is-enabled $UNITS cairn-ready"
+check "role units enabled for next boots"   "systemctl is-enabled $UNITS cairn-updater cairn-ready"
+check "the updater runs"                     "systemctl is-active cairn-updater"
 check "first boot stamp"                    'test -f /var/lib/cairn/firstboot.done && test -f /run/cairn/ready'
 check "cluster settings in cairn.env"       'grep -qx CAIRN_CLUSTER_NAME=boot-test /etc/cairn/cairn.env && grep -qx CAIRN_ROLES='"$ROLES"' /etc/cairn/cairn.env && grep -qx CAIRN_DATA_ADDRESS=10.77.0.5 /etc/cairn/cairn.env'
 check "contract settings in cairn.env"      'grep -qx CAIRN_MDM_INITIAL_CLUSTER=svm-boot-test=http://10.0.2.15:2380 /etc/cairn/cairn.env && grep -qx CAIRN_TARGET_PORT_NUMBER=2 /etc/cairn/cairn.env && grep -qx CAIRN_TARGET_GROUP_PORTS=1,2,3 /etc/cairn/cairn.env'

@@ -105,6 +105,16 @@ if ! out=$(cd "$ROOT" && nice make --no-print-directory build 2>&1 && cd vcenter
 	failed=1
 	finish
 fi
+# The upgrade phase's new version: the same source built as the next patch release.
+cur=$("$BIN/cairn" version)
+UPGRADE_BIN=$STATE/upgrade/bin-${cur%.*}.$((${cur##*.} + 1))
+if ! out=$(cd "$ROOT/appliance" && nice go build -ldflags \
+	"-X github.com/cairn-storage/cairn/appliance/internal/buildinfo.override=${cur%.*}.$((${cur##*.} + 1))" -o "$UPGRADE_BIN/" ./cmd/... 2>&1); then
+	echo "$out"
+	echo "FAIL build of the upgrade's version"
+	failed=1
+	finish
+fi
 echo "=== phase build: $(($(date +%s) - t0)) s"
 
 say "phase network: namespaces $PREFIX-{hub,core}"
@@ -117,7 +127,7 @@ ip netns add "$PREFIX-hub" && ip netns add "$PREFIX-core" &&
 	{ echo "FAIL cannot create the network namespaces"; failed=1; finish; }
 
 say "phase driver (budget ${BUDGET} s)"
-E2E_STATE=$STATE E2E_PREFIX=$PREFIX CAIRN_BIN=$BIN \
+E2E_STATE=$STATE E2E_PREFIX=$PREFIX CAIRN_BIN=$BIN E2E_UPGRADE_BIN=$UPGRADE_BIN \
 	timeout --signal=TERM --kill-after=10 "$BUDGET" \
 	ip netns exec "$PREFIX-core" "$STATE/e2e" -state "$STATE" -hook "$HOOK" -bin "$BIN" \
 	-second-mode "${E2E_SECOND_MODE:-instant}" -timeout "$((BUDGET - 15))s" 2>&1 | tee "$STATE/driver.out"

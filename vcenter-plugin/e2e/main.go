@@ -480,6 +480,9 @@ func (h *harness) run(ctx context.Context) error {
 	if err := lc.run(ctx, p); err != nil {
 		return err
 	}
+	if err := h.phase("upgrade", func() error { return h.upgrade(ctx, p, fio) }); err != nil {
+		return err
+	}
 
 	return h.phase("fio-finish", func() error {
 		passes, failures, last := fio.stop()

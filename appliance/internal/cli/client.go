@@ -130,17 +130,22 @@ func decodeAnswer(status int, body []byte, out any) error {
 
 func (c *client) do(ctx context.Context, method, path, token string, in any) (int, []byte, error) {
 	var payload []byte
-	if in != nil {
+	contentType := ""
+	switch r := in.(type) {
+	case nil:
+	case rawRequest:
+		payload, contentType = r.data, r.contentType
+	default:
 		b, err := json.Marshal(in)
 		if err != nil {
 			return 0, nil, err
 		}
-		payload = b
+		payload, contentType = b, "application/json"
 	}
 	var firstErr error
 	for i := range c.bases {
 		n := (c.current + i) % len(c.bases)
-		status, body, err := c.doOne(ctx, c.bases[n], method, path, token, payload, in != nil)
+		status, body, err := c.doOne(ctx, c.bases[n], method, path, token, payload, contentType)
 		if err == nil {
 			c.current = n
 			return status, body, nil
@@ -168,17 +173,24 @@ func unreachable(err error, method string) bool {
 	return method == http.MethodGet && (errors.As(err, &ne) || errors.Is(err, io.ErrUnexpectedEOF) || errors.Is(err, syscall.ECONNRESET))
 }
 
-func (c *client) doOne(ctx context.Context, base, method, path, token string, payload []byte, hasBody bool) (int, []byte, error) {
+// rawRequest is a request body sent as is (an update bundle), not as JSON.
+type rawRequest struct {
+	contentType string
+	data        []byte
+}
+
+// doOne sends payload as contentType ("": no body).
+func (c *client) doOne(ctx context.Context, base, method, path, token string, payload []byte, contentType string) (int, []byte, error) {
 	var rd io.Reader
-	if hasBody {
+	if contentType != "" {
 		rd = bytes.NewReader(payload)
 	}
 	req, err := http.NewRequestWithContext(ctx, method, base+"/api/v1"+path, rd)
 	if err != nil {
 		return 0, nil, err
 	}
-	if hasBody {
-		req.Header.Set("Content-Type", "application/json")
+	if contentType != "" {
+		req.Header.Set("Content-Type", contentType)
 	}
 	if token != "" {
 		req.Header.Set("Authorization", "Bearer "+token)

@@ -3,6 +3,7 @@ package firstboot
 import (
 	"github.com/cairn-storage/cairn/appliance/contract"
 	"github.com/cairn-storage/cairn/appliance/internal/firewall"
+	"github.com/cairn-storage/cairn/appliance/internal/update"
 	"net/netip"
 	"strconv"
 
@@ -207,7 +208,10 @@ func Render(s *contract.Settings) *Plan {
 			p.Units = append(p.Units, u)
 		}
 	}
-	p.Units = append(p.Units, PeerSyncUnit, ReadyUnit)
+	// Every SVM runs peer sync and the updater, whatever its roles: the
+	// firewall follows the model (cairn peersync), and the gateway's upgrade
+	// orders reach an SVM only through the updater (internal/update).
+	p.Units = append(p.Units, PeerSyncUnit, update.UpdaterUnit, ReadyUnit)
 	return p
 }
 

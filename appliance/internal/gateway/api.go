@@ -92,6 +92,10 @@ func (s *Server) apiRoutes() []route {
 		{"POST", p("/system/bootstrap"), A, "", s.bootstrap},
 		{"GET", p("/system/certificates"), M, "", s.listCertificates},
 		{"GET", p("/system/versions"), M, "", s.listVersions},
+		{"GET", p("/upgrade/bundles"), M, "", s.listBundles},
+		{"POST", p("/upgrade/bundles"), A, "", s.uploadBundle},
+		{"GET", p("/upgrade/svms"), M, "", s.listUpgradeSVMs},
+		{"POST", p("/upgrade/svms/{name}"), A, "", s.orderUpgrade},
 		{"GET", "/metrics", "", "", s.metrics},
 	}
 	for _, k := range s.kinds() {
@@ -158,7 +162,11 @@ func (s *Server) buildHandler() http.Handler {
 func (s *Server) wrap(rt route) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		c := &call{srv: s, ctx: r.Context(), w: w, r: r}
-		r.Body = http.MaxBytesReader(w, r.Body, maxBody+1)
+		limit := int64(maxBody)
+		if l, ok := bodyLimits[rt.method+" "+rt.path]; ok {
+			limit = l
+		}
+		r.Body = http.MaxBytesReader(w, r.Body, limit+1)
 		status, body, err := s.serve(c, rt)
 		if err != nil {
 			var code string

@@ -25,7 +25,7 @@ func requestTypes() []func() any {
 		func() any { return new(model.NameUpdate) }, func() any { return new(model.HostUpdate) },
 		func() any { return new(model.PoolUpdate) }, func() any { return new(model.SDSUpdate) },
 		func() any { return new(addMemberRequest) }, func() any { return new(moveLeaderRequest) },
-		func() any { return new(maintenanceRequest) },
+		func() any { return new(maintenanceRequest) }, func() any { return new(upgradeOrderRequest) },
 	}
 }
 

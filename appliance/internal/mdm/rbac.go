@@ -59,6 +59,10 @@ var access = map[string][]perm{
 		{model.CertPrefix + pki.RoleSDS + "/", authpb.WRITE},
 		{model.RefusedPrefix + pki.RoleSDS + "/", authpb.WRITE}, // refusals.Reporter
 		{model.SVMPrefix, authpb.WRITE},                         // cairn peersync: this SVM's record
+		// cairn updater runs with its SVM's sds certificate: it reads its
+		// order and the bundle, and writes its state (internal/update).
+		{model.UpgradePrefix, authpb.READ},
+		{model.UpgradeStatePrefix, authpb.WRITE},
 	},
 	pki.RoleTarget: {
 		{model.Prefix, authpb.READ},

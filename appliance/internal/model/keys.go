@@ -8,11 +8,12 @@ import (
 	"encoding/hex"
 )
 
-// Key layout v1. Three roots: Prefix holds the model and the cluster's
+// Key layout v1. Four roots: Prefix holds the model and the cluster's
 // runtime state; LogPrefix holds the events, alerts and jobs of the
-// gateways; SecretPrefix holds the CHAP secrets and password hashes. The
-// last two are outside Prefix so that reading or watching the model never
-// reads the log or a secret. Values are JSON unless said otherwise.
+// gateways; SecretPrefix holds the CHAP secrets and password hashes;
+// UpgradePrefix holds update bundles, orders and the SVMs' update states. The
+// last three are outside Prefix so that reading or watching the model never
+// reads the log, a secret or a bundle. Values are JSON unless said otherwise.
 //
 //	key                                    value                     written by                        read by                                  lifetime
 //	Prefix+"<kind>/<id>"                   the object (PD, SDS...)   Store ops (via the gateway)       catalog, gateway, MDM controller         until deleted
@@ -36,6 +37,10 @@ import (
 //	Prefix+"handover"                      member name (text)        gateway (POST /mdm/leader)        MDM leader; the named member deletes it  lease (60 s) or until done
 //	Prefix+"mdmrole/<member>"              {"tie_breaker": bool}     `cairn mdm` at start, gateway     gateway (MDM member list)                until the member is removed
 //	Prefix+"svm/<host name>"               SVM                       `cairn peersync` at start         cairn peersync on every SVM (firewall)   until the SVM is removed (no lease)
+//	UpgradePrefix+"bundle/<version>"     update.BundleInfo         gateway (POST /upgrade/bundles)   gateway, cairn updater                   until a third version is uploaded (2 kept)
+//	UpgradePrefix+"chunk/<version>/<n>"  ≤ 1 MiB of the bundle      gateway, before its bundle key    cairn updater (update.Store.Bundle)      with its bundle key
+//	UpgradePrefix+"order/<svm>"          update.Order              gateway (POST /upgrade/svms/{n})  that SVM's cairn updater                 until the next order
+//	UpgradePrefix+"state/<svm>"          update.State              that SVM's cairn updater          gateway (GET /upgrade/svms)              forever (the SVM's last update)
 //	SecretPrefix+"chap/<host id>"          CHAP secret (text)        Store, in the host's txn          Store (gateway), iSCSI target (LIO)      with the host's CHAP
 //	SecretPrefix+"password/<user name>"    password hash (text)      Store, in the user's txn          Store.Authenticate (gateway)             with the user
 //	SecretPrefix+"pki/ca-key"              sealed CA key (pki)       `cairn pki backup` (as mdm)       `cairn pki restore` (as mdm)             until the next backup
@@ -204,6 +209,18 @@ func RefusedKey(role, name, seq string) string { return RefusedPrefix + role + "
 
 // ElectionPrefix is where MDM members campaign for leadership.
 const ElectionPrefix = Prefix + "election/"
+
+// Upgrade delivery (internal/update): the bundles the gateway received, in
+// chunks, the version each SVM is ordered to run and each SVM updater's
+// state. A root of its own, outside Prefix: the catalogs watch Prefix with
+// values, and must not be sent tens of MiB of bundle chunks.
+const (
+	UpgradePrefix       = "/cairn/upgrade/v1/"
+	UpgradeBundlePrefix = UpgradePrefix + "bundle/"
+	UpgradeChunkPrefix  = UpgradePrefix + "chunk/"
+	UpgradeOrderPrefix  = UpgradePrefix + "order/"
+	UpgradeStatePrefix  = UpgradePrefix + "state/"
+)
 
 // LeaderHandoverKey is a request to hand the control loop to the MDM member
 // it names (text), written by the gateway's POST /mdm/leader under a lease

@@ -207,12 +207,17 @@ const maxBody = 16 << 20
 // next ones in turn (each tried once per request), and stays with the one that answered.
 func (c *HTTPClient) exchange(ctx context.Context, token, method, path string, in, out any) error {
 	var payload []byte
-	if in != nil {
+	contentType := ""
+	switch r := in.(type) {
+	case nil:
+	case rawBody:
+		payload, contentType = r.data, r.contentType
+	default:
 		b, err := json.Marshal(in)
 		if err != nil {
 			return err
 		}
-		payload = b
+		payload, contentType = b, "application/json"
 	}
 	c.mu.Lock()
 	start := c.current
@@ -220,7 +225,7 @@ func (c *HTTPClient) exchange(ctx context.Context, token, method, path string, i
 	var errs []error
 	for i := range c.endpoints {
 		n := (start + i) % len(c.endpoints)
-		err := c.exchangeWith(ctx, c.endpoints[n], token, method, path, payload, in != nil, out)
+		err := c.exchangeWith(ctx, c.endpoints[n], token, method, path, payload, contentType, out)
 		if err == nil || !unreachable(err, method) || ctx.Err() != nil {
 			if err == nil && n != start {
 				c.mu.Lock()
@@ -237,9 +242,16 @@ func (c *HTTPClient) exchange(ctx context.Context, token, method, path string, i
 	return fmt.Errorf("no gateway of the system answers (%d tried): %w", len(errs), errors.Join(errs...))
 }
 
-func (c *HTTPClient) exchangeWith(ctx context.Context, ep endpoint, token, method, path string, payload []byte, hasBody bool, out any) error {
+// rawBody is a request body sent as is (an update bundle), not as JSON.
+type rawBody struct {
+	contentType string
+	data        []byte
+}
+
+// exchangeWith sends payload as contentType ("": no body) to ep.
+func (c *HTTPClient) exchangeWith(ctx context.Context, ep endpoint, token, method, path string, payload []byte, contentType string, out any) error {
 	var body io.Reader
-	if hasBody {
+	if contentType != "" {
 		body = bytes.NewReader(payload)
 	}
 	// path has its segments escaped (esc): keep that form on the wire.
@@ -254,8 +266,8 @@ func (c *HTTPClient) exchangeWith(ctx context.Context, ep endpoint, token, metho
 	if err != nil {
 		return err
 	}
-	if hasBody {
-		req.Header.Set("Content-Type", "application/json")
+	if contentType != "" {
+		req.Header.Set("Content-Type", contentType)
 	}
 	req.Header.Set("Accept", "application/json")
 	if token != "" {
