@@ -56,6 +56,10 @@ type Engine struct {
 	// DataTimeout bounds the wait for the cluster to move data: the
 	// rebalance after an expansion, an SDS drain; default 12 h.
 	DataTimeout time.Duration
+	// RebalanceQuiet is how long nothing may move before a rebalance counts
+	// as done; default 6 s: longer than the MDM leader's periodic reconcile
+	// (5 s), which starts the next wave of moves if any is left.
+	RebalanceQuiet time.Duration
 	// SavePlan, when set, records a deployed system's plan after an
 	// expansion or a host removal (the plugin server's plan-<system>.json),
 	// just before the state file ends the change.
@@ -89,6 +93,9 @@ func (e *Engine) defaults() {
 	}
 	if e.DataTimeout == 0 {
 		e.DataTimeout = 12 * time.Hour
+	}
+	if e.RebalanceQuiet == 0 {
+		e.RebalanceQuiet = 6 * time.Second
 	}
 }
 

@@ -327,10 +327,12 @@ func (r *run) addHost(ctx context.Context, h *plan.Host) error {
 }
 
 // awaitRebalance follows the rebalance the leader runs after devices
-// joined, until no placement group moves and no copy work is pending.
+// joined, until no placement group moves and no copy work is pending, for
+// longer than the leader takes to start another wave (Engine.RebalanceQuiet).
 func (r *run) awaitRebalance(ctx context.Context) (string, error) {
 	lastPct, lastGroups := -1.0, -1
 	start := time.Now()
+	var quietSince time.Time
 	err := poll.Until(ctx, r.DataTimeout, r.PollInterval,
 		"the rebalance goes on in the cluster by itself (cairnctl system info shows it); send the expansion again to wait for its end", func() (bool, string, error) {
 			sys, err := r.api.System(ctx)
@@ -339,8 +341,20 @@ func (r *run) awaitRebalance(ctx context.Context) (string, error) {
 			}
 			rb := sys.Rebuild
 			if rb.RebalancingGroups == 0 && rb.RebuildingGroups == 0 && rb.PendingBytes == 0 {
-				return true, "", nil
+				// The leader moves groups in waves: between one wave's
+				// end and the next one's start nothing moves for a moment
+				// (the e2e saw 8 groups moving right after a "done").
+				// Done is nothing moving for longer than the leader's
+				// periodic reconcile.
+				if quietSince.IsZero() {
+					quietSince = time.Now()
+				}
+				if time.Since(quietSince) >= r.RebalanceQuiet {
+					return true, "", nil
+				}
+				return false, "no placement group moves; waiting for the leader's next reconcile to confirm", nil
 			}
+			quietSince = time.Time{}
 			if rb.Percent >= lastPct+1 || rb.RebalancingGroups != lastGroups {
 				lastPct, lastGroups = rb.Percent, rb.RebalancingGroups
 				eta := "unknown"

@@ -53,7 +53,7 @@ func setupGrown(t *testing.T, hosts, deployed int) *grown {
 	g.deployed = &d
 	e.plan = g.deployed
 	e.engine = &deploy.Engine{VC: e.c.Client, StateDir: t.TempDir(), ReadyTimeout: 3 * time.Second, PollInterval: 10 * time.Millisecond,
-		DataTimeout: 5 * time.Second, Log: progress.NewLog(10000, nil),
+		DataTimeout: 5 * time.Second, RebalanceQuiet: 50 * time.Millisecond, Log: progress.NewLog(10000, nil),
 		Gateway: func(cfg gateway.Config) (gateway.API, error) { return e.array, nil },
 		SavePlan: func(p *plan.Plan) error {
 			g.mu.Lock()
