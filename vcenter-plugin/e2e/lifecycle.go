@@ -41,8 +41,10 @@ type lifecycle struct {
 	engine func() *deploy.Engine
 }
 
-// run takes the system deployed with p through expand, remove, replace.
-func (l *lifecycle) run(ctx context.Context, p *plan.Plan) error {
+// run takes the system deployed with p through expand, remove, replace, and
+// returns the plan of the system it leaves (the deployed hosts in p's order,
+// then the added one that stayed and the replacement).
+func (l *lifecycle) run(ctx context.Context, p *plan.Plan) (*plan.Plan, error) {
 	grown := *p
 	grown.Hosts = slices.Clone(p.Hosts)
 	added := []plan.Host{l.full.Hosts[4], l.full.Hosts[5]}
@@ -51,14 +53,21 @@ func (l *lifecycle) run(ctx context.Context, p *plan.Plan) error {
 		grown.Hosts = append(grown.Hosts, x)
 	}
 	if err := l.phase("expand (2 hosts in parallel)", func() error { return l.expand(ctx, p, &grown, added) }); err != nil {
-		return err
+		return nil, err
 	}
 	removed := added[0].Name
 	shrunk := grown.Without(removed)
 	if err := l.phase("remove a host", func() error { return l.remove(ctx, &grown, removed) }); err != nil {
-		return err
+		return nil, err
 	}
-	return l.phase("replace a failed host", func() error { return l.replace(ctx, shrunk, added[1].Name, l.full.Hosts[6]) })
+	if err := l.phase("replace a failed host", func() error { return l.replace(ctx, shrunk, added[1].Name, l.full.Hosts[6]) }); err != nil {
+		return nil, err
+	}
+	final := shrunk.Without(added[1].Name)
+	spare := l.full.Hosts[6]
+	spare.Roles = []string{plan.RoleSDS, plan.RoleTarget} // the failed host's, which the replacement takes
+	final.Hosts = append(final.Hosts, spare)
+	return final, nil
 }
 
 func (l *lifecycle) ds() *datastore.Engine {

@@ -477,10 +477,12 @@ func (h *harness) run(ctx context.Context) error {
 	}
 
 	lc := &lifecycle{harness: h, kit: kit, vc: vc, api: api, full: full, fio: fio, engine: newEngine}
-	if err := lc.run(ctx, p); err != nil {
+	now, err := lc.run(ctx, p)
+	if err != nil {
 		return err
 	}
-	if err := h.phase("upgrade", func() error { return h.upgrade(ctx, p, fio) }); err != nil {
+	// The SVMs the lifecycle left: every one of them reports to the upgrade.
+	if err := h.phase("upgrade", func() error { return h.upgrade(ctx, now, fio) }); err != nil {
 		return err
 	}
 

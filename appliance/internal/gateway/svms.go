@@ -81,14 +81,17 @@ func (s *Server) putSVM(c *call) (int, any, error) {
 	return http.StatusOK, rec, nil
 }
 
-// deleteSVM removes the record; removing one that does not exist changes nothing
-// (a host removal that resumes).
+// deleteSVM removes the record, and with it the SVM's upgrade order and
+// state (an SVM that is gone is no longer listed by GET /upgrade/svms);
+// removing one that does not exist changes nothing (a host removal that
+// resumes).
 func (s *Server) deleteSVM(c *call) (int, any, error) {
 	name := c.r.PathValue("name")
 	if err := model.ValidateName(model.KindUser, name); err != nil {
 		return 0, nil, model.WithField(errorf(http.StatusBadRequest, "SVM name %q: use its host name", name), "name")
 	}
-	if _, err := s.cfg.Etcd.Delete(c.ctx, model.SVMKey(name)); err != nil {
+	if _, err := s.cfg.Etcd.Txn(c.ctx).Then(clientv3.OpDelete(model.SVMKey(name)),
+		clientv3.OpDelete(model.UpgradeOrderPrefix+name), clientv3.OpDelete(model.UpgradeStatePrefix+name)).Commit(); err != nil {
 		return 0, nil, etcdErr(fmt.Sprintf("delete the record of SVM %s", name), err)
 	}
 	c.object = &objectRef{Kind: "svm", ID: name, Name: name}

@@ -172,7 +172,12 @@ func (e *Engine) Replace(ctx context.Context, deployed *plan.Plan, failed string
 		steps = append(steps, step{key: base + "/unwire/" + o.Name, event: "iscsi", host: o.Name,
 			do: func(ctx context.Context) (string, error) { return r.unwire(ctx, o.Name, leaving) }})
 	}
-	steps = append(steps, step{key: base + "/svm", event: "svm", host: failed, do: func(ctx context.Context) (string, error) { return r.forgetSVM(ctx, old) }})
+	steps = append(steps, step{key: base + "/svm", event: "svm", host: failed, do: func(ctx context.Context) (string, error) { return r.forgetSVM(ctx, old) }},
+		// Then its record: every other SVM's peer sync stops admitting its
+		// addresses, and the upgrade list forgets it.
+		step{key: base + "/svmrecord", event: "svm", host: failed, do: func(ctx context.Context) (string, error) {
+			return "record deleted", r.api.DeleteSVM(ctx, plan.SVMHostname(old.Name))
+		}})
 	for _, fs := range p.FaultSets() {
 		steps = append(steps, step{key: "cluster/faultset/" + fs, event: "bootstrap",
 			do: func(ctx context.Context) (string, error) { return r.createFaultSet(ctx, fs) }})
