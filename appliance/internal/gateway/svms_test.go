@@ -39,12 +39,24 @@ func TestSVMRecords(t *testing.T) {
 	if st, _ := e.do("PUT", "/api/v1/svms/cairn-svm-esx06", monitor, `{"addresses":["10.20.0.16"]}`); st != 403 {
 		t.Errorf("a monitor wrote an SVM record: %d", st)
 	}
+	// The SVM's upgrade order and state (as its updater leaves them) go with
+	// its record: a removed SVM is not listed by GET /upgrade/svms.
+	for _, k := range []string{model.UpgradeOrderPrefix + "cairn-svm-esx05", model.UpgradeStatePrefix + "cairn-svm-esx05", model.UpgradeStatePrefix + "cairn-svm-esx04"} {
+		if _, err := e.etcd.Put(context.Background(), k, `{}`); err != nil {
+			t.Fatal(err)
+		}
+	}
 	for i := 0; i < 2; i++ { // the second: nothing to delete, still done
 		if st, v := e.do("DELETE", "/api/v1/svms/cairn-svm-esx05", a, ""); st != 204 {
 			t.Fatalf("DELETE #%d: %d %v", i+1, st, v)
 		}
 	}
-	if r, _ := e.etcd.Get(context.Background(), model.SVMKey("cairn-svm-esx05")); len(r.Kvs) != 0 {
-		t.Fatal("the record outlived its DELETE")
+	for _, k := range []string{model.SVMKey("cairn-svm-esx05"), model.UpgradeOrderPrefix + "cairn-svm-esx05", model.UpgradeStatePrefix + "cairn-svm-esx05"} {
+		if r, _ := e.etcd.Get(context.Background(), k); len(r.Kvs) != 0 {
+			t.Errorf("%s outlived the SVM's DELETE", k)
+		}
+	}
+	if r, _ := e.etcd.Get(context.Background(), model.UpgradeStatePrefix+"cairn-svm-esx04"); len(r.Kvs) != 1 {
+		t.Error("another SVM's upgrade state went with it")
 	}
 }
