@@ -452,14 +452,28 @@ func (e *Engine) Shrink(ctx context.Context, deployed *plan.Plan, host string) (
 // CheckShrink refuses removing a host the system cannot do without (what
 // the plan alone tells; the gateway's refusals come when the removal runs).
 func CheckShrink(p *plan.Plan, host string) error {
+	h, soleGateway, soleTarget, err := hostOf(p, host)
+	switch {
+	case err != nil:
+		return err
+	case h.Has(plan.RoleMDM) || h.Has(plan.RoleTieBreaker):
+		return fmt.Errorf("host %s holds an MDM member (cluster metadata, voting): it cannot be removed here; move the member to another SVM first (cairnctl mdm add on the new one, then cairnctl mdm rm %s)", h.Name, plan.SVMHostname(h.Name))
+	case soleGateway:
+		return fmt.Errorf("host %s runs the system's only gateway: without it nothing manages the system; it cannot be removed", h.Name)
+	case soleTarget:
+		return fmt.Errorf("host %s runs the system's only iSCSI target: no host would reach the volumes; add a host first (expand), then remove this one", h.Name)
+	}
+	return nil
+}
+
+// hostOf finds host in p and says whether it runs the system's only
+// gateway or only iSCSI target (what a removal or a replacement checks).
+func hostOf(p *plan.Plan, host string) (h *plan.Host, soleGateway, soleTarget bool, err error) {
 	i := slices.IndexFunc(p.Hosts, func(h plan.Host) bool { return h.Name == host })
 	if i < 0 {
-		return fmt.Errorf("host %s is not part of system %s (its hosts: %s)", host, p.System, strings.Join(hostNames(p), ", "))
+		return nil, false, false, fmt.Errorf("host %s is not part of system %s (its hosts: %s)", host, p.System, strings.Join(hostNames(p), ", "))
 	}
-	h := &p.Hosts[i]
-	if h.Has(plan.RoleMDM) || h.Has(plan.RoleTieBreaker) {
-		return fmt.Errorf("host %s holds an MDM member (cluster metadata, voting): it cannot be removed here; move the member to another SVM first (cairnctl mdm add on the new one, then cairnctl mdm rm %s)", h.Name, plan.SVMHostname(h.Name))
-	}
+	h = &p.Hosts[i]
 	count := func(role string) int {
 		n := 0
 		for _, o := range p.Hosts {
@@ -469,13 +483,7 @@ func CheckShrink(p *plan.Plan, host string) error {
 		}
 		return n
 	}
-	if h.Has(plan.RoleGateway) && count(plan.RoleGateway) == 1 {
-		return fmt.Errorf("host %s runs the system's only gateway: without it nothing manages the system; it cannot be removed", h.Name)
-	}
-	if h.Has(plan.RoleTarget) && count(plan.RoleTarget) == 1 {
-		return fmt.Errorf("host %s runs the system's only iSCSI target: no host would reach the volumes; add a host first (expand), then remove this one", h.Name)
-	}
-	return nil
+	return h, h.Has(plan.RoleGateway) && count(plan.RoleGateway) == 1, h.Has(plan.RoleTarget) && count(plan.RoleTarget) == 1, nil
 }
 
 // refuseMapped refuses removing a host with volumes mapped: its iSCSI is

@@ -84,27 +84,15 @@ func ReplacePlan(deployed *plan.Plan, failed string, nh plan.Host) (*plan.Plan, 
 // CheckReplace refuses replacing a host the system cannot be rebuilt
 // without here (what the plan alone tells).
 func CheckReplace(p *plan.Plan, failed string) error {
-	i := slices.IndexFunc(p.Hosts, func(h plan.Host) bool { return h.Name == failed })
-	if i < 0 {
-		return fmt.Errorf("host %s is not part of system %s (its hosts: %s)", failed, p.System, strings.Join(hostNames(p), ", "))
-	}
-	h := &p.Hosts[i]
-	if h.Has(plan.RoleMDM) || h.Has(plan.RoleTieBreaker) {
+	h, soleGateway, soleTarget, err := hostOf(p, failed)
+	switch {
+	case err != nil:
+		return err
+	case h.Has(plan.RoleMDM) || h.Has(plan.RoleTieBreaker):
 		return fmt.Errorf("host %s holds an MDM member: a replacement SVM cannot take its vote here; bring the host back if you can, or add a member on another SVM (cairnctl mdm add) and remove the failed one (cairnctl mdm rm %s) while the others keep quorum, then replace the host", h.Name, plan.SVMHostname(h.Name))
-	}
-	count := func(role string) int {
-		n := 0
-		for _, o := range p.Hosts {
-			if o.Has(role) {
-				n++
-			}
-		}
-		return n
-	}
-	if h.Has(plan.RoleGateway) && count(plan.RoleGateway) == 1 {
+	case soleGateway:
 		return fmt.Errorf("host %s ran the system's only gateway: nothing can change the system without it; bring the host back (its SVM starts the gateway again), then replace or remove it", h.Name)
-	}
-	if h.Has(plan.RoleTarget) && count(plan.RoleTarget) == 1 {
+	case soleTarget:
 		return fmt.Errorf("host %s ran the system's only iSCSI target: add a host first (expand) so the hosts reach the volumes, then replace this one", h.Name)
 	}
 	return nil

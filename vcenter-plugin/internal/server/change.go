@@ -6,7 +6,6 @@ package server
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"net/http"
 	"strings"
@@ -105,53 +104,10 @@ func (s *Server) expand(w http.ResponseWriter, r *http.Request, us *userSession)
 // removeHost removes a host from a deployed system (no body).
 func (s *Server) removeHost(w http.ResponseWriter, r *http.Request, us *userSession) {
 	system, host := r.PathValue("system"), r.PathValue("host")
-	deployed, err := s.savedPlan(system)
-	if err != nil {
-		writeError(w, http.StatusNotFound, "%v", err)
-		return
-	}
-	if err := s.checkPrivilege(r.Context(), us, deployed, PrivAdminister, "remove host "+host+" from system "+system); err != nil {
-		writeRightsError(w, err)
-		return
-	}
-	eng := s.changeEngine(us)
-	// The plugin stopped after saving the plan without the host but before
-	// ending the change: only the end is left.
-	if st, err := deploy.LoadState(s.cfg.StateDir, deployed); err == nil && st.Change != nil && st.Change.Kind == deploy.ChangeShrink &&
-		st.Change.Host == host && deploy.SameHash(st.Change.PlanSHA256, deployed) {
-		j, err := s.start(deploy.ShrinkJob(system, host), func(ctx context.Context) error { return eng.EndChange(deployed) })
-		if err != nil {
-			writeError(w, http.StatusConflict, "%v", err)
-			return
-		}
-		writeJSON(w, http.StatusAccepted, j)
-		return
-	}
-	if err := deploy.CheckShrink(deployed, host); err != nil {
-		status := http.StatusConflict
-		if strings.Contains(err.Error(), "is not part of system") {
-			status = http.StatusNotFound
-		}
-		writeError(w, status, "%v", err)
-		return
-	}
-	if st, err := deploy.LoadState(s.cfg.StateDir, deployed); err != nil || !st.Completed {
-		if err == nil {
-			err = errors.New("resume its deployment first, then remove a host")
-		}
-		writeError(w, http.StatusConflict, "system %s is not fully deployed: %v", system, err)
-		return
-	}
-	if busy := s.systemBusy(system); busy != "" {
-		writeError(w, http.StatusConflict, "job %s is running on system %s: wait for it to end, then send the removal again", busy, system)
-		return
-	}
-	j, err := s.start(deploy.ShrinkJob(system, host), func(ctx context.Context) error { return eng.Shrink(ctx, deployed, host) })
-	if err != nil {
-		writeError(w, http.StatusConflict, "%v", err)
-		return
-	}
-	writeJSON(w, http.StatusAccepted, j)
+	s.hostChange(w, r, us, system, host, hostChangeSpec{kind: deploy.ChangeShrink, job: deploy.ShrinkJob(system, host),
+		what: "remove host " + host + " from system " + system, verb: "remove", noun: "removal",
+		check: func(p *plan.Plan) error { return deploy.CheckShrink(p, host) },
+		run:   func(ctx context.Context, eng *deploy.Engine, p *plan.Plan) error { return eng.Shrink(ctx, p, host) }})
 }
 
 // replaceHost replaces a failed host's SVM by one on a new host: the body
@@ -165,21 +121,42 @@ func (s *Server) replaceHost(w http.ResponseWriter, r *http.Request, us *userSes
 	if !decode(w, r, &nh) {
 		return
 	}
+	s.hostChange(w, r, us, system, failed, hostChangeSpec{kind: deploy.ChangeReplace, job: deploy.ReplaceJob(system, failed),
+		what: "replace host " + failed + " of system " + system, verb: "replace", noun: "replacement",
+		check: func(p *plan.Plan) error { _, err := deploy.ReplacePlan(p, failed, nh); return err },
+		run: func(ctx context.Context, eng *deploy.Engine, p *plan.Plan) error {
+			return eng.Replace(ctx, p, failed, nh)
+		}})
+}
+
+// hostChangeSpec is one kind of change of one host of a deployed system.
+type hostChangeSpec struct {
+	kind, job  string // deploy.ChangeShrink or ChangeReplace, and the job's name
+	what       string // the action, for the rights check's refusal
+	verb, noun string // "remove", "removal": for what to do next
+	check      func(deployed *plan.Plan) error
+	run        func(ctx context.Context, eng *deploy.Engine, deployed *plan.Plan) error
+}
+
+// hostChange is what a removal and a replacement share: the user's right on
+// the system; a change stopped after saving its new plan but before ending
+// (only its end is left); what the plan alone refuses (404 for a host not
+// in the system, else 409); a system not fully deployed or busy with another
+// job (409); then the job (202).
+func (s *Server) hostChange(w http.ResponseWriter, r *http.Request, us *userSession, system, host string, c hostChangeSpec) {
 	deployed, err := s.savedPlan(system)
 	if err != nil {
 		writeError(w, http.StatusNotFound, "%v", err)
 		return
 	}
-	if err := s.checkPrivilege(r.Context(), us, deployed, PrivAdminister, "replace host "+failed+" of system "+system); err != nil {
+	if err := s.checkPrivilege(r.Context(), us, deployed, PrivAdminister, c.what); err != nil {
 		writeRightsError(w, err)
 		return
 	}
 	eng := s.changeEngine(us)
-	// The plugin stopped after saving the plan with the new host but
-	// before ending the change: only the end is left.
-	if st, err := deploy.LoadState(s.cfg.StateDir, deployed); err == nil && st.Change != nil && st.Change.Kind == deploy.ChangeReplace &&
-		st.Change.Host == failed && deploy.SameHash(st.Change.PlanSHA256, deployed) {
-		j, err := s.start(deploy.ReplaceJob(system, failed), func(ctx context.Context) error { return eng.EndChange(deployed) })
+	if st, err := deploy.LoadState(s.cfg.StateDir, deployed); err == nil && st.Change != nil && st.Change.Kind == c.kind &&
+		st.Change.Host == host && deploy.SameHash(st.Change.PlanSHA256, deployed) {
+		j, err := s.start(c.job, func(ctx context.Context) error { return eng.EndChange(deployed) })
 		if err != nil {
 			writeError(w, http.StatusConflict, "%v", err)
 			return
@@ -187,7 +164,7 @@ func (s *Server) replaceHost(w http.ResponseWriter, r *http.Request, us *userSes
 		writeJSON(w, http.StatusAccepted, j)
 		return
 	}
-	if _, err := deploy.ReplacePlan(deployed, failed, nh); err != nil {
+	if err := c.check(deployed); err != nil {
 		status := http.StatusConflict
 		if strings.Contains(err.Error(), "is not part of system") {
 			status = http.StatusNotFound
@@ -197,16 +174,16 @@ func (s *Server) replaceHost(w http.ResponseWriter, r *http.Request, us *userSes
 	}
 	if st, err := deploy.LoadState(s.cfg.StateDir, deployed); err != nil || !st.Completed {
 		if err == nil {
-			err = errors.New("resume its deployment first, then replace a host")
+			err = fmt.Errorf("resume its deployment first, then %s a host", c.verb)
 		}
 		writeError(w, http.StatusConflict, "system %s is not fully deployed: %v", system, err)
 		return
 	}
 	if busy := s.systemBusy(system); busy != "" {
-		writeError(w, http.StatusConflict, "job %s is running on system %s: wait for it to end, then send the replacement again", busy, system)
+		writeError(w, http.StatusConflict, "job %s is running on system %s: wait for it to end, then send the %s again", busy, system, c.noun)
 		return
 	}
-	j, err := s.start(deploy.ReplaceJob(system, failed), func(ctx context.Context) error { return eng.Replace(ctx, deployed, failed, nh) })
+	j, err := s.start(c.job, func(ctx context.Context) error { return c.run(ctx, eng, deployed) })
 	if err != nil {
 		writeError(w, http.StatusConflict, "%v", err)
 		return
