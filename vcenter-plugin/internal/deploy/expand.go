@@ -549,6 +549,12 @@ func (r *run) drainSDS(ctx context.Context, h *plan.Host) (string, error) {
 		return "", err
 	}
 	j, err := r.api.RemoveSDS(ctx, name)
+	if errors.Is(err, gateway.ErrNotFound) {
+		// The drain startDrain began before the change was recorded ended
+		// between the look above and this request (a small SDS drains in a
+		// second): the SDS is gone, which is what this step is for.
+		return "already removed", nil
+	}
 	if err != nil {
 		var se *gateway.StatusError
 		if errors.As(err, &se) && se.Status == 409 {
