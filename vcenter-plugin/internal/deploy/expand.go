@@ -620,16 +620,9 @@ func (r *run) unwireHost(ctx context.Context, host string, cairn []string) (stri
 
 // deleteSVM powers the host's SVM off and deletes it with its files.
 func (r *run) deleteSVM(ctx context.Context, h *plan.Host) (string, error) {
-	if !h.HasSVM() {
-		return "no SVM", nil
-	}
-	name := r.p.SVMName(h.Name)
-	vm, err := findVM(ctx, r.finder, name)
-	if err != nil {
-		return "", err
-	}
-	if vm == nil {
-		return "already gone", nil
+	vm, name, none, err := r.hostSVM(ctx, h)
+	if vm == nil || err != nil {
+		return none, err
 	}
 	g, err := ReadGuest(ctx, vm)
 	if err != nil {

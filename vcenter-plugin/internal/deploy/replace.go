@@ -231,16 +231,9 @@ func (r *run) awaitCopies(ctx context.Context, what string) (string, error) {
 // to do, when vCenter refuses both. Only a VM on the failed host is
 // touched.
 func (r *run) forgetSVM(ctx context.Context, h *plan.Host) (string, error) {
-	if !h.HasSVM() {
-		return "no SVM", nil
-	}
-	name := r.p.SVMName(h.Name)
-	vm, err := findVM(ctx, r.finder, name)
-	if err != nil {
-		return "", err
-	}
-	if vm == nil {
-		return "already gone", nil
+	vm, name, none, err := r.hostSVM(ctx, h)
+	if vm == nil || err != nil {
+		return none, err
 	}
 	var m mo.VirtualMachine
 	if err := vm.Properties(ctx, vm.Reference(), []string{"runtime"}, &m); err != nil {

@@ -30,6 +30,22 @@ const (
 )
 
 // findVM returns the VM called name in the datacenter, or nil.
+// hostSVM finds h's SVM; without one (no SVM in the plan, or already gone)
+// vm is nil and none says which.
+func (r *run) hostSVM(ctx context.Context, h *plan.Host) (vm *object.VirtualMachine, name, none string, err error) {
+	if !h.HasSVM() {
+		return nil, "", "no SVM", nil
+	}
+	name = r.p.SVMName(h.Name)
+	if vm, err = findVM(ctx, r.finder, name); err != nil {
+		return nil, name, "", err
+	}
+	if vm == nil {
+		return nil, name, "already gone", nil
+	}
+	return vm, name, "", nil
+}
+
 func findVM(ctx context.Context, f *find.Finder, name string) (*object.VirtualMachine, error) {
 	vm, err := f.VirtualMachine(ctx, name)
 	var nf *find.NotFoundError
