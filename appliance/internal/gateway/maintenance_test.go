@@ -180,9 +180,20 @@ func TestMaintenanceOnCluster(t *testing.T) {
 		!strings.Contains(mt.(string), fmt.Sprintf(`cairn_placement_groups{condition="degraded"} %d`, s.Rebuild.DegradedGroups)) {
 		t.Errorf("metrics lack the maintenance or the degraded groups:\n%s", mt)
 	}
-	e.refused(400, "no complete copy", "POST", "/api/v1/sds/sds2/maintenance", op, `{"mode":"instant"}`)
-	if st := sds("sds2").State; st != model.SDSNormal {
-		t.Fatalf("refused sds2 is %s", st)
+	// A second SDS that holds the other copy of one of sds1's groups
+	// (placement is random: sds2 need not be one).
+	partner := ""
+	for _, x := range c.SDSs[1:] {
+		if partner == "" && sharesGroup(m, c.SDSs[0].ID, x.ID) {
+			partner = x.Name
+		}
+	}
+	if partner == "" {
+		t.Fatal("test premise: sds1 shares no group")
+	}
+	e.refused(400, "no complete copy", "POST", "/api/v1/sds/"+partner+"/maintenance", op, `{"mode":"instant"}`)
+	if st := sds(partner).State; st != model.SDSNormal {
+		t.Fatalf("refused %s is %s", partner, st)
 	}
 	// Writes keep working while it is away: change 6 chunks.
 	patch := bytes.Repeat([]byte{0xa5}, 6*MiB)
