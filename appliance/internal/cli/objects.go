@@ -71,6 +71,8 @@ var objects = []object{
 	{name: "host", noun: "host", path: "/hosts", plural: "hosts", columns: []column{
 		{"NAME", str("name")}, {"ID", str("id")}, {"TYPE", str("type")}, {"IQN", str("iqn")}, {"CHAP", yesNo("chap")}, {"VOLUMES", str("volume_names")}}},
 	{name: "user", noun: "user", path: "/users", plural: "users", columns: []column{{"NAME", str("name")}, {"ROLE", str("role")}}},
+	{name: "svm", noun: "SVM record", path: "/svms", plural: "SVM records (the SVMs every SVM's firewall admits)", columns: []column{
+		{"NAME", str("name")}, {"ADDRESSES", str("addresses")}, {"ROLES", str("roles")}, {"TARGET PORT", str("target_port")}}},
 }
 
 func objectNamed(name string) object {

@@ -122,6 +122,7 @@ func (s *Server) apiRoutes() []route {
 		route{"GET", p("/events/stream"), M, "", s.streamEvents},
 		route{"GET", p("/alerts"), M, "", s.listAlerts},
 		route{"GET", p("/svms"), M, "", s.listSVMs},
+		route{"GET", p("/svms/{name}"), M, "", s.getSVM},
 		route{"PUT", p("/svms/{name}"), A, "", s.putSVM},
 		route{"DELETE", p("/svms/{name}"), A, "", s.deleteSVM},
 		route{"GET", p("/mdm/members"), M, "", s.listMDMMembers},

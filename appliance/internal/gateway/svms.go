@@ -37,6 +37,24 @@ func (s *Server) listSVMs(c *call) (int, any, error) {
 	return http.StatusOK, out, nil
 }
 
+// getSVM answers one record; 404 when the SVM has none (not yet recorded, or
+// removed).
+func (s *Server) getSVM(c *call) (int, any, error) {
+	name := c.r.PathValue("name")
+	if err := model.ValidateName(model.KindUser, name); err != nil {
+		return 0, nil, model.WithField(errorf(http.StatusBadRequest, "SVM name %q: use its host name", name), "name")
+	}
+	r, err := s.cfg.Etcd.Get(c.ctx, model.SVMKey(name))
+	if err != nil {
+		return 0, nil, etcdErr("read the SVM record", err)
+	}
+	var rec model.SVM
+	if len(r.Kvs) == 0 || json.Unmarshal(r.Kvs[0].Value, &rec) != nil {
+		return 0, nil, model.WithField(errorf(http.StatusNotFound, "SVM %q has no record; list them with `cairnctl svm ls`, write one with `cairnctl svm record`", name), "name")
+	}
+	return http.StatusOK, rec, nil
+}
+
 // putSVM writes the record named in the path; a repeat with the same content
 // changes nothing.
 func (s *Server) putSVM(c *call) (int, any, error) {
