@@ -261,6 +261,13 @@ const CHAPSecretPrefix = SecretPrefix + "chap/"
 // Readable by the root roles only (mdm, gateway), like every secret.
 const CAKeyBackupKey = SecretPrefix + "pki/ca-key"
 
+// JoinTokenPrefix is where the join tokens' records live (internal/join:
+// the secret's hash, the roles, the expiry; spent by deleting).
+const JoinTokenPrefix = SecretPrefix + "join/"
+
+// JoinTokenKey returns the key of a join token's record.
+func JoinTokenKey(id string) string { return JoinTokenPrefix + id }
+
 // CHAPSecretKey returns the key of a host's CHAP secret.
 func CHAPSecretKey(hostID string) string { return CHAPSecretPrefix + hostID }
 

@@ -186,10 +186,16 @@ func (ca *CA) IssueTo(dir string, r Request) error {
 	if err != nil {
 		return err
 	}
+	return WriteNode(dir, ca.pem, certPEM, keyPEM)
+}
+
+// WriteNode writes a node PKI directory: the CA certificate, node.crt and
+// node.key (0600), each replaced atomically.
+func WriteNode(dir string, caPEM, certPEM, keyPEM []byte) error {
 	if err := os.MkdirAll(dir, 0o700); err != nil {
 		return fmt.Errorf("PKI directory: %w", err)
 	}
-	if err := writeFile(filepath.Join(dir, CACertFile), ca.pem, 0o644); err != nil {
+	if err := writeFile(filepath.Join(dir, CACertFile), caPEM, 0o644); err != nil {
 		return err
 	}
 	// The key before the certificate: a reload between the two writes sees
@@ -275,3 +281,7 @@ func writeFile(path string, data []byte, perm os.FileMode) error {
 	}
 	return nil
 }
+
+// EncodeKey is k as PEM (PKCS#8), the form of node.key: for a node that
+// makes its own key pair and asks for a certificate (internal/join).
+func EncodeKey(k crypto.PrivateKey) ([]byte, error) { return encodeKey(k) }

@@ -226,3 +226,21 @@ func PeerFromState(cs tls.ConnectionState) (Peer, error) {
 	}
 	return PeerOf(cs.PeerCertificates[0])
 }
+
+// OpenServerTLS is the configuration of a server that any client may reach
+// without a certificate: the join service, whose clients have none yet. It
+// sends the CA certificate after its own, so that a client which pins the
+// CA's fingerprint (Fingerprint) can verify the server without trusting
+// anything else. Who the client is, the application decides (a join token).
+func (id *Identity) OpenServerTLS() *tls.Config {
+	return &tls.Config{
+		MinVersion: tls.VersionTLS13,
+		GetCertificate: func(*tls.ClientHelloInfo) (*tls.Certificate, error) {
+			l := id.cur.Load()
+			c := l.cert
+			c.Certificate = append(c.Certificate[:len(c.Certificate):len(c.Certificate)], l.ca.Raw)
+			return &c, nil
+		},
+		SessionTicketsDisabled: true,
+	}
+}

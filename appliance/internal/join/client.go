@@ -1,0 +1,175 @@
+package join
+
+import (
+	"bytes"
+	"context"
+	"crypto/ecdsa"
+	"crypto/elliptic"
+	"crypto/rand"
+	"crypto/tls"
+	"crypto/x509"
+	"crypto/x509/pkix"
+	"encoding/json"
+	"encoding/pem"
+	"errors"
+	"fmt"
+	"io"
+	"net/http"
+	"strings"
+	"time"
+
+	"github.com/cairn-storage/cairn/appliance/internal/pki"
+)
+
+// maxAnswer bounds the service's reply (two PEM certificates).
+const maxAnswer = 64 << 10
+
+// Join asks the join service at urls (https://MDM:PORT, tried in order) for
+// a certificate for r with token, and writes the node's PKI directory dir
+// (ca.crt, node.crt, node.key 0600). The key pair is made here and its
+// private half never sent. The service must prove it holds the CA the token
+// names; the certificate must be for r and for this key, signed by that CA.
+func Join(ctx context.Context, urls []string, token string, r pki.Request, dir string) (*x509.Certificate, error) {
+	t, err := Parse(token)
+	if err != nil {
+		return nil, err
+	}
+	key, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
+	if err != nil {
+		return nil, err
+	}
+	der, err := x509.CreateCertificateRequest(rand.Reader, &x509.CertificateRequest{Subject: pkix.Name{CommonName: r.Role}}, key)
+	if err != nil {
+		return nil, err
+	}
+	body, _ := json.Marshal(Request{Token: t.String(), Role: r.Role, Name: r.Name, Hosts: r.Hosts,
+		CSR: string(pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE REQUEST", Bytes: der}))})
+	var ca *x509.Certificate
+	hc := &http.Client{Timeout: 30 * time.Second, Transport: &http.Transport{TLSClientConfig: &tls.Config{
+		MinVersion:         tls.VersionTLS13,
+		InsecureSkipVerify: true, // verified below against the pinned CA
+		VerifyConnection: func(cs tls.ConnectionState) error {
+			c, err := pinned(cs.PeerCertificates, t.CA)
+			ca = c
+			return err
+		},
+	}}}
+	defer hc.CloseIdleConnections()
+	var errs []string
+	for _, u := range urls {
+		a, err := ask(ctx, hc, strings.TrimRight(u, "/")+Path, body)
+		if err != nil {
+			errs = append(errs, fmt.Sprintf("%s: %v", u, err))
+			if errors.Is(err, errFinal) {
+				break
+			}
+			continue
+		}
+		cert, err := check(a, ca, key, r)
+		if err != nil {
+			return nil, fmt.Errorf("%s: %w", u, err)
+		}
+		keyPEM, err := pki.EncodeKey(key)
+		if err != nil {
+			return nil, err
+		}
+		if err := pki.WriteNode(dir, []byte(a.CA), []byte(a.Cert), keyPEM); err != nil {
+			return nil, err
+		}
+		return cert, nil
+	}
+	return nil, fmt.Errorf("join: no service gave a certificate (%s)", strings.Join(errs, "; "))
+}
+
+// errFinal marks an answer that another MDM would give too (the token was
+// refused or spent): trying the next one would only spend time.
+var errFinal = errors.New("refused")
+
+func ask(ctx context.Context, hc *http.Client, url string, body []byte) (Answer, error) {
+	req, err := http.NewRequestWithContext(ctx, http.MethodPost, url, bytes.NewReader(body))
+	if err != nil {
+		return Answer{}, err
+	}
+	req.Header.Set("Content-Type", "application/json")
+	resp, err := hc.Do(req)
+	if err != nil {
+		return Answer{}, err
+	}
+	defer resp.Body.Close()
+	b, err := io.ReadAll(io.LimitReader(resp.Body, maxAnswer+1))
+	if err != nil {
+		return Answer{}, err
+	}
+	if len(b) > maxAnswer {
+		return Answer{}, fmt.Errorf("answer larger than %d bytes", maxAnswer)
+	}
+	if resp.StatusCode != http.StatusOK {
+		msg := strings.TrimSpace(string(b))
+		if len(msg) > 300 {
+			msg = msg[:300]
+		}
+		err := fmt.Errorf("%s: %s", resp.Status, msg)
+		if resp.StatusCode == http.StatusForbidden || resp.StatusCode == http.StatusBadRequest {
+			err = fmt.Errorf("%w: %v", errFinal, err)
+		}
+		return Answer{}, err
+	}
+	var a Answer
+	if err := json.Unmarshal(b, &a); err != nil {
+		return Answer{}, fmt.Errorf("malformed answer: %v", err)
+	}
+	return a, nil
+}
+
+// pinned finds, in the chain a server sent, the CA certificate whose
+// fingerprint is fp, and checks the server's certificate is an MDM's issued
+// by it.
+func pinned(chain []*x509.Certificate, fp string) (*x509.Certificate, error) {
+	if len(chain) < 2 {
+		return nil, errors.New("the join service sent no CA certificate: not a Cairn MDM")
+	}
+	for _, c := range chain[1:] {
+		if !c.IsCA || pki.InfoOf(c).Fingerprint != fp {
+			continue
+		}
+		roots := x509.NewCertPool()
+		roots.AddCert(c)
+		if _, err := chain[0].Verify(x509.VerifyOptions{Roots: roots, KeyUsages: []x509.ExtKeyUsage{x509.ExtKeyUsageServerAuth}}); err != nil {
+			return nil, fmt.Errorf("the join service's certificate: %v", err)
+		}
+		p, err := pki.PeerOf(chain[0])
+		if err != nil || p.Role != pki.RoleMDM {
+			return nil, fmt.Errorf("the join service is not an MDM of the cluster (%v %v)", p, err)
+		}
+		return c, nil
+	}
+	return nil, errors.New("the join service does not hold the CA the token names: wrong address, or an impostor; nothing was sent")
+}
+
+// check accepts only a certificate for r and key, issued by ca, and ca itself.
+func check(a Answer, ca *x509.Certificate, key *ecdsa.PrivateKey, r pki.Request) (*x509.Certificate, error) {
+	blk, _ := pem.Decode([]byte(a.CA))
+	if ca == nil || blk == nil || !bytes.Equal(blk.Bytes, ca.Raw) {
+		return nil, errors.New("the answer's CA is not the pinned one")
+	}
+	blk, _ = pem.Decode([]byte(a.Cert))
+	if blk == nil || blk.Type != "CERTIFICATE" {
+		return nil, errors.New("the answer holds no certificate")
+	}
+	cert, err := x509.ParseCertificate(blk.Bytes)
+	if err != nil {
+		return nil, err
+	}
+	roots := x509.NewCertPool()
+	roots.AddCert(ca)
+	if _, err := cert.Verify(x509.VerifyOptions{Roots: roots, KeyUsages: []x509.ExtKeyUsage{x509.ExtKeyUsageClientAuth}}); err != nil {
+		return nil, fmt.Errorf("the issued certificate: %v", err)
+	}
+	if !key.PublicKey.Equal(cert.PublicKey) {
+		return nil, errors.New("the issued certificate is not for this node's key")
+	}
+	if p, err := pki.PeerOf(cert); err != nil || p.Role != r.Role || p.Name != r.Name {
+		return nil, fmt.Errorf("the issued certificate is for %v, not %s/%s", p, r.Role, r.Name)
+	}
+	return cert, nil
+}

@@ -1,0 +1,212 @@
+package join
+
+import (
+	"context"
+	"crypto/ecdsa"
+	"crypto/elliptic"
+	"crypto/x509"
+	"encoding/json"
+	"encoding/pem"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"net"
+	"net/http"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/cairn-storage/cairn/appliance/contract"
+	"github.com/cairn-storage/cairn/appliance/internal/pki"
+)
+
+// Path is the join service's one route.
+const Path = "/v1/join"
+
+// maxRequest bounds a request body: a token, a name, 16 host names and a
+// P-256 CSR take under 4 KiB.
+const maxRequest = 16 << 10
+
+// maxHosts bounds the addresses and names a certificate is issued for.
+const maxHosts = 16
+
+// Request is what a joining node sends.
+type Request struct {
+	Token string   `json:"token"`
+	Role  string   `json:"role"`
+	Name  string   `json:"name"`
+	Hosts []string `json:"hosts,omitempty"`
+	CSR   string   `json:"csr"` // PEM "CERTIFICATE REQUEST", ECDSA P-256
+}
+
+// Answer is the service's reply: the node's certificate and the CA's (PEM).
+type Answer struct {
+	Cert string `json:"cert"`
+	CA   string `json:"ca"`
+}
+
+// parsed is a request that passed every check that needs no etcd.
+type parsed struct {
+	req   Request
+	token Token
+	csr   *x509.CertificateRequest
+}
+
+// decode checks a request body without trusting any of it. Its errors never
+// echo the token.
+func decode(b []byte) (parsed, error) {
+	var p parsed
+	if len(b) > maxRequest {
+		return p, fmt.Errorf("request larger than %d bytes", maxRequest)
+	}
+	dec := json.NewDecoder(strings.NewReader(string(b)))
+	dec.DisallowUnknownFields()
+	if err := dec.Decode(&p.req); err != nil {
+		return p, errors.New("request: malformed JSON; send {token, role, name, hosts, csr}")
+	}
+	if dec.More() {
+		return p, errors.New("request: one JSON object only")
+	}
+	var err error
+	if p.token, err = Parse(p.req.Token); err != nil {
+		return p, err
+	}
+	if !pki.ValidRole(p.req.Role) {
+		return p, fmt.Errorf("role %q: give one of %s", contract.Clip(p.req.Role), strings.Join(pki.Roles, ", "))
+	}
+	if len(p.req.Hosts) > maxHosts {
+		return p, fmt.Errorf("give at most %d hosts", maxHosts)
+	}
+	for _, h := range p.req.Hosts {
+		if net.ParseIP(h) == nil && !validDNSName(h) {
+			return p, fmt.Errorf("host %q is neither an IP address nor a DNS name", contract.Clip(h))
+		}
+	}
+	blk, rest := pem.Decode([]byte(p.req.CSR))
+	if blk == nil || blk.Type != "CERTIFICATE REQUEST" || strings.TrimSpace(string(rest)) != "" {
+		return p, errors.New("csr: give one PEM \"CERTIFICATE REQUEST\"")
+	}
+	if p.csr, err = x509.ParseCertificateRequest(blk.Bytes); err != nil {
+		return p, fmt.Errorf("csr: %v", err)
+	}
+	if err := p.csr.CheckSignature(); err != nil {
+		return p, fmt.Errorf("csr: its signature does not verify: %v", err)
+	}
+	if k, ok := p.csr.PublicKey.(*ecdsa.PublicKey); !ok || k.Curve != elliptic.P256() {
+		return p, errors.New("csr: the key must be ECDSA P-256, as every Cairn node's")
+	}
+	return p, nil
+}
+
+func validDNSName(h string) bool {
+	if h == "" || len(h) > 253 {
+		return false
+	}
+	for _, label := range strings.Split(h, ".") {
+		if label == "" || len(label) > 63 || label[0] == '-' || label[len(label)-1] == '-' {
+			return false
+		}
+		for i := 0; i < len(label); i++ {
+			c := label[i]
+			if !(c >= 'a' && c <= 'z' || c >= 'A' && c <= 'Z' || c >= '0' && c <= '9' || c == '-') {
+				return false
+			}
+		}
+	}
+	return true
+}
+
+// Server is the join service. It runs where the CA's key is: on an MDM.
+type Server struct {
+	CA       *pki.CA
+	Identity *pki.Identity // the MDM's: presented, with the CA, to joining nodes
+	Store    Store
+	Log      *slog.Logger
+	Now      func() time.Time // time.Now when nil
+	// Pause follows every refusal, one refusal at a time (default 1 s):
+	// guessing a 256-bit secret is hopeless anyway, and a flood of bad
+	// requests costs the MDM one goroutine's sleep, not its CPU.
+	Pause time.Duration
+
+	refusing sync.Mutex
+}
+
+func (s *Server) now() time.Time {
+	if s.Now != nil {
+		return s.Now()
+	}
+	return time.Now()
+}
+
+// ServeHTTP answers POST Path.
+func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	if r.URL.Path != Path {
+		http.Error(w, "not found: the join service answers POST "+Path, http.StatusNotFound)
+		return
+	}
+	if r.Method != http.MethodPost {
+		http.Error(w, "use POST", http.StatusMethodNotAllowed)
+		return
+	}
+	b, err := io.ReadAll(http.MaxBytesReader(w, r.Body, maxRequest))
+	if err != nil {
+		s.refuse(w, r, http.StatusRequestEntityTooLarge, "", fmt.Errorf("request larger than %d bytes", maxRequest))
+		return
+	}
+	p, err := decode(b)
+	if err != nil {
+		s.refuse(w, r, http.StatusBadRequest, p.token.ID, err)
+		return
+	}
+	rec, err := s.Store.Spend(r.Context(), p.token, p.req.Role, s.now())
+	if err != nil {
+		code := http.StatusForbidden
+		if !Refused(err) {
+			code = http.StatusServiceUnavailable
+		}
+		s.refuse(w, r, code, p.token.ID, err)
+		return
+	}
+	certPEM, err := s.CA.Sign(pki.Request{Role: p.req.Role, Name: p.req.Name, Hosts: p.req.Hosts}, p.csr.PublicKey)
+	if err != nil {
+		// The token is spent: a name the CA refuses needs a new one, as
+		// the error says.
+		s.refuse(w, r, http.StatusBadRequest, p.token.ID, fmt.Errorf("%v (the token is spent: create a new one)", err))
+		return
+	}
+	s.Log.Info("join: certificate issued", "peer", p.req.Role+"/"+p.req.Name, "token", rec.ID,
+		"created_by", rec.CreatedBy, "from", r.RemoteAddr)
+	w.Header().Set("Content-Type", "application/json")
+	json.NewEncoder(w).Encode(Answer{Cert: string(certPEM), CA: string(s.CA.CertPEM())})
+}
+
+func (s *Server) refuse(w http.ResponseWriter, r *http.Request, code int, tokenID string, err error) {
+	s.Log.Warn("join: refused", "from", r.RemoteAddr, "token", tokenID, "err", err)
+	s.refusing.Lock()
+	pause := s.Pause
+	if pause == 0 {
+		pause = time.Second
+	}
+	time.Sleep(pause)
+	s.refusing.Unlock()
+	http.Error(w, err.Error(), code)
+}
+
+// Serve runs the service on ln until ctx ends.
+func (s *Server) Serve(ctx context.Context, ln net.Listener) error {
+	hs := &http.Server{Handler: s, TLSConfig: s.Identity.OpenServerTLS(),
+		ReadHeaderTimeout: 10 * time.Second, ReadTimeout: 30 * time.Second, WriteTimeout: 30 * time.Second,
+		MaxHeaderBytes: 8 << 10, ErrorLog: slog.NewLogLogger(s.Log.Handler(), slog.LevelDebug)}
+	go func() {
+		<-ctx.Done()
+		sctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+		defer cancel()
+		hs.Shutdown(sctx)
+	}()
+	err := hs.ServeTLS(ln, "", "")
+	if errors.Is(err, http.ErrServerClosed) {
+		return nil
+	}
+	return err
+}
