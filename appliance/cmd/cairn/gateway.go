@@ -35,8 +35,12 @@ func runGateway(ctx context.Context, args []string) error {
 	log := c.logger("gateway")
 	// The gateway's certificate (role gateway: etcd's root user, see
 	// mdm/rbac.go) authenticates its etcd client.
-	if _, err := c.identity(ctx, pki.RoleGateway, log); err != nil {
+	id, err := c.identity(ctx, pki.RoleGateway, log)
+	if err != nil {
 		return err
+	}
+	if id != nil {
+		cfg.ClusterCA = id.CA
 	}
 	// Adding a device asks its SDS to prepare it over the data path.
 	sec, err := c.dataSecurity(ctx, pki.RoleGateway, dataSecurityDefault(), log)

@@ -26,6 +26,7 @@ func requestTypes() []func() any {
 		func() any { return new(model.PoolUpdate) }, func() any { return new(model.SDSUpdate) },
 		func() any { return new(addMemberRequest) }, func() any { return new(moveLeaderRequest) },
 		func() any { return new(maintenanceRequest) }, func() any { return new(upgradeOrderRequest) },
+		func() any { return new(joinTokenRequest) },
 	}
 }
 

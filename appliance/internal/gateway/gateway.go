@@ -8,6 +8,7 @@ import (
 	"context"
 	"crypto/rand"
 	"crypto/tls"
+	"crypto/x509"
 	"encoding/base64"
 	"errors"
 	"fmt"
@@ -61,6 +62,10 @@ type Config struct {
 	BootstrapTokenTTL  time.Duration
 	// Throttle of password attempts (throttle.go); zero fields take defaults.
 	Throttle LoginThrottle
+	// ClusterCA is the cluster CA (the gateway's --pki identity's), named in
+	// the join tokens it creates (jointokens.go); nil without PKI, and then
+	// no join token can be created.
+	ClusterCA func() *x509.Certificate
 }
 
 // Defaults.

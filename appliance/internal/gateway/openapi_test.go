@@ -118,7 +118,7 @@ func TestOpenAPIRequestSchemas(t *testing.T) {
 	alias := map[string]string{"loginRequest": "LoginRequest", "bootstrapRequest": "BootstrapRequest", "unmapRequest": "UnmapRequest",
 		"MapSpec": "MapRequest", "maintenanceRequest": "MaintenanceRequest",
 		"addMemberRequest": "AddMemberRequest", "moveLeaderRequest": "MoveLeaderRequest",
-		"upgradeOrderRequest": "UpgradeOrderRequest"}
+		"upgradeOrderRequest": "UpgradeOrderRequest", "joinTokenRequest": "JoinTokenRequest"}
 	for goName, v := range types {
 		schema := goName
 		if a, ok := alias[goName]; ok {
@@ -146,7 +146,7 @@ func TestOpenAPIResponseSchemas(t *testing.T) {
 		"Volume": volumeView{}, "Host": hostView{}, "User": userView{}, "Capacity": capacityView{}, "Error": errorBody{},
 		"Job": Job{}, "Event": Event{}, "Alert": Alert{}, "MDMMember": mdmMember{}, "ObjectRef": objectRef{},
 		"Certificate": certificateView{}, "Versions": versionsView{},
-		"Bundle": bundleView{}, "UpgradeSVM": upgradeSVMView{},
+		"Bundle": bundleView{}, "UpgradeSVM": upgradeSVMView{}, "JoinToken": joinTokenView{},
 	} {
 		got, ok := schemas[schema]
 		if !ok {
