@@ -14,12 +14,12 @@ import (
 )
 
 func init() {
-	register("pki", "the cluster's certificates: init (CA), issue (a daemon's), show (expiry), backup|restore (the CA key, sealed, in etcd)", runPKI)
+	register("pki", "the cluster's certificates: init (CA), issue (a daemon's), serve (the join service, on an MDM), join (a node's certificate with a join token), show (expiry), backup|restore (the CA key, sealed, in etcd)", runPKI)
 }
 
 func runPKI(ctx context.Context, args []string) error {
 	if len(args) == 0 {
-		return errorf("usage: cairn pki init|issue|show|backup|restore [flags] (cairn pki SUBCOMMAND -h for its flags)")
+		return errorf("usage: cairn pki init|issue|serve|join|show|backup|restore [flags] (cairn pki SUBCOMMAND -h for its flags)")
 	}
 	switch args[0] {
 	case "init":
@@ -73,6 +73,10 @@ func runPKI(ctx context.Context, args []string) error {
 		return nil
 	case "backup":
 		return pkiBackup(ctx, args[1:])
+	case "serve":
+		return pkiServe(ctx, args[1:])
+	case "join":
+		return pkiJoin(ctx, args[1:])
 	case "restore":
 		return pkiRestore(ctx, args[1:])
 	case "show":

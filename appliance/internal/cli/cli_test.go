@@ -49,7 +49,7 @@ type harness struct {
 	etcd    *clientv3.Client
 }
 
-func newHarness(t *testing.T, ttl time.Duration) *harness {
+func newHarness(t *testing.T, ttl time.Duration, mods ...func(*gateway.Config)) *harness {
 	t.Helper()
 	etcd := etcdtest.Start(t)
 	h := &harness{t: t, state: t.TempDir(), cfgPath: filepath.Join(t.TempDir(), "conf", "cairnctl.json"), etcd: etcd}
@@ -60,10 +60,12 @@ func newHarness(t *testing.T, ttl time.Duration) *harness {
 	h.url = "https://" + ln.Addr().String()
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan error, 1)
-	go func() {
-		done <- gateway.Serve(ctx, gateway.Config{Etcd: etcd, StateDir: h.state, TLS: true, Devices: prober{},
-			TokenTTL: ttl, Logger: slog.New(slog.NewTextHandler(io.Discard, nil))}, ln)
-	}()
+	cfg := gateway.Config{Etcd: etcd, StateDir: h.state, TLS: true, Devices: prober{},
+		TokenTTL: ttl, Logger: slog.New(slog.NewTextHandler(io.Discard, nil))}
+	for _, m := range mods {
+		m(&cfg)
+	}
+	go func() { done <- gateway.Serve(ctx, cfg, ln) }()
 	t.Cleanup(func() {
 		cancel()
 		if err := <-done; err != nil {

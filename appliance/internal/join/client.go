@@ -55,11 +55,11 @@ func Join(ctx context.Context, urls []string, token string, r pki.Request, dir s
 		},
 	}}}
 	defer hc.CloseIdleConnections()
-	var errs []string
+	var errs []error
 	for _, u := range urls {
 		a, err := ask(ctx, hc, strings.TrimRight(u, "/")+Path, body)
 		if err != nil {
-			errs = append(errs, fmt.Sprintf("%s: %v", u, err))
+			errs = append(errs, fmt.Errorf("%s: %w", u, err))
 			if errors.Is(err, errFinal) {
 				break
 			}
@@ -67,7 +67,7 @@ func Join(ctx context.Context, urls []string, token string, r pki.Request, dir s
 		}
 		cert, err := check(a, ca, key, r)
 		if err != nil {
-			return nil, fmt.Errorf("%s: %w", u, err)
+			return nil, fmt.Errorf("%s: %w: %w", u, errFinal, err)
 		}
 		keyPEM, err := pki.EncodeKey(key)
 		if err != nil {
@@ -78,12 +78,28 @@ func Join(ctx context.Context, urls []string, token string, r pki.Request, dir s
 		}
 		return cert, nil
 	}
-	return nil, fmt.Errorf("join: no service gave a certificate (%s)", strings.Join(errs, "; "))
+	return nil, failed{errs}
 }
+
+// failed is every service's refusal or silence.
+type failed struct{ errs []error }
+
+func (f failed) Error() string {
+	m := make([]string, len(f.errs))
+	for i, e := range f.errs {
+		m[i] = e.Error()
+	}
+	return "join: no service gave a certificate (" + strings.Join(m, "; ") + ")"
+}
+
+func (f failed) Unwrap() []error { return f.errs }
 
 // errFinal marks an answer that another MDM would give too (the token was
 // refused or spent): trying the next one would only spend time.
 var errFinal = errors.New("refused")
+
+// errImpostor: a server that cannot show the CA the token names.
+var errImpostor = errors.New("the join service does not hold the CA the token names: wrong address, or an impostor; nothing was sent")
 
 func ask(ctx context.Context, hc *http.Client, url string, body []byte) (Answer, error) {
 	req, err := http.NewRequestWithContext(ctx, http.MethodPost, url, bytes.NewReader(body))
@@ -143,7 +159,7 @@ func pinned(chain []*x509.Certificate, fp string) (*x509.Certificate, error) {
 		}
 		return c, nil
 	}
-	return nil, errors.New("the join service does not hold the CA the token names: wrong address, or an impostor; nothing was sent")
+	return nil, errImpostor
 }
 
 // check accepts only a certificate for r and key, issued by ca, and ca itself.
@@ -172,4 +188,11 @@ func check(a Answer, ca *x509.Certificate, key *ecdsa.PrivateKey, r pki.Request)
 		return nil, fmt.Errorf("the issued certificate is for %v, not %s/%s", p, r.Role, r.Name)
 	}
 	return cert, nil
+}
+
+// Final reports whether a Join error would recur however often it is tried
+// (the token refused or spent, the service an impostor, the answer wrong),
+// as opposed to no service answering yet.
+func Final(err error) bool {
+	return errors.Is(err, errFinal) || errors.Is(err, errImpostor)
 }

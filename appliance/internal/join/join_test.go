@@ -106,6 +106,9 @@ func TestJoin(t *testing.T) {
 	// Spent: the same token again is refused, on any role.
 	_, err = Join(ctx, []string{f.url}, tok.String(), pki.Request{Role: pki.RoleTarget, Name: "svm-4"}, t.TempDir())
 	wantErr(t, err, "unknown, already used or revoked")
+	if !Final(err) {
+		t.Fatalf("a spent token is not final: %v", err)
+	}
 
 	// Wrong role, expired, wrong secret, revoked.
 	tok = f.token(t, time.Hour, pki.RoleSDS)
@@ -157,10 +160,16 @@ func TestJoinPinsTheCA(t *testing.T) {
 	ctx := context.Background()
 	_, err := Join(ctx, []string{other.url}, tok.String(), pki.Request{Role: pki.RoleSDS, Name: "x"}, t.TempDir())
 	wantErr(t, err, "does not hold the CA the token names")
+	if !Final(err) {
+		t.Fatalf("an impostor is not final: %v", err)
+	}
 	// The token was not spent by that attempt; a dead address first is skipped.
 	ln, _ := net.Listen("tcp", "127.0.0.1:0")
 	dead := "https://" + ln.Addr().String()
 	ln.Close()
+	if _, err := Join(ctx, []string{dead}, tok.String(), pki.Request{Role: pki.RoleSDS, Name: "x"}, t.TempDir()); err == nil || Final(err) {
+		t.Fatalf("no service answering is worth another try: %v", err)
+	}
 	if _, err := Join(ctx, []string{dead, f.url}, tok.String(), pki.Request{Role: pki.RoleSDS, Name: "x"}, t.TempDir()); err != nil {
 		t.Fatalf("second MDM: %v", err)
 	}

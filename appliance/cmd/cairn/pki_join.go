@@ -1,0 +1,107 @@
+package main
+
+// cairn pki serve | join: certificates at join time (internal/join).
+
+import (
+	"context"
+	"errors"
+	"flag"
+	"fmt"
+	"net"
+	"os"
+	"strings"
+	"time"
+
+	"github.com/cairn-storage/cairn/appliance/internal/join"
+	"github.com/cairn-storage/cairn/appliance/internal/pki"
+)
+
+// DefaultJoinListen is the join service's port (an MDM's; management network).
+const DefaultJoinListen = ":7443"
+
+// pkiServe runs the join service on an MDM: the CA of --ca signs the
+// certificate of each node that presents a join token (etcd, as the MDM of
+// --pki, keeps the tokens).
+func pkiServe(ctx context.Context, args []string) error {
+	var c common
+	fs := flag.NewFlagSet("pki serve", flag.ContinueOnError)
+	c.add(fs)
+	caDir := fs.String("ca", "", "the CA directory the MDMs keep (ca.crt, ca.key)")
+	listen := fs.String("listen", envOr("CAIRN_JOIN_LISTEN", DefaultJoinListen), "address of the join service ($CAIRN_JOIN_LISTEN)")
+	if err := parse(fs, args); err != nil {
+		return err
+	}
+	if *caDir == "" || c.pkiDir == "" {
+		return errorf("--ca and --pki (this MDM's certificate) are required")
+	}
+	log := c.logger("join")
+	ca, err := pki.LoadCA(*caDir)
+	if err != nil {
+		return err
+	}
+	id, err := c.identity(ctx, pki.RoleMDM, log)
+	if err != nil {
+		return err
+	}
+	if !id.CA().Equal(ca.Cert) {
+		return errorf("--ca holds another CA than the one --pki's certificate trusts: give this cluster's")
+	}
+	cli, err := c.etcd(ctx)
+	if err != nil {
+		return err
+	}
+	defer cli.Close()
+	ln, err := net.Listen("tcp", *listen)
+	if err != nil {
+		return fmt.Errorf("--listen %s: %w", *listen, err)
+	}
+	log.Info("join service listening", "address", ln.Addr().String(), "ca_sha256", pki.InfoOf(ca.Cert).Fingerprint)
+	return (&join.Server{CA: ca, Identity: id, Store: join.Store{Etcd: cli}, Log: log}).Serve(ctx, ln)
+}
+
+// pkiJoin gets this node's certificate with a join token and writes its PKI
+// directory.
+func pkiJoin(ctx context.Context, args []string) error {
+	fs := flag.NewFlagSet("pki join", flag.ContinueOnError)
+	urls := fs.String("url", "", "comma-separated join services, https://MDM:7443 (each MDM that runs `cairn pki serve`)")
+	tokenFile := fs.String("token-file", "", "file holding the join token (`cairnctl system join-token create`); never on the command line")
+	out := fs.String("out", "", "the PKI directory to write (ca.crt, node.crt, node.key 0600): the daemon's --pki")
+	var r pki.Request
+	fs.StringVar(&r.Role, "role", "", "the certificate's role, one the token allows: "+strings.Join(pki.Roles, ", "))
+	fs.StringVar(&r.Name, "name", "", "the daemon's name (its SDS's or MDM's name, the host's name...)")
+	hosts := fs.String("host", "", "comma-separated IP addresses and DNS names it serves at")
+	wait := fs.Duration("wait", 0, "keep trying while no join service answers, up to this long (first boot: the MDM may start later)")
+	if err := parse(fs, args); err != nil {
+		return err
+	}
+	if *urls == "" || *tokenFile == "" || *out == "" || r.Role == "" || r.Name == "" {
+		return errorf("--url, --token-file, --out, --role and --name are required")
+	}
+	if *hosts != "" {
+		r.Hosts = strings.Split(*hosts, ",")
+	}
+	if _, err := os.Stat(*out + "/" + pki.NodeCertFile); err == nil {
+		return errorf("%s already holds a certificate: use it, or remove the directory to join again", *out)
+	}
+	tok, err := os.ReadFile(*tokenFile)
+	if err != nil {
+		return fmt.Errorf("--token-file: %w", err)
+	}
+	deadline := time.Now().Add(*wait)
+	for {
+		cert, err := join.Join(ctx, strings.Split(*urls, ","), string(tok), r, *out)
+		if err == nil {
+			fmt.Printf("%s: certificate of %s/%s, expires %s\n", *out, r.Role, r.Name, cert.NotAfter.UTC().Format(time.RFC3339))
+			return nil
+		}
+		if join.Final(err) || time.Now().After(deadline) {
+			return err
+		}
+		fmt.Fprintf(os.Stderr, "cairn pki join: %v; trying again in 5 s\n", err)
+		select {
+		case <-ctx.Done():
+			return errors.Join(err, ctx.Err())
+		case <-time.After(5 * time.Second):
+		}
+	}
+}
