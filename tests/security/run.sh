@@ -34,6 +34,7 @@ done
 STATE=$(mktemp -d "${TMPDIR:-/tmp}/cairn-rogue.XXXXXX")
 cleanup() {
 	[ -f "$STATE/nbd-tls.pid" ] && stop_pidfiles 5 "$STATE/nbd-tls.pid"
+	[ -f "$STATE/join.pid" ] && stop_pidfiles 5 "$STATE/join.pid"
 	"$NC" stop "$STATE/cl" >/dev/null 2>&1 || true
 	[ "${SECURITY_KEEP:-0}" = 1 ] && { echo "state kept in $STATE"; return; }
 	rm -rf "$STATE"
@@ -120,6 +121,50 @@ for who in "sds sds" "nbd nbd" "mdm mdm"; do
 	done
 	if [ -n "$found" ]; then ok "the $2 refusals are events: $found"; else bad "no security event from a $2 naming $SUBNET.250 within 30 s"; fi
 done
+
+# Certificates at join time: the join service of an MDM (cairn pki serve) in
+# the core namespace. A new node on the network (the attacker's namespace
+# plays it) joins with the token the admin created, once; the same token
+# again, and a guessed one, are refused, and the guess is a security event.
+say "the join service"
+"$NC" exec "$STATE/cl" core "$CAIRN" pki serve --ca "$STATE/cl/pki/ca" --pki "$STATE/cl/pki/mdm1" --mdm "$MDM" \
+	--listen "$core:7443" >"$STATE/join.log" 2>&1 &
+echo $! >"$STATE/join.pid"
+if ! wait_port --netns "$CORE" --pidfile "$STATE/join.pid" --log "$STATE/join.log" "$core" 7443 30 "join service"; then
+	bad "the join service did not start"
+elif ! "$NC" ctl "$STATE/cl" join-token create --role client --ttl 10m --out "$STATE/join-token" >"$STATE/join-create.out" 2>&1; then
+	bad "cairnctl join-token create: $(cat "$STATE/join-create.out")"
+else
+	join_as() { "$NC" exec "$STATE/cl" rogue "$CAIRN" pki join --url "https://$core:7443" --token-file "$1" --role client --name "$2" --out "$STATE/$2"; }
+	if join_as "$STATE/join-token" node-7 >"$STATE/join1.out" 2>&1 &&
+		openssl verify -CAfile "$STATE/cl/pki/ca/ca.crt" "$STATE/node-7/node.crt" >/dev/null &&
+		[ "$(stat -c %a "$STATE/node-7/node.key")" = 600 ] &&
+		openssl x509 -in "$STATE/node-7/node.crt" -noout -ext subjectAltName | grep -q 'cairn://node/client/node-7'; then
+		ok "a node joined with a token: $(cat "$STATE/join1.out")"
+	else
+		bad "joining with the admin's token: $(cat "$STATE/join1.out")"
+	fi
+	if join_as "$STATE/join-token" node-8 >"$STATE/join2.out" 2>&1 || ! grep -q "already used" "$STATE/join2.out"; then
+		bad "the spent token again: $(cat "$STATE/join2.out")"
+	else
+		ok "the spent token is refused: $(tail -c 160 "$STATE/join2.out")"
+	fi
+	# The guess: a random id and secret, with the CA's (public) fingerprint.
+	printf 'cj1.%s.%s.%s\n' "$(head -c 8 /dev/urandom | od -An -tx1 | tr -d ' \n')" \
+		"$(head -c 32 /dev/urandom | base64 | tr '+/' '-_' | tr -d '=\n')" "$(cut -d. -f4 "$STATE/join-token")" >"$STATE/guess-token"
+	if join_as "$STATE/guess-token" node-9 >"$STATE/join3.out" 2>&1 || [ -e "$STATE/node-9/node.crt" ]; then
+		bad "a guessed token joined: $(cat "$STATE/join3.out")"
+	else
+		ok "a guessed token is refused"
+	fi
+	found=""
+	for ((i = 0; i < 30; i++)); do
+		found=$("$NC" ctl "$STATE/cl" --json event ls --kind security --limit 1000 2>/dev/null |
+			jq -r '(if type == "array" then . else .items end)[] | .message' | grep "join service" | grep -m1 "$SUBNET.250") && break
+		sleep 1
+	done
+	if [ -n "$found" ]; then ok "the join refusals are events: $found"; else bad "no security event from the join service naming $SUBNET.250 within 30 s"; fi
+fi
 
 # The legitimate clients still work: the cluster answers and the NBD server
 # (which holds the cluster's certificates) still has the volume.

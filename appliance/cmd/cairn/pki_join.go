@@ -14,6 +14,7 @@ import (
 
 	"github.com/cairn-storage/cairn/appliance/internal/join"
 	"github.com/cairn-storage/cairn/appliance/internal/pki"
+	"github.com/cairn-storage/cairn/appliance/internal/refusals"
 )
 
 // DefaultJoinListen is the join service's port (an MDM's; management network).
@@ -56,7 +57,9 @@ func pkiServe(ctx context.Context, args []string) error {
 		return fmt.Errorf("--listen %s: %w", *listen, err)
 	}
 	log.Info("join service listening", "address", ln.Addr().String(), "ca_sha256", pki.InfoOf(ca.Cert).Fingerprint)
-	return (&join.Server{CA: ca, Identity: id, Store: join.Store{Etcd: cli}, Log: log}).Serve(ctx, ln)
+	rep := refusals.New(pki.RoleMDM, id.Peer().Name, log)
+	go rep.Run(ctx, cli, 0)
+	return (&join.Server{CA: ca, Identity: id, Store: join.Store{Etcd: cli}, Log: log, Refusals: rep}).Serve(ctx, ln)
 }
 
 // pkiJoin gets this node's certificate with a join token and writes its PKI

@@ -173,8 +173,22 @@ func TestStatisticsFromARealCluster(t *testing.T) {
 			}
 		}
 	}
-	rate = measure()
-	check("/api/v1/statistics/volumes/v1", rate, 0.1)
+	// The reads flow again at the limit, and the volume's figure follows
+	// them: within 10 % of the readers' own rate, within 20 s (on a loaded
+	// machine the first intervals after the restart can still be slower
+	// than the 3 s the readers measure: CI once saw 198 against 234).
+	for deadline := time.Now().Add(20 * time.Second); ; {
+		rate = measure()
+		var s statsBody
+		e.get("/api/v1/statistics/volumes/v1", e.admin, &s)
+		if math.Abs(s.Read.IOPS-rate) <= rate*0.1 {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Errorf("after an SDS restart the volume reports %.1f read IOPS, its readers ran at %.0f", s.Read.IOPS, rate)
+			break
+		}
+	}
 
 	// Refused: unknown kinds and objects. (Not e.fails: the running
 	// cluster writes to etcd all the time.)

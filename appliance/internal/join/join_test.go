@@ -17,6 +17,7 @@ import (
 	"github.com/cairn-storage/cairn/appliance/internal/model"
 	"github.com/cairn-storage/cairn/appliance/internal/pki"
 	"github.com/cairn-storage/cairn/appliance/internal/pki/pkitest"
+	"github.com/cairn-storage/cairn/appliance/internal/refusals"
 )
 
 type fixture struct {
@@ -25,6 +26,7 @@ type fixture struct {
 	url   string
 	store Store
 	etcdU string
+	rep   *refusals.Reporter
 }
 
 // start runs the join service as an MDM would: its CA, its identity, etcd
@@ -35,7 +37,8 @@ func start(t *testing.T, kit *pkitest.Kit) *fixture {
 	mdm := kit.Identity(pki.RoleMDM, "mdm1")
 	f := &fixture{kit: kit, etcd: etcdtest.Client(t, u, mdm), etcdU: u}
 	f.store = Store{Etcd: f.etcd}
-	srv := &Server{CA: kit.CA, Identity: mdm, Store: f.store, Log: slog.New(slog.DiscardHandler), Pause: time.Millisecond}
+	f.rep = refusals.New(pki.RoleMDM, "mdm1", slog.New(slog.DiscardHandler))
+	srv := &Server{CA: kit.CA, Identity: mdm, Store: f.store, Log: slog.New(slog.DiscardHandler), Pause: time.Millisecond, Refusals: f.rep}
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		t.Fatal(err)
@@ -118,6 +121,11 @@ func TestJoin(t *testing.T) {
 	bad.Secret = strings.Repeat("A", 43)
 	_, err = Join(ctx, []string{f.url}, bad.String(), pki.Request{Role: pki.RoleSDS, Name: "x"}, t.TempDir())
 	wantErr(t, err, "unknown, already used or revoked")
+	// Each refusal goes to the gateways (as a security event).
+	if p := refusals.Pending(f.rep); len(p) < 2 || p[len(p)-1].Service != "join service" ||
+		!strings.HasPrefix(p[len(p)-1].Remote, "127.0.0.1:") || strings.Contains(p[len(p)-1].Reason, bad.Secret) {
+		t.Fatalf("refusals reported: %+v", p)
+	}
 	if ok, err := f.store.Revoke(ctx, tok.ID); !ok || err != nil {
 		t.Fatalf("revoke: %v %v", ok, err)
 	}

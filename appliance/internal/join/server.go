@@ -19,6 +19,7 @@ import (
 
 	"github.com/cairn-storage/cairn/appliance/contract"
 	"github.com/cairn-storage/cairn/appliance/internal/pki"
+	"github.com/cairn-storage/cairn/appliance/internal/refusals"
 )
 
 // Path is the join service's one route.
@@ -123,6 +124,9 @@ type Server struct {
 	Identity *pki.Identity // the MDM's: presented, with the CA, to joining nodes
 	Store    Store
 	Log      *slog.Logger
+	// Refusals hands each refusal to the gateways as a security event
+	// (nil: only logged).
+	Refusals *refusals.Reporter
 	Now      func() time.Time // time.Now when nil
 	// Pause follows every refusal, one refusal at a time (default 1 s):
 	// guessing a 256-bit secret is hopeless anyway, and a flood of bad
@@ -183,6 +187,7 @@ func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 
 func (s *Server) refuse(w http.ResponseWriter, r *http.Request, code int, tokenID string, err error) {
 	s.Log.Warn("join: refused", "from", r.RemoteAddr, "token", tokenID, "err", err)
+	s.Refusals.Refused("join service", r.RemoteAddr, "", err.Error())
 	s.refusing.Lock()
 	pause := s.Pause
 	if pause == 0 {
