@@ -190,6 +190,22 @@ def test_pools_and_protection_domains(cluster: Cluster) -> None:
         assert {("sds", "sds1"), ("sds", "sds3"), ("mdm", "mdm1")} <= names, v.raw
 
 
+def test_join_tokens_create_list_revoke(cluster: Cluster) -> None:
+    with cluster.client() as c:
+        t = c.join_tokens.create(["sds", "target"], ttl_seconds=600)
+        assert t.token.startswith(f"cj1.{t.id}.") and t.roles == ["sds", "target"] and not t.expired, t.raw
+        assert t.token not in repr(t)
+        listed = {x.id: x for x in c.join_tokens.list()}
+        assert t.id in listed and listed[t.id].token == "", listed
+        with pytest.raises(cairn.ApiError) as e:
+            c.join_tokens.create(["wizard"])
+        assert e.value.status == 400 and e.value.field == "roles"
+        c.join_tokens.revoke(t.id)
+        assert t.id not in {x.id for x in c.join_tokens.list()}
+        with pytest.raises(cairn.NotFound):
+            c.join_tokens.revoke(t.id)
+
+
 def test_sds_maintenance_enter_exit(cluster: Cluster) -> None:
     with cluster.client() as c:
         s = c.sds.enter_maintenance("sds1", mode="instant")

@@ -13,6 +13,7 @@ from .resources import (
     FaultSets,
     Hosts,
     Jobs,
+    JoinTokens,
     MdmMembers,
     Pools,
     ProtectionDomains,
@@ -85,6 +86,7 @@ class Client:
         self.alerts = Alerts(t)
         self.statistics = StatisticsApi(t)
         self.system = SystemApi(t)
+        self.join_tokens = JoinTokens(t)
 
     @property
     def transport(self) -> Transport:

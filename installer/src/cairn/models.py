@@ -328,6 +328,23 @@ class Versions(Model):
 
 
 @dataclass
+class JoinToken(Model):
+    """A join token (``POST /system/join-tokens``): a new node spends it once for its certificate.
+
+    ``token`` (``cj1.<id>.<secret>.<ca-sha256>``) is set only in the answer to
+    :meth:`JoinTokens.create`: it is a secret; the list never holds it.
+    """
+
+    id: str = ""
+    token: str = field(default="", repr=False)
+    roles: list[str] = field(default_factory=list)
+    expires: str = ""
+    expired: bool = False
+    created_by: str = ""
+    created: str = ""
+
+
+@dataclass
 class System(Model):
     """``GET /system``: identity, health, capacity, counts, rebuild, MDM leader."""
 

@@ -25,6 +25,7 @@ from .models import (
     FaultSet,
     Host,
     Job,
+    JoinToken,
     MdmMember,
     Model,
     Pool,
@@ -450,6 +451,34 @@ class StatisticsApi:
         return Statistics.from_dict(r.body)
 
 
+class JoinTokens:
+    """``client.join_tokens``: tokens a new node spends for its certificate (``cairn pki join``)."""
+
+    def __init__(self, transport: Transport) -> None:
+        self._t = transport
+
+    def create(self, roles: list[str], *, ttl_seconds: int | None = None) -> JoinToken:
+        """A new token for ``roles``; its ``token`` is shown only here (a secret: do not log it)."""
+        body: dict[str, Any] = {"roles": roles}
+        if ttl_seconds is not None:
+            body["ttl_seconds"] = ttl_seconds
+        r = self._t.request("POST", "/system/join-tokens", json_body=body)
+        if not isinstance(r.body, dict):
+            raise ApiError(r.status, "invalid_response", "/system/join-tokens: expected an object")
+        return JoinToken.from_dict(r.body)
+
+    def list(self) -> list[JoinToken]:
+        """The tokens not yet spent or revoked, without their secrets."""
+        r = self._t.request("GET", "/system/join-tokens")
+        if not isinstance(r.body, list):
+            raise ApiError(r.status, "invalid_response", "/system/join-tokens: expected a list")
+        return [JoinToken.from_dict(x) for x in r.body if isinstance(x, dict)]
+
+    def revoke(self, token_id: str) -> None:
+        """Revoke a token: no node can spend it any more (NotFound when spent or revoked)."""
+        self._t.request("DELETE", f"/system/join-tokens/{token_id}")
+
+
 class SystemApi:
     """``client.system.get()``, ``client.system.capacity()``, ``client.system.bootstrap("prod")``."""
 
@@ -492,6 +521,7 @@ class SystemApi:
 
 __all__ = [
     "Alerts",
+    "JoinTokens",
     "Collection",
     "Devices",
     "Events",
