@@ -23,7 +23,8 @@ type joinTokenRequest struct {
 type joinTokenView struct {
 	ID        string    `json:"id"`
 	Token     string    `json:"token,omitempty"`
-	Roles     []string  `json:"roles"`
+	Roles     []string  `json:"roles"`          // the roles not yet spent
+	Name      string    `json:"name,omitempty"` // the node that spent its first role
 	Expires   time.Time `json:"expires"`
 	Expired   bool      `json:"expired"`
 	CreatedBy string    `json:"created_by"`
@@ -31,7 +32,7 @@ type joinTokenView struct {
 }
 
 func viewOfJoinToken(r join.Record, now time.Time) joinTokenView {
-	return joinTokenView{ID: r.ID, Roles: r.Roles, Expires: r.Expires, Expired: !now.Before(r.Expires),
+	return joinTokenView{ID: r.ID, Roles: r.Roles, Name: r.Name, Expires: r.Expires, Expired: !now.Before(r.Expires),
 		CreatedBy: r.CreatedBy, Created: r.Created}
 }
 

@@ -62,6 +62,14 @@ func TestJoinTokens(t *testing.T) {
 	if id, err := pki.LoadIdentity(dir); err != nil || id.Peer().String() != "target/svm-7" {
 		t.Fatalf("joined: %v %v", id, err)
 	}
+	// Its other role is left, for that node only.
+	if _, l = e.do("GET", "/api/v1/system/join-tokens", e.admin, ""); len(l.([]any)) != 1 ||
+		fmt.Sprint(l.([]any)[0].(map[string]any)["roles"]) != "[sds]" || l.([]any)[0].(map[string]any)["name"] != "svm-7" {
+		t.Fatalf("after spending target: %v", l)
+	}
+	if _, err := join.Join(ctx, []string{"https://" + ln.Addr().String()}, tok, pki.Request{Role: pki.RoleSDS, Name: "svm-7"}, t.TempDir()); err != nil {
+		t.Fatal(err)
+	}
 	if _, l = e.do("GET", "/api/v1/system/join-tokens", e.admin, ""); len(l.([]any)) != 0 {
 		t.Fatalf("spent token still listed: %v", l)
 	}

@@ -106,7 +106,15 @@ func TestJoin(t *testing.T) {
 	if _, err := sds.Get(ctx, model.JoinTokenPrefix, clientv3.WithPrefix()); err == nil {
 		t.Fatal("an SDS read the join tokens")
 	}
-	// Spent: the same token again is refused, on any role.
+	// Its role sds is spent; its role target is left, for svm-4 only.
+	_, err = Join(ctx, []string{f.url}, tok.String(), pki.Request{Role: pki.RoleSDS, Name: "svm-4"}, t.TempDir())
+	wantErr(t, err, `may be spent on target, not "sds"`)
+	_, err = Join(ctx, []string{f.url}, tok.String(), pki.Request{Role: pki.RoleTarget, Name: "svm-5"}, t.TempDir())
+	wantErr(t, err, `was spent by svm-4; its other roles are for that node only, not "svm-5"`)
+	if _, err := Join(ctx, []string{f.url}, tok.String(), pki.Request{Role: pki.RoleTarget, Name: "svm-4"}, t.TempDir()); err != nil {
+		t.Fatalf("the token's second role: %v", err)
+	}
+	// All spent: refused, on any role.
 	_, err = Join(ctx, []string{f.url}, tok.String(), pki.Request{Role: pki.RoleTarget, Name: "svm-4"}, t.TempDir())
 	wantErr(t, err, "unknown, already used or revoked")
 	if !Final(err) {

@@ -163,7 +163,7 @@ func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		s.refuse(w, r, http.StatusBadRequest, p.token.ID, err)
 		return
 	}
-	rec, err := s.Store.Spend(r.Context(), p.token, p.req.Role, s.now())
+	rec, err := s.Store.Spend(r.Context(), p.token, p.req.Role, p.req.Name, s.now())
 	if err != nil {
 		code := http.StatusForbidden
 		if !Refused(err) {

@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"slices"
 	"sort"
 	"time"
 
@@ -73,9 +74,11 @@ func (s Store) Prune(ctx context.Context, now time.Time) error {
 	return nil
 }
 
-// Spend checks t for role and deletes its record in the same transaction, so
-// a token admits exactly one node even when two present it at once.
-func (s Store) Spend(ctx context.Context, t Token, role string, now time.Time) (Record, error) {
+// Spend checks t for role and name and takes the role out of its record in
+// the same transaction (the record goes with its last role), so each role of
+// a token gives exactly one certificate, to one node, even when several
+// present it at once.
+func (s Store) Spend(ctx context.Context, t Token, role, name string, now time.Time) (Record, error) {
 	k := model.JoinTokenKey(t.ID)
 	resp, err := s.Etcd.Get(ctx, k)
 	if err != nil {
@@ -88,15 +91,21 @@ func (s Store) Spend(ctx context.Context, t Token, role string, now time.Time) (
 	if err := json.Unmarshal(resp.Kvs[0].Value, &r); err != nil {
 		return Record{}, errRefused
 	}
-	if err := r.Check(t, role, now); err != nil {
+	if err := r.Check(t, role, name, now); err != nil {
 		return Record{}, err
 	}
-	del, err := s.Etcd.Txn(ctx).If(clientv3.Compare(clientv3.ModRevision(k), "=", resp.Kvs[0].ModRevision)).
-		Then(clientv3.OpDelete(k)).Commit()
+	left := r
+	left.Name = name
+	left.Roles = slices.DeleteFunc(slices.Clone(r.Roles), func(x string) bool { return x == role })
+	op := clientv3.OpDelete(k)
+	if len(left.Roles) > 0 {
+		op = clientv3.OpPut(k, left.marshal())
+	}
+	done, err := s.Etcd.Txn(ctx).If(clientv3.Compare(clientv3.ModRevision(k), "=", resp.Kvs[0].ModRevision)).Then(op).Commit()
 	if err != nil {
 		return Record{}, fmt.Errorf("spend the join token: %w", err)
 	}
-	if !del.Succeeded {
+	if !done.Succeeded {
 		return Record{}, errRefused
 	}
 	return r, nil

@@ -60,6 +60,10 @@ type Record struct {
 	Expires   time.Time `json:"expires"`
 	CreatedBy string    `json:"created_by"`
 	Created   time.Time `json:"created"`
+	// Name is the node that spent the token's first role: a token for
+	// several roles (an SVM runs sds and target) gives one certificate per
+	// role, all to that one name.
+	Name string `json:"name,omitempty"`
 }
 
 // New makes a token for the CA whose fingerprint is ca, and its record.
@@ -128,8 +132,8 @@ func Parse(s string) (Token, error) {
 	return t, nil
 }
 
-// Check reports whether t may be spent on role at now, by r.
-func (r Record) Check(t Token, role string, now time.Time) error {
+// Check reports whether t may be spent on role for name at now, by r.
+func (r Record) Check(t Token, role, name string, now time.Time) error {
 	if subtle.ConstantTimeCompare([]byte(hashOf(t.Secret)), []byte(r.Hash)) != 1 {
 		return errRefused
 	}
@@ -138,6 +142,9 @@ func (r Record) Check(t Token, role string, now time.Time) error {
 	}
 	if !slices.Contains(r.Roles, role) {
 		return refusal{fmt.Errorf("join token %s may be spent on %s, not %q: create one for that role", r.ID, strings.Join(r.Roles, ", "), contract.Clip(role))}
+	}
+	if r.Name != "" && r.Name != name {
+		return refusal{fmt.Errorf("join token %s was spent by %s; its other roles are for that node only, not %q", r.ID, r.Name, contract.Clip(name))}
 	}
 	return nil
 }

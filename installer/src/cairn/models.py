@@ -338,6 +338,7 @@ class JoinToken(Model):
     id: str = ""
     token: str = field(default="", repr=False)
     roles: list[str] = field(default_factory=list)
+    name: str = ""
     expires: str = ""
     expired: bool = False
     created_by: str = ""
