@@ -3,8 +3,6 @@ package cli
 import (
 	"context"
 	"crypto/x509"
-	"log/slog"
-	"net"
 	"os"
 	"path/filepath"
 	"strings"
@@ -13,6 +11,7 @@ import (
 
 	"github.com/cairn-storage/cairn/appliance/internal/gateway"
 	"github.com/cairn-storage/cairn/appliance/internal/join"
+	"github.com/cairn-storage/cairn/appliance/internal/join/jointest"
 	"github.com/cairn-storage/cairn/appliance/internal/pki"
 	"github.com/cairn-storage/cairn/appliance/internal/pki/pkitest"
 )
@@ -47,16 +46,9 @@ func TestJoinTokenCommands(t *testing.T) {
 		t.Fatalf("ls:\n%s", ls)
 	}
 	// The file is what a node spends.
-	srv := &join.Server{CA: kit.CA, Identity: kit.Identity(pki.RoleMDM, "mdm1"), Store: join.Store{Etcd: h.etcd},
-		Log: slog.New(slog.DiscardHandler), Pause: time.Millisecond}
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	ctx, cancel := context.WithCancel(context.Background())
-	defer cancel()
-	go srv.Serve(ctx, ln)
-	if _, err := join.Join(ctx, []string{"https://" + ln.Addr().String()}, string(b), pki.Request{Role: pki.RoleSDS, Name: "n1"}, filepath.Join(dir, "pki")); err != nil {
+	url, _ := jointest.Start(t, kit, h.etcd)
+	ctx := context.Background()
+	if _, err := join.Join(ctx, []string{url}, string(b), pki.Request{Role: pki.RoleSDS, Name: "n1"}, filepath.Join(dir, "pki")); err != nil {
 		t.Fatal(err)
 	}
 	h.ok("join-token", "create", "--role", "host", "--out", filepath.Join(dir, "t2"))

@@ -4,14 +4,13 @@ import (
 	"context"
 	"crypto/x509"
 	"fmt"
-	"log/slog"
-	"net"
 	"path/filepath"
 	"strings"
 	"testing"
 	"time"
 
 	"github.com/cairn-storage/cairn/appliance/internal/join"
+	"github.com/cairn-storage/cairn/appliance/internal/join/jointest"
 	"github.com/cairn-storage/cairn/appliance/internal/model"
 	"github.com/cairn-storage/cairn/appliance/internal/pki"
 	"github.com/cairn-storage/cairn/appliance/internal/pki/pkitest"
@@ -46,17 +45,10 @@ func TestJoinTokens(t *testing.T) {
 		t.Fatal("an event holds the token's secret")
 	}
 	// A node spends it at an MDM's join service (same etcd).
-	srv := &join.Server{CA: kit.CA, Identity: kit.Identity(pki.RoleMDM, "mdm1"), Store: join.Store{Etcd: e.etcd},
-		Log: slog.New(slog.DiscardHandler), Pause: time.Millisecond}
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	ctx, cancel := context.WithCancel(context.Background())
-	defer cancel()
-	go srv.Serve(ctx, ln)
+	url, _ := jointest.Start(t, kit, e.etcd)
+	ctx := context.Background()
 	dir := filepath.Join(t.TempDir(), "pki")
-	if _, err := join.Join(ctx, []string{"https://" + ln.Addr().String()}, tok, pki.Request{Role: pki.RoleTarget, Name: "svm-7"}, dir); err != nil {
+	if _, err := join.Join(ctx, []string{url}, tok, pki.Request{Role: pki.RoleTarget, Name: "svm-7"}, dir); err != nil {
 		t.Fatal(err)
 	}
 	if id, err := pki.LoadIdentity(dir); err != nil || id.Peer().String() != "target/svm-7" {
@@ -67,7 +59,7 @@ func TestJoinTokens(t *testing.T) {
 		fmt.Sprint(l.([]any)[0].(map[string]any)["roles"]) != "[sds]" || l.([]any)[0].(map[string]any)["name"] != "svm-7" {
 		t.Fatalf("after spending target: %v", l)
 	}
-	if _, err := join.Join(ctx, []string{"https://" + ln.Addr().String()}, tok, pki.Request{Role: pki.RoleSDS, Name: "svm-7"}, t.TempDir()); err != nil {
+	if _, err := join.Join(ctx, []string{url}, tok, pki.Request{Role: pki.RoleSDS, Name: "svm-7"}, t.TempDir()); err != nil {
 		t.Fatal(err)
 	}
 	if _, l = e.do("GET", "/api/v1/system/join-tokens", e.admin, ""); len(l.([]any)) != 0 {
@@ -80,7 +72,7 @@ func TestJoinTokens(t *testing.T) {
 	e.ok(204, "DELETE", "/api/v1/system/join-tokens/"+id, e.admin, "")
 	e.refused(404, "not found", "DELETE", "/api/v1/system/join-tokens/"+id, e.admin, "")
 	e.refused(400, "16 hex digits", "DELETE", "/api/v1/system/join-tokens/nothex", e.admin, "")
-	if _, err := join.Join(ctx, []string{"https://" + ln.Addr().String()}, v["token"].(string), pki.Request{Role: pki.RoleHost, Name: "h"}, t.TempDir()); err == nil {
+	if _, err := join.Join(ctx, []string{url}, v["token"].(string), pki.Request{Role: pki.RoleHost, Name: "h"}, t.TempDir()); err == nil {
 		t.Fatal("revoked token spent")
 	}
 

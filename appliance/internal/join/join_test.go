@@ -1,8 +1,7 @@
-package join
+package join_test
 
 import (
 	"context"
-	"log/slog"
 	"net"
 	"os"
 	"path/filepath"
@@ -14,6 +13,8 @@ import (
 	clientv3 "go.etcd.io/etcd/client/v3"
 
 	"github.com/cairn-storage/cairn/appliance/internal/etcdtest"
+	"github.com/cairn-storage/cairn/appliance/internal/join"
+	"github.com/cairn-storage/cairn/appliance/internal/join/jointest"
 	"github.com/cairn-storage/cairn/appliance/internal/model"
 	"github.com/cairn-storage/cairn/appliance/internal/pki"
 	"github.com/cairn-storage/cairn/appliance/internal/pki/pkitest"
@@ -24,7 +25,7 @@ type fixture struct {
 	kit   *pkitest.Kit
 	etcd  *clientv3.Client
 	url   string
-	store Store
+	store join.Store
 	etcdU string
 	rep   *refusals.Reporter
 }
@@ -34,26 +35,15 @@ type fixture struct {
 func start(t *testing.T, kit *pkitest.Kit) *fixture {
 	t.Helper()
 	u := etcdtest.StartTLS(t, kit)
-	mdm := kit.Identity(pki.RoleMDM, "mdm1")
-	f := &fixture{kit: kit, etcd: etcdtest.Client(t, u, mdm), etcdU: u}
-	f.store = Store{Etcd: f.etcd}
-	f.rep = refusals.New(pki.RoleMDM, "mdm1", slog.New(slog.DiscardHandler))
-	srv := &Server{CA: kit.CA, Identity: mdm, Store: f.store, Log: slog.New(slog.DiscardHandler), Pause: time.Millisecond, Refusals: f.rep}
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	ctx, cancel := context.WithCancel(context.Background())
-	done := make(chan struct{})
-	go func() { srv.Serve(ctx, ln); close(done) }()
-	t.Cleanup(func() { cancel(); <-done })
-	f.url = "https://" + ln.Addr().String()
+	f := &fixture{kit: kit, etcd: etcdtest.Client(t, u, kit.Identity(pki.RoleMDM, "mdm1")), etcdU: u}
+	f.store = join.Store{Etcd: f.etcd}
+	f.url, f.rep = jointest.Start(t, kit, f.etcd)
 	return f
 }
 
-func (f *fixture) token(t *testing.T, ttl time.Duration, roles ...string) Token {
+func (f *fixture) token(t *testing.T, ttl time.Duration, roles ...string) join.Token {
 	t.Helper()
-	tok, rec, err := New(pki.InfoOf(f.kit.CA.Cert).Fingerprint, roles, ttl, "admin", time.Now())
+	tok, rec, err := join.New(pki.InfoOf(f.kit.CA.Cert).Fingerprint, roles, ttl, "admin", time.Now())
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -82,7 +72,7 @@ func TestJoin(t *testing.T) {
 		t.Fatalf("token form %d chars", len(tok.String()))
 	}
 	dir := filepath.Join(t.TempDir(), "sds")
-	cert, err := Join(ctx, []string{f.url}, tok.String(), pki.Request{Role: pki.RoleSDS, Name: "svm-4", Hosts: []string{"10.0.0.4", "svm-4.lab"}}, dir)
+	cert, err := join.Join(ctx, []string{f.url}, tok.String(), pki.Request{Role: pki.RoleSDS, Name: "svm-4", Hosts: []string{"10.0.0.4", "svm-4.lab"}}, dir)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -107,27 +97,27 @@ func TestJoin(t *testing.T) {
 		t.Fatal("an SDS read the join tokens")
 	}
 	// Its role sds is spent; its role target is left, for svm-4 only.
-	_, err = Join(ctx, []string{f.url}, tok.String(), pki.Request{Role: pki.RoleSDS, Name: "svm-4"}, t.TempDir())
+	_, err = join.Join(ctx, []string{f.url}, tok.String(), pki.Request{Role: pki.RoleSDS, Name: "svm-4"}, t.TempDir())
 	wantErr(t, err, `may be spent on target, not "sds"`)
-	_, err = Join(ctx, []string{f.url}, tok.String(), pki.Request{Role: pki.RoleTarget, Name: "svm-5"}, t.TempDir())
+	_, err = join.Join(ctx, []string{f.url}, tok.String(), pki.Request{Role: pki.RoleTarget, Name: "svm-5"}, t.TempDir())
 	wantErr(t, err, `was spent by svm-4; its other roles are for that node only, not "svm-5"`)
-	if _, err := Join(ctx, []string{f.url}, tok.String(), pki.Request{Role: pki.RoleTarget, Name: "svm-4"}, t.TempDir()); err != nil {
+	if _, err := join.Join(ctx, []string{f.url}, tok.String(), pki.Request{Role: pki.RoleTarget, Name: "svm-4"}, t.TempDir()); err != nil {
 		t.Fatalf("the token's second role: %v", err)
 	}
 	// All spent: refused, on any role.
-	_, err = Join(ctx, []string{f.url}, tok.String(), pki.Request{Role: pki.RoleTarget, Name: "svm-4"}, t.TempDir())
+	_, err = join.Join(ctx, []string{f.url}, tok.String(), pki.Request{Role: pki.RoleTarget, Name: "svm-4"}, t.TempDir())
 	wantErr(t, err, "unknown, already used or revoked")
-	if !Final(err) {
+	if !join.Final(err) {
 		t.Fatalf("a spent token is not final: %v", err)
 	}
 
 	// Wrong role, expired, wrong secret, revoked.
 	tok = f.token(t, time.Hour, pki.RoleSDS)
-	_, err = Join(ctx, []string{f.url}, tok.String(), pki.Request{Role: pki.RoleGateway, Name: "gw"}, t.TempDir())
+	_, err = join.Join(ctx, []string{f.url}, tok.String(), pki.Request{Role: pki.RoleGateway, Name: "gw"}, t.TempDir())
 	wantErr(t, err, `may be spent on sds, not "gateway"`)
 	bad := tok
 	bad.Secret = strings.Repeat("A", 43)
-	_, err = Join(ctx, []string{f.url}, bad.String(), pki.Request{Role: pki.RoleSDS, Name: "x"}, t.TempDir())
+	_, err = join.Join(ctx, []string{f.url}, bad.String(), pki.Request{Role: pki.RoleSDS, Name: "x"}, t.TempDir())
 	wantErr(t, err, "unknown, already used or revoked")
 	// Each refusal goes to the gateways (as a security event).
 	if p := refusals.Pending(f.rep); len(p) < 2 || p[len(p)-1].Service != "join service" ||
@@ -137,13 +127,13 @@ func TestJoin(t *testing.T) {
 	if ok, err := f.store.Revoke(ctx, tok.ID); !ok || err != nil {
 		t.Fatalf("revoke: %v %v", ok, err)
 	}
-	_, err = Join(ctx, []string{f.url}, tok.String(), pki.Request{Role: pki.RoleSDS, Name: "x"}, t.TempDir())
+	_, err = join.Join(ctx, []string{f.url}, tok.String(), pki.Request{Role: pki.RoleSDS, Name: "x"}, t.TempDir())
 	wantErr(t, err, "unknown, already used or revoked")
-	tok, rec, _ := New(pki.InfoOf(kit.CA.Cert).Fingerprint, []string{pki.RoleSDS}, time.Minute, "admin", time.Now().Add(-2*time.Minute))
+	tok, rec, _ := join.New(pki.InfoOf(kit.CA.Cert).Fingerprint, []string{pki.RoleSDS}, time.Minute, "admin", time.Now().Add(-2*time.Minute))
 	if err := f.store.Create(ctx, rec); err != nil {
 		t.Fatal(err)
 	}
-	_, err = Join(ctx, []string{f.url}, tok.String(), pki.Request{Role: pki.RoleSDS, Name: "x"}, t.TempDir())
+	_, err = join.Join(ctx, []string{f.url}, tok.String(), pki.Request{Role: pki.RoleSDS, Name: "x"}, t.TempDir())
 	wantErr(t, err, "expired at")
 	if err := f.store.Prune(ctx, time.Now()); err != nil {
 		t.Fatal(err)
@@ -153,11 +143,11 @@ func TestJoin(t *testing.T) {
 	}
 	// A name the CA refuses spends the token and says so.
 	tok = f.token(t, time.Hour, pki.RoleSDS)
-	_, err = Join(ctx, []string{f.url}, tok.String(), pki.Request{Role: pki.RoleSDS, Name: "-bad"}, t.TempDir())
+	_, err = join.Join(ctx, []string{f.url}, tok.String(), pki.Request{Role: pki.RoleSDS, Name: "-bad"}, t.TempDir())
 	wantErr(t, err, "the token is spent")
 	// Nothing of a refused join is written.
 	empty := t.TempDir()
-	if _, err = Join(ctx, []string{f.url}, tok.String(), pki.Request{Role: pki.RoleSDS, Name: "x"}, empty); err == nil {
+	if _, err = join.Join(ctx, []string{f.url}, tok.String(), pki.Request{Role: pki.RoleSDS, Name: "x"}, empty); err == nil {
 		t.Fatal("spent token accepted")
 	}
 	if ents, _ := os.ReadDir(empty); len(ents) != 0 {
@@ -174,19 +164,19 @@ func TestJoinPinsTheCA(t *testing.T) {
 	// An impostor: a service of another CA (whose tokens it could mint).
 	other := start(t, pkitest.New(t))
 	ctx := context.Background()
-	_, err := Join(ctx, []string{other.url}, tok.String(), pki.Request{Role: pki.RoleSDS, Name: "x"}, t.TempDir())
+	_, err := join.Join(ctx, []string{other.url}, tok.String(), pki.Request{Role: pki.RoleSDS, Name: "x"}, t.TempDir())
 	wantErr(t, err, "does not hold the CA the token names")
-	if !Final(err) {
+	if !join.Final(err) {
 		t.Fatalf("an impostor is not final: %v", err)
 	}
 	// The token was not spent by that attempt; a dead address first is skipped.
 	ln, _ := net.Listen("tcp", "127.0.0.1:0")
 	dead := "https://" + ln.Addr().String()
 	ln.Close()
-	if _, err := Join(ctx, []string{dead}, tok.String(), pki.Request{Role: pki.RoleSDS, Name: "x"}, t.TempDir()); err == nil || Final(err) {
+	if _, err := join.Join(ctx, []string{dead}, tok.String(), pki.Request{Role: pki.RoleSDS, Name: "x"}, t.TempDir()); err == nil || join.Final(err) {
 		t.Fatalf("no service answering is worth another try: %v", err)
 	}
-	if _, err := Join(ctx, []string{dead, f.url}, tok.String(), pki.Request{Role: pki.RoleSDS, Name: "x"}, t.TempDir()); err != nil {
+	if _, err := join.Join(ctx, []string{dead, f.url}, tok.String(), pki.Request{Role: pki.RoleSDS, Name: "x"}, t.TempDir()); err != nil {
 		t.Fatalf("second MDM: %v", err)
 	}
 }
@@ -203,7 +193,7 @@ func TestSpendOnce(t *testing.T) {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			if _, err := Join(context.Background(), []string{f.url}, tok.String(), pki.Request{Role: pki.RoleSDS, Name: "x"}, t.TempDir()); err == nil {
+			if _, err := join.Join(context.Background(), []string{f.url}, tok.String(), pki.Request{Role: pki.RoleSDS, Name: "x"}, t.TempDir()); err == nil {
 				mu.Lock()
 				ok++
 				mu.Unlock()
@@ -216,19 +206,19 @@ func TestSpendOnce(t *testing.T) {
 	}
 }
 
-// TestTokenForm: what Parse and New refuse, without echoing the secret.
+// TestTokenForm: what join.Parse and join.New refuse, without echoing the secret.
 func TestTokenForm(t *testing.T) {
 	fp := strings.Repeat("ab", 32)
-	tok, _, err := New(fp, []string{pki.RoleSDS}, time.Hour, "admin", time.Now())
+	tok, _, err := join.New(fp, []string{pki.RoleSDS}, time.Hour, "admin", time.Now())
 	if err != nil {
 		t.Fatal(err)
 	}
-	if back, err := Parse(" " + tok.String() + "\n"); err != nil || back != tok {
+	if back, err := join.Parse(" " + tok.String() + "\n"); err != nil || back != tok {
 		t.Fatalf("round trip: %v %v", back, err)
 	}
 	for _, bad := range []string{"", "cj1", tok.String() + ".x", strings.Replace(tok.String(), "cj1", "cj2", 1),
 		"cj1.zz" + tok.String()[6:], strings.Repeat("a", 300)} {
-		_, err := Parse(bad)
+		_, err := join.Parse(bad)
 		if err == nil {
 			t.Fatalf("accepted %q", bad)
 		}
@@ -247,9 +237,9 @@ func TestTokenForm(t *testing.T) {
 		{[]string{"sds"}, time.Second, "lifetime"},
 		{[]string{"sds"}, 30 * 24 * time.Hour, "lifetime"},
 	} {
-		_, _, err := New(fp, c.roles, c.ttl, "admin", time.Now())
+		_, _, err := join.New(fp, c.roles, c.ttl, "admin", time.Now())
 		wantErr(t, err, c.want)
 	}
-	_, _, err = New("abc", []string{"sds"}, time.Hour, "admin", time.Now())
+	_, _, err = join.New("abc", []string{"sds"}, time.Hour, "admin", time.Now())
 	wantErr(t, err, "64 hex digits")
 }
