@@ -13,6 +13,7 @@ import (
 	"sort"
 	"time"
 
+	"github.com/cairn-storage/cairn/appliance/contract"
 	"github.com/cairn-storage/cairn/vcenter-plugin/internal/gateway"
 	"github.com/cairn-storage/cairn/vcenter-plugin/internal/vcsimkit"
 )
@@ -35,7 +36,7 @@ func (a *Array) StoreBundle(version string, broken bool) {
 // reportUpdater records the updater of an SVM that started (its
 // cairn.hostname), on FirstVersion unless it reported before.
 func (a *Array) reportUpdater(svm vcsimkit.SVM) {
-	name := svm.Properties["cairn.hostname"]
+	name := svm.Properties[contract.KeyHostname]
 	if name == "" {
 		return
 	}
