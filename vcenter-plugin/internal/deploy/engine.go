@@ -123,15 +123,16 @@ func Job(system string) string { return "deploy:" + system }
 // run carries one Deploy call.
 type run struct {
 	*Engine
-	p      *plan.Plan
-	st     *State
-	job    string
-	finder *find.Finder
-	dc     *object.Datacenter
-	inv    *inventory.Inventory
-	hosts  map[string]*object.HostSystem
-	guest  map[string]GuestInfo // SVM guest info by ESXi host
-	api    gateway.API          // set by connectGateway
+	p       *plan.Plan
+	st      *State
+	job     string
+	finder  *find.Finder
+	dc      *object.Datacenter
+	inv     *inventory.Inventory
+	hosts   map[string]*object.HostSystem
+	guest   map[string]GuestInfo // SVM guest info by ESXi host
+	api     gateway.API          // set by connectGateway
+	upgrade UpgradeRequest       // an upgrade's request (upgrade.go), recorded in its Change
 	// mu guards st and guest when steps of several hosts run at once
 	// (expand.go); a pointer, so per-host copies of the run share it.
 	mu *sync.Mutex

@@ -94,6 +94,9 @@ func (r *run) beginChange(target *plan.Plan, kind, host string, resuming bool) e
 		return nil
 	}
 	r.st.Change = &Change{Kind: kind, Host: host, PlanSHA256: planHash(target), Started: time.Now().UTC()}
+	if kind == ChangeUpgrade {
+		r.st.Change.Version, r.st.Change.Hosts = r.upgrade.Version, slices.Clone(r.upgrade.Hosts)
+	}
 	r.info(kind, host, "%s of system %s started", kind, r.st.System)
 	return r.save()
 }

@@ -113,6 +113,7 @@ func (e *Engine) Upgrade(ctx context.Context, deployed *plan.Plan, req UpgradeRe
 		return err
 	}
 	r := e.newRun(deployed, UpgradeJob(deployed.System))
+	r.upgrade = req
 	resuming, err := e.loadChange(r, deployed, deployed, ChangeUpgrade)
 	if err != nil {
 		return err
@@ -139,12 +140,6 @@ func (e *Engine) Upgrade(ctx context.Context, deployed *plan.Plan, req UpgradeRe
 	}
 	if err := r.beginChange(deployed, ChangeUpgrade, "", resuming); err != nil {
 		return err
-	}
-	if !resuming {
-		r.st.Change.Version, r.st.Change.Hosts = req.Version, slices.Clone(req.Hosts)
-		if err := r.save(); err != nil {
-			return err
-		}
 	}
 	defer func() { err = r.finish("upgrade", err) }()
 	vc := progress.VCenter{C: e.VC}
