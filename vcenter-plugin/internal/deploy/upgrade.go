@@ -358,7 +358,7 @@ func (r *run) awaitUpgrade(ctx context.Context, host, svm, version, at string) (
 		return "", fmt.Errorf("SVM %s did not finish its upgrade to %s: %w", svm, version, err)
 	}
 	if last.State == gateway.UpgradeFailed || last.State == gateway.UpgradeRolledBack {
-		return "", fmt.Errorf("%w at SVM %s: its updater reports %s (running %s): %s — the roll takes its SDS out of maintenance and stops; SVMs upgraded before stay on %s. Fix the bundle (or the SVM: journalctl -u cairn-updater there), then send the upgrade again: SVMs on %s are skipped",
+		return "", fmt.Errorf("%w at SVM %s: its updater reports %s (running %s): %s — the roll takes its SDSs out of maintenance and stops; the SVMs it upgraded before this one stay on %s. Fix the bundle (or the SVM: journalctl -u cairn-updater there), then send the upgrade again: SVMs on %s are skipped",
 			ErrUpgradeStopped, svm, last.State, last.Running, last.Message, version, version)
 	}
 	if h, ok := r.hosts[host]; ok {
