@@ -63,11 +63,9 @@ func (l *lifecycle) run(ctx context.Context, p *plan.Plan) (*plan.Plan, error) {
 	if err := l.phase("replace a failed host", func() error { return l.replace(ctx, shrunk, added[1].Name, l.full.Hosts[6]) }); err != nil {
 		return nil, err
 	}
-	final := shrunk.Without(added[1].Name)
-	spare := l.full.Hosts[6]
-	spare.Roles = []string{plan.RoleSDS, plan.RoleTarget} // the failed host's, which the replacement takes
-	final.Hosts = append(final.Hosts, spare)
-	return final, nil
+	// The system's plan now, exactly as the deploy state records it (the
+	// upgrade phase's engine loads the state with it).
+	return deploy.ReplacePlan(shrunk, added[1].Name, l.full.Hosts[6])
 }
 
 func (l *lifecycle) ds() *datastore.Engine {

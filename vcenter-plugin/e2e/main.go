@@ -482,7 +482,7 @@ func (h *harness) run(ctx context.Context) error {
 		return err
 	}
 	// The SVMs the lifecycle left: every one of them reports to the upgrade.
-	if err := h.phase("upgrade", func() error { return h.upgrade(ctx, now, fio) }); err != nil {
+	if err := h.phase("upgrade", func() error { return h.upgrade(ctx, now, fio, newEngine()) }); err != nil {
 		return err
 	}
 

@@ -1,15 +1,21 @@
 package main
 
-// The upgrade phase: a new Cairn version delivered through the gateway to
-// one SVM, whose updater (cairn-updater.service, run by the harness's
-// systemctl like the other units) installs it, restarts the SVM's units
-// one at a time and checks them; then a broken build ordered to another
-// SVM, rolled back by its updater. fio keeps verifying throughout. The SVM's
-// SDS is in instant maintenance while its units restart, as the plugin's
-// rolling upgrade will do.
+// The upgrade phase: the plugin's rolling upgrade (deploy.Upgrade) rolls
+// two SVMs to a new Cairn version stored on the gateway, the host the
+// lifecycle's replacement deployed and an MDM member with every role
+// (asked in the other order: the engine takes MDM members last). Each
+// SVM's updater (cairn-updater.service, run by the harness's systemctl
+// like the other units) installs it, restarts the SVM's units one at a
+// time and checks them, its SDS in instant maintenance meanwhile. Then a
+// broken build rolled to two MDM members: the first one's updater rolls
+// back, and the roll stops there, out of maintenance, the second never
+// ordered. fio keeps verifying throughout. Two SVMs of five keep the
+// phase near its former length (each takes ~40 s: five units restarted
+// and checked one at a time).
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"os"
 	"os/exec"
@@ -21,7 +27,6 @@ import (
 	"github.com/cairn-storage/cairn/vcenter-plugin/internal/deploy"
 	"github.com/cairn-storage/cairn/vcenter-plugin/internal/gateway"
 	"github.com/cairn-storage/cairn/vcenter-plugin/internal/plan"
-	"github.com/cairn-storage/cairn/vcenter-plugin/internal/poll"
 )
 
 // bumpPatch returns v with its patch number raised by n.
@@ -73,47 +78,7 @@ func (h *harness) unitVersions(svmDir string) map[string]string {
 	return out
 }
 
-// orderAndWait orders svm to run version with its SDS in instant
-// maintenance and waits for the updater's final state; after a done it
-// also waits for the restarted updater to report the version it runs.
-func (h *harness) orderAndWait(ctx context.Context, c *gateway.HTTPClient, host, svm, version string) (gateway.UpgradeSVM, error) {
-	var last gateway.UpgradeSVM
-	sds := deploy.SDSName(host)
-	if err := c.EnterSDSMaintenance(ctx, sds, gateway.MaintenanceInstant); err != nil {
-		return last, err
-	}
-	t0 := time.Now()
-	at, err := c.OrderUpgrade(ctx, svm, version)
-	if err != nil {
-		return last, err
-	}
-	err = poll.Until(ctx, 90*time.Second, 500*time.Millisecond, "the updater's log is svm/*/sim/units/cairn-updater.service.log in the state directory", func() (bool, string, error) {
-		all, err := c.ListUpgradeSVMs(ctx)
-		if err != nil {
-			return false, err.Error(), nil
-		}
-		for _, s := range all {
-			if s.Name == svm {
-				last = s
-			}
-		}
-		final := last.Final() && last.Updated != at.Updated && last.Ordered == version
-		if final && last.State == gateway.UpgradeDone {
-			final = last.Running == version // the updater restarted on it
-		}
-		return final, fmt.Sprintf("%s: %s %s (running %s)", svm, last.State, last.Message, last.Running), nil
-	})
-	fmt.Printf("     %s ordered to %s: %s after %.1f s: %s\n", svm, version, last.State, time.Since(t0).Seconds(), last.Message)
-	if xerr := c.ExitSDSMaintenance(ctx, sds); xerr != nil && err == nil {
-		err = xerr
-	}
-	if err == nil {
-		_, err = waitHealthy(ctx, h.api, 60*time.Second)
-	}
-	return last, err
-}
-
-func (h *harness) upgrade(ctx context.Context, p *plan.Plan, fio *fioLoop) error {
+func (h *harness) upgrade(ctx context.Context, p *plan.Plan, fio *fioLoop, eng *deploy.Engine) error {
 	c, ok := h.api.(*gateway.HTTPClient)
 	if !ok {
 		return fmt.Errorf("the gateway client is a %T, not the HTTP client", h.api)
@@ -182,36 +147,91 @@ func (h *harness) upgrade(ctx context.Context, p *plan.Plan, fio *fioLoop) error
 	}
 	h.check(onCur == len(p.Hosts), "every SVM's updater reported, idle on %s: %d of %d", cur, onCur, len(p.Hosts))
 
-	// One SVM with every role (MDM, SDS, target, gateway) to the new version.
-	good := p.Hosts[2].Name
-	goodSVM := plan.SVMHostname(good)
-	s, err := h.orderAndWait(ctx, c, good, goodSVM, next)
+	// The replacement's SVM and an MDM member with every role (MDM, SDS,
+	// target, gateway) to the new version, by the plugin's engine.
+	eng.UpgradeTimeout = 3 * time.Minute
+	job := deploy.UpgradeJob(p.System)
+	mdm, spare := p.Hosts[2].Name, p.Hosts[len(p.Hosts)-1].Name
+	seq := h.lastSeq()
+	t2 := time.Now()
+	if err := eng.Upgrade(ctx, p, deploy.UpgradeRequest{Version: next, Hosts: []string{mdm, spare}}); err != nil {
+		return err
+	}
+	fmt.Printf("     rolled %s and %s to %s: %.1f s\n", plan.SVMHostname(spare), plan.SVMHostname(mdm), next, time.Since(t2).Seconds())
+	started := func(host, what string) int64 {
+		for _, e := range h.log.Since(seq, job) {
+			if strings.Contains(e.Message, "/"+plan.SVMHostname(host)+"/"+what+": started") {
+				return e.Seq
+			}
+		}
+		return -1
+	}
+	first, last := started(spare, "order"), started(mdm, "order")
+	h.check(first > 0 && last > first, "the roll ordered %s (SDS, target) before MDM member %s, one at a time (event seq %d, %d)", plan.SVMHostname(spare), plan.SVMHostname(mdm), first, last)
+	ups, err := c.ListUpgradeSVMs(ctx)
 	if err != nil {
 		return err
 	}
-	h.check(s.State == gateway.UpgradeDone && s.Running == next, "%s updated to %s by its updater: %s", goodSVM, next, s.Message)
-	vs := h.unitVersions(filepath.Join(h.state, "svm", p.SVMName(good)))
-	allNext := len(vs) >= 5
-	for _, v := range vs {
-		allNext = allNext && v == next
+	for _, s := range ups {
+		if s.Name == plan.SVMHostname(spare) || s.Name == plan.SVMHostname(mdm) {
+			h.check(s.State == gateway.UpgradeDone && s.Running == next, "%s updated to %s by its updater: %s", s.Name, next, s.Message)
+		}
 	}
-	h.check(allNext, "every Cairn daemon of %s runs %s (read from each process's /proc/<pid>/exe): %v", goodSVM, next, vs)
+	for _, host := range []string{spare, mdm} {
+		vs := h.unitVersions(filepath.Join(h.state, "svm", p.SVMName(host)))
+		allNext := len(vs) >= 3
+		for _, v := range vs {
+			allNext = allNext && v == next
+		}
+		h.check(allNext, "every Cairn daemon of %s runs %s (read from each process's /proc/<pid>/exe): %v", plan.SVMHostname(host), next, vs)
+	}
+	st, err := deploy.LoadState(eng.StateDir, p)
+	h.check(err == nil && st.Change == nil, "the upgrade's change ended in the deploy state (%v)", err)
 
-	// A broken build to another SVM: its updater rolls back.
-	bad := p.Hosts[0].Name
+	// A broken build to two MDM members: the first one's updater rolls
+	// back, the roll stops there.
+	bad, spared := p.Hosts[0].Name, p.Hosts[1].Name
 	badSVM := plan.SVMHostname(bad)
-	s, err = h.orderAndWait(ctx, c, bad, badSVM, broken)
+	t3 := time.Now()
+	err = eng.Upgrade(ctx, p, deploy.UpgradeRequest{Version: broken, Hosts: []string{bad, spared}})
+	fmt.Printf("     rolled to the broken %s: stopped after %.1f s: %v\n", broken, time.Since(t3).Seconds(), err)
+	h.check(errors.Is(err, deploy.ErrUpgradeStopped) && err != nil && strings.Contains(err.Error(), "SVM "+badSVM) && strings.Contains(err.Error(), "rolled back to "+cur),
+		"the roll to the broken %s stopped at %s, rolled back by its updater", broken, badSVM)
+	ups, err = c.ListUpgradeSVMs(ctx)
 	if err != nil {
 		return err
 	}
-	h.check(s.State == gateway.UpgradeRolledBack && s.Running == cur && strings.Contains(s.Message, "rolled back to "+cur),
-		"the broken %s on %s was rolled back: %s", broken, badSVM, s.Message)
-	vs = h.unitVersions(filepath.Join(h.state, "svm", p.SVMName(bad)))
+	for _, s := range ups {
+		switch s.Name {
+		case badSVM:
+			h.check(s.State == gateway.UpgradeRolledBack && s.Running == cur, "%s: %s, running %s", badSVM, s.State, s.Running)
+		case plan.SVMHostname(spared):
+			h.check(s.Ordered != broken && s.Running == cur, "%s, next in the roll, was never ordered to %s (ordered %q, running %s)", s.Name, broken, s.Ordered, s.Running)
+		}
+	}
+	vs := h.unitVersions(filepath.Join(h.state, "svm", p.SVMName(bad)))
 	allCur := len(vs) >= 4
 	for _, v := range vs {
 		allCur = allCur && v == cur
 	}
 	h.check(allCur, "every Cairn daemon of %s still runs %s: %v", badSVM, cur, vs)
+	sys, err := waitHealthy(ctx, h.api, 30*time.Second)
+	if err != nil {
+		return err
+	}
+	sdss, err := h.api.ListSDS(ctx)
+	if err != nil {
+		return err
+	}
+	inMaint := 0
+	for _, s := range sdss {
+		if s.State != gateway.SDSNormal {
+			inMaint++
+		}
+	}
+	h.check(inMaint == 0 && sys.Health.Status == gateway.HealthOK, "after the stopped roll: health %s, %d SDSs in maintenance", sys.Health.Status, inMaint)
+	st, err = deploy.LoadState(eng.StateDir, p)
+	h.check(err == nil && st.Change == nil, "the stopped roll left no change in progress (%v)", err)
 	h.check(fio.failures.Load() == 0, "fio during the upgrade: %d verified passes, %d failures so far", fio.passes.Load(), fio.failures.Load())
 	return nil
 }

@@ -56,6 +56,9 @@ type Engine struct {
 	// DataTimeout bounds the wait for the cluster to move data: the
 	// rebalance after an expansion, an SDS drain; default 12 h.
 	DataTimeout time.Duration
+	// UpgradeTimeout bounds the wait for one SVM's updater to carry out an
+	// upgrade order (install, restart every unit, check it); default 15 min.
+	UpgradeTimeout time.Duration
 	// RebalanceQuiet is how long nothing may move before a rebalance counts
 	// as done; default 6 s: longer than the MDM leader's periodic reconcile
 	// (5 s), which starts the next wave of moves if any is left.
@@ -94,6 +97,9 @@ func (e *Engine) defaults() {
 	if e.DataTimeout == 0 {
 		e.DataTimeout = 12 * time.Hour
 	}
+	if e.UpgradeTimeout == 0 {
+		e.UpgradeTimeout = 15 * time.Minute
+	}
 	if e.RebalanceQuiet == 0 {
 		e.RebalanceQuiet = 6 * time.Second
 	}
@@ -117,15 +123,16 @@ func Job(system string) string { return "deploy:" + system }
 // run carries one Deploy call.
 type run struct {
 	*Engine
-	p      *plan.Plan
-	st     *State
-	job    string
-	finder *find.Finder
-	dc     *object.Datacenter
-	inv    *inventory.Inventory
-	hosts  map[string]*object.HostSystem
-	guest  map[string]GuestInfo // SVM guest info by ESXi host
-	api    gateway.API          // set by connectGateway
+	p       *plan.Plan
+	st      *State
+	job     string
+	finder  *find.Finder
+	dc      *object.Datacenter
+	inv     *inventory.Inventory
+	hosts   map[string]*object.HostSystem
+	guest   map[string]GuestInfo // SVM guest info by ESXi host
+	api     gateway.API          // set by connectGateway
+	upgrade UpgradeRequest       // an upgrade's request (upgrade.go), recorded in its Change
 	// mu guards st and guest when steps of several hosts run at once
 	// (expand.go); a pointer, so per-host copies of the run share it.
 	mu *sync.Mutex

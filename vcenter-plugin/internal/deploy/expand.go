@@ -80,6 +80,8 @@ func (e *Engine) loadChange(r *run, deployed, target *plan.Plan, kind string) (r
 			what = "the removal of host " + c.Host
 		case ChangeReplace:
 			what = "the replacement of failed host " + c.Host
+		case ChangeUpgrade:
+			what = "an upgrade to " + c.Version
 		}
 		return false, fmt.Errorf("system %s has %s in progress (since %s): send that request again to finish it (it resumes), then this one", deployed.System, what, c.Started.Format(time.RFC3339))
 	}
@@ -92,6 +94,9 @@ func (r *run) beginChange(target *plan.Plan, kind, host string, resuming bool) e
 		return nil
 	}
 	r.st.Change = &Change{Kind: kind, Host: host, PlanSHA256: planHash(target), Started: time.Now().UTC()}
+	if kind == ChangeUpgrade {
+		r.st.Change.Version, r.st.Change.Hosts = r.upgrade.Version, slices.Clone(r.upgrade.Hosts)
+	}
 	r.info(kind, host, "%s of system %s started", kind, r.st.System)
 	return r.save()
 }
@@ -114,7 +119,7 @@ func (r *run) endChange(target *plan.Plan, removed string) error {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	for k := range r.st.Steps {
-		if strings.HasPrefix(k, ChangeExpand+"/") || strings.HasPrefix(k, ChangeShrink+"/") || strings.HasPrefix(k, ChangeReplace+"/") ||
+		if strings.HasPrefix(k, ChangeExpand+"/") || strings.HasPrefix(k, ChangeShrink+"/") || strings.HasPrefix(k, ChangeReplace+"/") || strings.HasPrefix(k, ChangeUpgrade+"/") ||
 			(removed != "" && (strings.HasPrefix(k, "svm/"+removed+"/") || k == "cluster/sds/"+removed || k == "cluster/devices/"+removed || k == "iscsi/"+removed)) {
 			delete(r.st.Steps, k)
 		}

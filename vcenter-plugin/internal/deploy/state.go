@@ -52,9 +52,13 @@ type State struct {
 // loads with the plan the change leads to (Change.PlanSHA256), so a plugin
 // stopped between saving that plan and ending the change resumes.
 type Change struct {
-	Kind       string    `json:"kind"`           // ChangeExpand, ChangeShrink or ChangeReplace
-	Host       string    `json:"host,omitempty"` // shrink: the host removed; replace: the failed host
-	PlanSHA256 string    `json:"plan_sha256"`    // of the plan after the change
+	Kind string `json:"kind"`           // ChangeExpand, ChangeShrink, ChangeReplace or ChangeUpgrade
+	Host string `json:"host,omitempty"` // shrink: the host removed; replace: the failed host
+	// Upgrade (upgrade.go): the version rolled to and the hosts asked for
+	// (none: every SVM); its plan is the deployed one.
+	Version    string    `json:"version,omitempty"`
+	Hosts      []string  `json:"hosts,omitempty"`
+	PlanSHA256 string    `json:"plan_sha256"` // of the plan after the change
 	Started    time.Time `json:"started"`
 }
 

@@ -9,6 +9,8 @@ package gateway
 import (
 	"context"
 	"errors"
+	"fmt"
+	"strings"
 	"time"
 )
 
@@ -185,6 +187,35 @@ const (
 // Done reports whether the job ended (succeeded or failed).
 func (j *Job) Done() bool { return j.State == JobSucceeded || j.State == JobFailed }
 
+// Whole says whether the cluster is whole again after an SDS was away
+// (maintenance, a restart): health ok (no copy missing), no placement
+// group rebuilding or resyncing, every SDS up and normal; why says what is not,
+// for a wait's progress. Health ok alone is "all copies protected", and a
+// copy being filled counts as protecting: the gateway refuses the next
+// SDS's instant maintenance while a group holding its data is still filled.
+func Whole(ctx context.Context, api API) (ok bool, why string, err error) {
+	sys, err := api.System(ctx)
+	if err != nil {
+		return false, "", err
+	}
+	if sys.Health.Status != HealthOK {
+		return false, fmt.Sprintf("cluster health %q (%s)", sys.Health.Status, strings.Join(sys.Health.Messages, "; ")), nil
+	}
+	if rb := sys.Rebuild; rb.RebuildingGroups > 0 || rb.ResyncingGroups > 0 {
+		return false, fmt.Sprintf("%d placement groups rebuilding, %d resyncing", rb.RebuildingGroups, rb.ResyncingGroups), nil
+	}
+	sdss, err := api.ListSDS(ctx)
+	if err != nil {
+		return false, "", err
+	}
+	for _, s := range sdss {
+		if s.State != SDSNormal || !s.Up {
+			return false, fmt.Sprintf("sds %s is %s (up=%v)", s.Name, s.State, s.Up), nil
+		}
+	}
+	return true, "", nil
+}
+
 // Requests (POST bodies).
 
 type SDSSpec struct {
@@ -268,6 +299,7 @@ type API interface {
 	// refuses one with volumes mapped.
 	DeleteHost(ctx context.Context, idOrName string) error
 	StatisticsReader // statistics.go
+	Upgrades         // upgrade.go
 	// MapVolumeAs maps volume to host with the given access (MapVolume is
 	// read-write). Mapping again with the same access changes nothing;
 	// with the other access the gateway refuses (409: unmap first).

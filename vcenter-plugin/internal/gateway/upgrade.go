@@ -11,6 +11,18 @@ import (
 	"net/http"
 )
 
+// Upgrades is the part of API the rolling upgrade (deploy.Upgrade) uses.
+type Upgrades interface {
+	// ListBundles lists the stored bundles.
+	ListBundles(ctx context.Context) ([]Bundle, error)
+	// OrderUpgrade orders SVM svm to run a stored version; the answer is
+	// the updater's state when ordered. The gateway refuses (409) while
+	// the SVM is downloading or installing an earlier order.
+	OrderUpgrade(ctx context.Context, svm, version string) (*UpgradeSVM, error)
+	// ListUpgradeSVMs lists every SVM's updater that has reported.
+	ListUpgradeSVMs(ctx context.Context) ([]UpgradeSVM, error)
+}
+
 // Bundle is a stored update bundle (GET/POST /api/v1/upgrade/bundles).
 type Bundle struct {
 	Version  string `json:"version"`

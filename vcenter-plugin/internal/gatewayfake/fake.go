@@ -67,7 +67,9 @@ type Array struct {
 	load                        *load               // the synthetic workload and its statistics (load.go)
 	users                       map[string]fakeUser // besides admin (users.go)
 	audit                       []AuditEvent
-	devJobs                     map[string]*deviceDrain // device removals (GetJob serves both)
+	devJobs                     map[string]*deviceDrain        // device removals (GetJob serves both)
+	bundles                     map[string]bool                // stored bundle versions -> broken (upgrade.go)
+	updaters                    map[string]*gateway.UpgradeSVM // by SVM name (upgrade.go)
 }
 
 // DrainCopies is how many placement-group copies a drained device holds
@@ -711,6 +713,7 @@ func (h hooks) PoweredOn(ctx context.Context, svm vcsimkit.SVM) (vcsimkit.GuestR
 	r, err := h.next.PoweredOn(ctx, svm)
 	if err == nil {
 		h.a.setDown(svm, false)
+		h.a.reportUpdater(svm)
 		if tok := svm.Properties["cairn.cluster.join_token"]; tok != "" {
 			h.a.mu.Lock()
 			// Like the real gateway: only the first start of a new system stores it.

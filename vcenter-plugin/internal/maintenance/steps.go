@@ -81,38 +81,7 @@ func (r *roll) health(ctx context.Context, unit []string) error {
 }
 
 func (r *roll) enterSDS(ctx context.Context, unit []string) error {
-	for _, name := range r.sdsOf(unit) {
-		s, err := r.api.GetSDS(ctx, name)
-		if err != nil {
-			return err
-		}
-		if s.State != gateway.SDSNormal {
-			continue // entered before a resume
-		}
-		if err := r.api.EnterSDSMaintenance(ctx, s.ID, r.mode); err != nil {
-			return fmt.Errorf("sds %s: enter %s maintenance: %w", name, r.mode, err)
-		}
-	}
-	// Protected maintenance copies data away first: wait for the gateway
-	// to report the SDSs in maintenance.
-	return poll.Until(ctx, r.ResyncTimeout, r.PollInterval, "check the gateway's events for why the SDS cannot leave", func() (bool, string, error) {
-		for _, name := range r.sdsOf(unit) {
-			s, err := r.api.GetSDS(ctx, name)
-			if err != nil {
-				return false, "", err
-			}
-			if s.State == gateway.SDSNormal {
-				return false, "sds " + name + " has not entered maintenance", nil
-			}
-			// Shutting the SVM down is safe only once the leader has
-			// moved every copy away from it (protected mode builds
-			// extra copies first).
-			if m := s.Maintenance; m != nil && m.Mode != "" && m.State != gateway.MaintIn {
-				return false, fmt.Sprintf("sds %s is still %s maintenance (%s): its copies are being moved", name, m.State, m.Mode), nil
-			}
-		}
-		return true, "", nil
-	})
+	return gateway.EnterMaintenance(ctx, r.api, r.sdsOf(unit), r.mode, r.ResyncTimeout, r.PollInterval)
 }
 
 func (r *roll) shutdownSVM(ctx context.Context, unit []string) error {
@@ -260,47 +229,12 @@ func (r *roll) powerOnSVM(ctx context.Context, unit []string) error {
 }
 
 func (r *roll) exitSDS(ctx context.Context, unit []string) error {
-	for _, name := range r.sdsOf(unit) {
-		s, err := r.api.GetSDS(ctx, name)
-		if err != nil {
-			return err
-		}
-		if s.State == gateway.SDSNormal {
-			continue
-		}
-		if err := r.api.ExitSDSMaintenance(ctx, s.ID); err != nil {
-			return fmt.Errorf("sds %s: leave maintenance: %w", name, err)
-		}
-	}
-	return nil
+	return gateway.ExitMaintenance(ctx, r.api, r.sdsOf(unit))
 }
 
-// resync waits until the cluster is whole again: health ok, every SDS up
-// and normal, and no placement group rebuilding or resyncing. Health ok
-// alone is "all copies protected", and a copy being filled counts as
-// protecting: the gateway refuses the next SDS's instant maintenance while
-// a group holding its data is still filled.
+// resync waits until the cluster is whole again (gateway.Whole).
 func (r *roll) resync(ctx context.Context, unit []string) error {
 	return poll.Until(ctx, r.ResyncTimeout, r.PollInterval, "check the SDSs of these hosts in the Cairn dashboard; resume once health is ok", func() (bool, string, error) {
-		sys, err := r.api.System(ctx)
-		if err != nil {
-			return false, "", err
-		}
-		if sys.Health.Status != gateway.HealthOK {
-			return false, fmt.Sprintf("cluster health %q (%s)", sys.Health.Status, strings.Join(sys.Health.Messages, "; ")), nil
-		}
-		if rb := sys.Rebuild; rb.RebuildingGroups > 0 || rb.ResyncingGroups > 0 {
-			return false, fmt.Sprintf("%d placement groups rebuilding, %d resyncing", rb.RebuildingGroups, rb.ResyncingGroups), nil
-		}
-		sdss, err := r.api.ListSDS(ctx)
-		if err != nil {
-			return false, "", err
-		}
-		for _, s := range sdss {
-			if s.State != gateway.SDSNormal || !s.Up {
-				return false, fmt.Sprintf("sds %s is %s (up=%v)", s.Name, s.State, s.Up), nil
-			}
-		}
-		return true, "", nil
+		return gateway.Whole(ctx, r.api)
 	})
 }

@@ -1,6 +1,7 @@
 // Changing a deployed system through the API: expand it with new hosts,
-// remove a host, replace a failed one. All are jobs of the deploy engine (deploy/expand.go),
-// resumable by sending the same request again.
+// remove a host, replace a failed one, roll its SVMs to a new Cairn
+// version. All are jobs of the deploy engine (deploy/expand.go,
+// deploy/upgrade.go), resumable by sending the same request again.
 
 package server
 
@@ -17,7 +18,7 @@ import (
 )
 
 // systemBusy names a running job that changes system (deploy, expand,
-// host removal or replacement, rolling maintenance), or "".
+// host removal or replacement, rolling maintenance or upgrade), or "".
 func (s *Server) systemBusy(system string) string {
 	s.mu.Lock()
 	defer s.mu.Unlock()
@@ -25,7 +26,7 @@ func (s *Server) systemBusy(system string) string {
 		if j.State != "running" {
 			continue
 		}
-		if name == deploy.Job(system) || name == deploy.ExpandJob(system) || name == maintenance.Job(system) ||
+		if name == deploy.Job(system) || name == deploy.ExpandJob(system) || name == maintenance.Job(system) || name == deploy.UpgradeJob(system) ||
 			strings.HasPrefix(name, deploy.ShrinkJob(system, "")) || strings.HasPrefix(name, deploy.ReplaceJob(system, "")) {
 			return name
 		}
@@ -184,6 +185,56 @@ func (s *Server) hostChange(w http.ResponseWriter, r *http.Request, us *userSess
 		return
 	}
 	j, err := s.start(c.job, func(ctx context.Context) error { return c.run(ctx, eng, deployed) })
+	if err != nil {
+		writeError(w, http.StatusConflict, "%v", err)
+		return
+	}
+	writeJSON(w, http.StatusAccepted, j)
+}
+
+// upgrade rolls a deployed system's SVMs to the version of a bundle
+// stored on its gateway: the body is {"version", "hosts"?}. A request the
+// plan alone refuses (no version, a host not in the system) is answered
+// 400 at once; the job checks the rest before it changes anything (the
+// bundle, the updaters, the cluster's health) and resumes an upgrade in
+// progress.
+func (s *Server) upgrade(w http.ResponseWriter, r *http.Request, us *userSession) {
+	system := r.PathValue("system")
+	var req deploy.UpgradeRequest
+	if !decode(w, r, &req) {
+		return
+	}
+	deployed, err := s.savedPlan(system)
+	if err != nil {
+		writeError(w, http.StatusNotFound, "%v", err)
+		return
+	}
+	// It restarts every Cairn daemon of the system: as deploying it.
+	if err := s.checkPrivilege(r.Context(), us, deployed, PrivAdminister, "upgrade system "+system); err != nil {
+		writeRightsError(w, err)
+		return
+	}
+	if req.Version == "" {
+		writeError(w, http.StatusBadRequest, `no version: send {"version":"X.Y.Z"}, the version of a bundle stored on the gateway (GET /api/v1/upgrade/bundles there lists them)`)
+		return
+	}
+	if _, err := deploy.UpgradeUnits(deployed, req.Hosts); err != nil {
+		writeError(w, http.StatusBadRequest, "%v", err)
+		return
+	}
+	if st, err := deploy.LoadState(s.cfg.StateDir, deployed); err != nil || !st.Completed {
+		if err == nil {
+			err = fmt.Errorf("resume its deployment first, then upgrade it")
+		}
+		writeError(w, http.StatusConflict, "system %s is not fully deployed: %v", system, err)
+		return
+	}
+	if busy := s.systemBusy(system); busy != "" {
+		writeError(w, http.StatusConflict, "job %s is running on system %s: wait for it to end, then send the upgrade again", busy, system)
+		return
+	}
+	eng := s.changeEngine(us)
+	j, err := s.start(deploy.UpgradeJob(system), func(ctx context.Context) error { return eng.Upgrade(ctx, deployed, req) })
 	if err != nil {
 		writeError(w, http.StatusConflict, "%v", err)
 		return

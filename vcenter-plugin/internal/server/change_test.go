@@ -11,6 +11,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/cairn-storage/cairn/vcenter-plugin/internal/deploy"
 	"github.com/cairn-storage/cairn/vcenter-plugin/internal/gateway"
 	"github.com/cairn-storage/cairn/vcenter-plugin/internal/gatewayfake"
 	"github.com/cairn-storage/cairn/vcenter-plugin/internal/plan"
@@ -58,7 +59,7 @@ func TestServerExpandAndRemoveHost(t *testing.T) {
 	}
 	page, _ := io.ReadAll(resp.Body)
 	resp.Body.Close()
-	for _, route := range []string{"/api/v1/systems/{system}/expand", "/api/v1/systems/{system}/hosts/{host}/remove", "/api/v1/systems/{system}/hosts/{host}/replace"} {
+	for _, route := range []string{"/api/v1/systems/{system}/expand", "/api/v1/systems/{system}/hosts/{host}/remove", "/api/v1/systems/{system}/hosts/{host}/replace", "/api/v1/systems/{system}/upgrade"} {
 		if !strings.Contains(string(page), route) {
 			t.Fatalf("the API page does not list %s", route)
 		}
@@ -164,5 +165,32 @@ func TestServerExpandAndRemoveHost(t *testing.T) {
 	c.do("GET", "/api/v1/systems", nil, &systems)
 	if len(systems) != 1 || len(systems[0].Hosts) != 4 || len(systems[0].SDSs) != 4 || !slices.Contains(systems[0].Hosts, "esx-05.cairn.test") || slices.Contains(systems[0].Hosts, "esx-04.cairn.test") {
 		t.Fatalf("systems after the replacement: %+v", systems)
+	}
+
+	// The system rolled to a new version; refused first without one, for
+	// a host not in it, and (in the job) without the bundle stored.
+	if code := c.do("POST", "/api/v1/systems/cairn1/upgrade", map[string]string{}, &e); code != 400 || !strings.Contains(e.Error, "no version") {
+		t.Fatalf("upgrade without a version: %d %+v", code, e)
+	}
+	if code := c.do("POST", "/api/v1/systems/cairn1/upgrade", deploy.UpgradeRequest{Version: "0.2.0", Hosts: []string{"esx-09.cairn.test"}}, &e); code != 400 || !strings.Contains(e.Error, "not part of system") {
+		t.Fatalf("upgrade of a host not in the system: %d %+v", code, e)
+	}
+	if code := c.do("POST", "/api/v1/systems/cairn1/upgrade", deploy.UpgradeRequest{Version: "0.2.0"}, &j); code != 202 || j.Name != "upgrade:cairn1" {
+		t.Fatalf("upgrade %d %+v", code, j)
+	}
+	if j := c.waitJob("upgrade:cairn1"); j.State != "failed" || !strings.Contains(j.Error, "no bundle of version 0.2.0") {
+		t.Fatalf("upgrade job without the bundle %+v", j)
+	}
+	array.StoreBundle("0.2.0", false)
+	if code := c.do("POST", "/api/v1/systems/cairn1/upgrade", deploy.UpgradeRequest{Version: "0.2.0"}, &j); code != 202 {
+		t.Fatalf("upgrade %d %+v", code, j)
+	}
+	if j := c.waitJob("upgrade:cairn1"); j.State != "succeeded" {
+		t.Fatalf("upgrade job %+v", j)
+	}
+	for _, h := range systems[0].Hosts {
+		if v := array.Running()[plan.SVMHostname(h)]; v != "0.2.0" {
+			t.Fatalf("SVM of %s runs %q after the upgrade: %v", h, v, array.Running())
+		}
 	}
 }

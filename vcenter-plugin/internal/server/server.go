@@ -173,6 +173,8 @@ func (s *Server) routeTable() []route {
 			handler: s.authed(s.removeHost)},
 		{method: "POST", path: "/api/v1/systems/{system}/hosts/{host}/replace", what: "new host {name, svm_ip, devices…} -> 202 {job}: remove the failed host's SDS (its data rebuilt from the mirrors), clean up its SVM where vCenter allows, deploy an SVM on the new host, wire iSCSI, await the rebalance (resumes); 409 for an MDM member, the last gateway or target, or an SDS still up",
 			handler: s.authed(s.replaceHost)},
+		{method: "POST", path: "/api/v1/systems/{system}/upgrade", what: `{"version","hosts"?} -> 202 {job upgrade:SYSTEM}: roll the SVMs to a bundle stored on the gateway, one fault set at a time in instant maintenance, MDM members last; stops (out of maintenance) at an SVM whose updater fails or rolls back (resumes; SVMs on the version are skipped)`,
+			handler: s.authed(s.upgrade)},
 		{method: "GET", path: "/api/v1/systems/{system}/statistics", query: "kind=system|pool|volume|sds|device|host&name=NAME",
 			what:    "the gateway's I/O statistics of the system or one object: read/write IOPS, bytes/s, mean and p99 latency, throttled time, 10 minutes of history",
 			handler: s.authed(s.statistics)},
