@@ -81,20 +81,20 @@ run_pids() {
 # namespaces; fails, naming each process, if any survives (a leak must not
 # pass silently: it holds ports, files and memory into the next run).
 cleanup() {
-	local f pid pids ns n left=0
+	local f pids ns left=0
 	# A power-off (svm-guest.sh stops its units), as svm-hook.sh's would be.
 	for f in "$STATE"/svm/*/machine.pid "$STATE"/pids-nbd; do
 		[ -e "$f" ] || continue
 		kill -TERM "$(cat "$f")" 2>/dev/null || true
 	done
-	for n in $(seq 1 100); do
+	for _ in $(seq 1 100); do
 		pids=$(for f in "$STATE"/svm/*/machine.pid; do alive "$f" && cat "$f"; done)
 		[ -z "$pids" ] && break
 		sleep 0.1
 	done
 	# Then whatever is left, until none is (a unit's supervisor may restart a
 	# daemon between one look and the next).
-	for n in $(seq 1 50); do
+	for _ in $(seq 1 50); do
 		pids=$(run_pids)
 		[ -n "$pids" ] || break
 		# shellcheck disable=SC2086 # one pid a word
@@ -104,18 +104,19 @@ cleanup() {
 	pids=$(run_pids)
 	if [ -n "$pids" ]; then
 		echo "FAIL processes of the run survive its cleanup (state kept in $STATE):"
-		ps -o pid,pgid,sid,ppid,args -p "$(echo $pids | tr ' ' ,)"
+		ps -o pid,pgid,sid,ppid,args -p "$(paste -sd, <<<"$pids")"
+		echo "$passed passed, $((failed + 1)) failed"
 		left=1
 	fi
 	for ns in $(ip netns list 2>/dev/null | awk -v p="$PREFIX-" 'index($1, p) == 1 { print $1 }'); do
 		ip netns del "$ns" 2>/dev/null || true
 	done
-	if [ "${E2E_KEEP:-0}" = 1 ] || [ $left = 1 ]; then
+	if [ "${E2E_KEEP:-0}" = 1 ] || [ "$left" = 1 ]; then
 		echo "state kept in $STATE"
 	else
 		rm -rf "$STATE"
 	fi
-	[ $left = 0 ]
+	[ "$left" = 0 ]
 }
 # The run's status, or 1 when its cleanup left processes behind.
 on_exit() {
