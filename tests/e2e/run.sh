@@ -33,7 +33,7 @@
 set -uo pipefail
 
 ROOT=$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)
-# netns_pids
+# alive, netns_pids, mount_pids
 # shellcheck source=../lib/common.sh
 . "$ROOT/tests/lib/common.sh"
 BIN=$ROOT/appliance/bin
@@ -53,48 +53,78 @@ done
 STATE=$(mktemp -d "${TMPDIR:-/tmp}/cairn-e2e.XXXXXX")
 chmod 755 "$STATE"
 
+# run_pids: every process of this run outside the harness itself, one pid a
+# line: the processes of the namespaces named here (the driver, fio, cairn
+# nbd) and of the SVMs. An SVM's network namespace is named inside the
+# driver's mount namespace (svm-hook.sh runs under `ip netns exec`), so from
+# here its name is an empty file; every process of an SVM is instead in its
+# machine's mount namespace, whose overlays name $STATE/svm/<vm>/root/
+# (svm-guest.sh) — whoever started it, in whatever session or environment
+# (first boot and the updater start units with systemd's clean environment).
+# A machine not yet in its mount namespace carries SVM_DIR.
+run_pids() {
+	local ns f pid
+	{
+		for ns in $(ip netns list 2>/dev/null | awk -v p="$PREFIX-" 'index($1, p) == 1 { print $1 }'); do
+			netns_pids "$ns"
+		done
+		mount_pids "upperdir=$STATE/svm/"
+		for f in /proc/[0-9]*/environ; do
+			grep -qzx "SVM_DIR=$STATE/svm/.*" "$f" 2>/dev/null || continue
+			pid=${f#/proc/}
+			echo "${pid%/environ}"
+		done
+	} | sort -un
+}
+
+# cleanup: power the SVMs off, stop what the run started, delete its
+# namespaces; fails, naming each process, if any survives (a leak must not
+# pass silently: it holds ports, files and memory into the next run).
 cleanup() {
-	local f pid ns n
-	# Daemons of the SVMs, by the pids the hook recorded, then anything
-	# left in our namespaces.
+	local f pids ns left=0
+	# A power-off (svm-guest.sh stops its units), as svm-hook.sh's would be.
 	for f in "$STATE"/svm/*/machine.pid "$STATE"/pids-nbd; do
 		[ -e "$f" ] || continue
 		kill -TERM "$(cat "$f")" 2>/dev/null || true
 	done
+	for _ in $(seq 1 100); do
+		pids=$(for f in "$STATE"/svm/*/machine.pid; do alive "$f" && cat "$f"; done)
+		[ -z "$pids" ] && break
+		sleep 0.1
+	done
+	# Then whatever is left, until none is (a unit's supervisor may restart a
+	# daemon between one look and the next).
+	for _ in $(seq 1 50); do
+		pids=$(run_pids)
+		[ -n "$pids" ] || break
+		# shellcheck disable=SC2086 # one pid a word
+		kill -KILL $pids 2>/dev/null || true
+		sleep 0.1
+	done
+	pids=$(run_pids)
+	if [ -n "$pids" ]; then
+		echo "FAIL processes of the run survive its cleanup (state kept in $STATE):"
+		ps -o pid,pgid,sid,ppid,args -p "$(paste -sd, <<<"$pids")"
+		echo "$passed passed, $((failed + 1)) failed"
+		left=1
+	fi
 	for ns in $(ip netns list 2>/dev/null | awk -v p="$PREFIX-" 'index($1, p) == 1 { print $1 }'); do
-		for n in 1 2 3 4 5 6 7 8 9 10; do
-			[ -z "$(netns_pids "$ns")" ] && break
-			sleep 0.2
-		done
-		# Until none is left: a simulated SVM's unit supervisor may restart a
-		# daemon between one look and the next.
-		for n in $(seq 1 50); do
-			pids=$(netns_pids "$ns")
-			[ -n "$pids" ] || break
-			for pid in $pids; do kill -KILL "$pid" 2>/dev/null || true; done
-			sleep 0.1
-		done
 		ip netns del "$ns" 2>/dev/null || true
 	done
-	# Last sweep: anything a simulated SVM started (its environment names its state
-	# directory) and everything in that process's group.
-	for n in 1 2 3; do
-		for f in /proc/[0-9]*/environ; do
-			grep -qzx "SVM_DIR=$STATE/svm/.*" "$f" 2>/dev/null || continue
-			pid=${f#/proc/}
-			pid=${pid%/environ}
-			kill -KILL -- "-$pid" 2>/dev/null
-			kill -KILL "$pid" 2>/dev/null || true
-		done
-		sleep 0.2
-	done
-	if [ "${E2E_KEEP:-0}" = 1 ]; then
+	if [ "${E2E_KEEP:-0}" = 1 ] || [ "$left" = 1 ]; then
 		echo "state kept in $STATE"
 	else
 		rm -rf "$STATE"
 	fi
+	[ "$left" = 0 ]
 }
-trap cleanup EXIT
+# The run's status, or 1 when its cleanup left processes behind.
+on_exit() {
+	local rc=$?
+	cleanup || { [ "$rc" -ne 0 ] || rc=1; }
+	exit "$rc"
+}
+trap on_exit EXIT
 trap 'echo "interrupted"; exit 130' INT TERM
 
 t0=$(date +%s)

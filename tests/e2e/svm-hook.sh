@@ -26,7 +26,7 @@ set -euo pipefail
 
 : "${E2E_STATE:?}" "${E2E_PREFIX:?}" "${CAIRN_BIN:?}" "${CAIRN_SVM_NAME:?}" "${CAIRN_SVM_HOST:?}"
 REPO=$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)
-# alive, netns_pids
+# alive, netns_pids, mount_pids
 # shellcheck source=../lib/common.sh
 . "$REPO/tests/lib/common.sh"
 die() { echo "svm-hook $CAIRN_SVM_NAME: $*" >&2; exit 1; }
@@ -48,14 +48,24 @@ power_off() {
 	fi
 	rm -f "$DIR/machine.pid"
 	# A hard power-off for whatever is still running: every process of the SVM is
-	# in its network namespace. Repeat until none is left (a unit's supervisor may
-	# have been restarting its daemon as we looked).
+	# in its mount namespace (svm-guest.sh's overlays name $DIR/root/ there) and,
+	# unless it moved, in its network namespace — however it was started: by the
+	# boot, by first boot, or by the updater's `systemctl restart` in a session
+	# and environment of its own. Repeat until none is left (a unit's supervisor
+	# may have been restarting its daemon as we looked).
 	for ((n = 0; n < 50; n++)); do
-		pids=$(netns_pids "$NS")
+		pids=$(svm_pids)
 		[ -n "$pids" ] || break
 		kill -KILL $pids 2>/dev/null || true
 		sleep 0.1
 	done
+	pids=$(svm_pids)
+	[ -z "$pids" ] || die "power-off: processes survive SIGKILL: $(ps -o pid=,args= -p "${pids//$'\n'/,}" | tr '\n' ';')"
+}
+
+# svm_pids: every process of this SVM, one pid a line.
+svm_pids() {
+	{ netns_pids "$NS" || die "namespace $NS is not mounted here: run the hook where it was created"; mount_pids "upperdir=$DIR/root/"; } | sort -u
 }
 
 ensure_netns() {

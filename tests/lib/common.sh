@@ -23,6 +23,9 @@
 #                                     run CMD (output discarded) every S s (0.5) until it
 #                                     succeeds; 1 after SECONDS s of wall-clock time
 #   netns_pids NS                     every process in network namespace NS
+#   mount_pids MARK                   every process whose mount table names MARK (a
+#                                     path under which its mount namespace mounted
+#                                     something)
 #   pki_dir STATE ROLE NAME [HOSTS]   print the PKI directory (--pki) of daemon NAME,
 #                                     issuing its certificate (role ROLE, serving at the
 #                                     comma-separated HOSTS) the first time, from the
@@ -165,11 +168,36 @@ wait_for() {
 # netns_pids NS: every process in network namespace NS, one pid a line. (`ip
 # netns pids` misses processes that live in further mount namespaces, as the
 # e2e's simulated SVMs do.)
+#
+# A name is only a bind mount of the namespace onto /run/netns/NS, and that
+# mount lives in the mount namespace of whoever ran `ip netns add`: a
+# namespace named inside `ip netns exec` (whose mount namespace is a slave of
+# the caller's) is, seen from outside, an empty file. NS must be a mounted
+# namespace here, else this prints nothing and fails (rather than compare
+# the empty file's inode and find nobody).
 netns_pids() {
 	local ino p
+	[ -e "/run/netns/$1" ] || return 0
+	[ "$(stat -f -c %T "/run/netns/$1" 2>/dev/null)" = nsfs ] || return 1
 	ino=$(stat -L -c %i "/run/netns/$1" 2>/dev/null) || return 0
 	for p in /proc/[0-9]*; do
 		[ "$(readlink "$p/ns/net" 2>/dev/null)" = "net:[$ino]" ] && echo "${p#/proc/}"
+	done
+	return 0
+}
+
+# mount_pids MARK: every process, one pid a line, whose mount table names
+# MARK: the processes of a mount namespace that mounted something from under
+# MARK (a bind mount's source, an overlay's upperdir). A mount namespace is
+# inherited by every child, whatever session, process group or environment
+# it gets, so this finds all that a machine with its own mount namespace
+# ever started (the e2e's simulated SVMs: tests/e2e/svm-guest.sh). MARK is
+# matched as a fixed string: make it unique (a mktemp directory's name).
+mount_pids() {
+	local f
+	for f in $(grep -lsF -- "$1" /proc/[0-9]*/mountinfo); do
+		f=${f#/proc/}
+		echo "${f%/mountinfo}"
 	done
 	return 0
 }
