@@ -94,14 +94,7 @@ cleanup() {
 	done
 	# Then whatever is left, until none is (a unit's supervisor may restart a
 	# daemon between one look and the next).
-	for _ in $(seq 1 50); do
-		pids=$(run_pids)
-		[ -n "$pids" ] || break
-		# shellcheck disable=SC2086 # one pid a word
-		kill -KILL $pids 2>/dev/null || true
-		sleep 0.1
-	done
-	pids=$(run_pids)
+	pids=$(kill_until_gone run_pids)
 	if [ -n "$pids" ]; then
 		echo "FAIL processes of the run survive its cleanup (state kept in $STATE):"
 		ps -o pid,pgid,sid,ppid,args -p "$(paste -sd, <<<"$pids")"

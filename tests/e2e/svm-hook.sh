@@ -53,13 +53,7 @@ power_off() {
 	# boot, by first boot, or by the updater's `systemctl restart` in a session
 	# and environment of its own. Repeat until none is left (a unit's supervisor
 	# may have been restarting its daemon as we looked).
-	for ((n = 0; n < 50; n++)); do
-		pids=$(svm_pids)
-		[ -n "$pids" ] || break
-		kill -KILL $pids 2>/dev/null || true
-		sleep 0.1
-	done
-	pids=$(svm_pids)
+	pids=$(kill_until_gone svm_pids)
 	[ -z "$pids" ] || die "power-off: processes survive SIGKILL: $(ps -o pid=,args= -p "${pids//$'\n'/,}" | tr '\n' ';')"
 }
 

@@ -186,6 +186,22 @@ netns_pids() {
 	return 0
 }
 
+# kill_until_gone LISTER [ARGS]: SIGKILL every pid the command LISTER prints,
+# again until it prints none, at most 50 times 0.1 s apart (a unit's
+# supervisor may restart a daemon between one look and the next); then prints
+# whatever LISTER still lists: the survivors.
+kill_until_gone() {
+	local pids n
+	for ((n = 0; n < 50; n++)); do
+		pids=$("$@")
+		[ -n "$pids" ] || return 0
+		# shellcheck disable=SC2086 # one pid a word
+		kill -KILL $pids 2>/dev/null || true
+		sleep 0.1
+	done
+	"$@"
+}
+
 # mount_pids MARK: every process, one pid a line, whose mount table names
 # MARK: the processes of a mount namespace that mounted something from under
 # MARK (a bind mount's source, an overlay's upperdir). A mount namespace is
