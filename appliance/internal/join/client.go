@@ -148,9 +148,7 @@ func pinned(chain []*x509.Certificate, fp string) (*x509.Certificate, error) {
 		if !c.IsCA || pki.InfoOf(c).Fingerprint != fp {
 			continue
 		}
-		roots := x509.NewCertPool()
-		roots.AddCert(c)
-		if _, err := chain[0].Verify(x509.VerifyOptions{Roots: roots, KeyUsages: []x509.ExtKeyUsage{x509.ExtKeyUsageServerAuth}}); err != nil {
+		if err := issuedBy(chain[0], c, x509.ExtKeyUsageServerAuth); err != nil {
 			return nil, fmt.Errorf("the join service's certificate: %v", err)
 		}
 		p, err := pki.PeerOf(chain[0])
@@ -176,9 +174,7 @@ func check(a Answer, ca *x509.Certificate, key *ecdsa.PrivateKey, r pki.Request)
 	if err != nil {
 		return nil, err
 	}
-	roots := x509.NewCertPool()
-	roots.AddCert(ca)
-	if _, err := cert.Verify(x509.VerifyOptions{Roots: roots, KeyUsages: []x509.ExtKeyUsage{x509.ExtKeyUsageClientAuth}}); err != nil {
+	if err := issuedBy(cert, ca, x509.ExtKeyUsageClientAuth); err != nil {
 		return nil, fmt.Errorf("the issued certificate: %v", err)
 	}
 	if !key.PublicKey.Equal(cert.PublicKey) {
@@ -195,4 +191,12 @@ func check(a Answer, ca *x509.Certificate, key *ecdsa.PrivateKey, r pki.Request)
 // as opposed to no service answering yet.
 func Final(err error) bool {
 	return errors.Is(err, errFinal) || errors.Is(err, errImpostor)
+}
+
+// issuedBy verifies that c chains to ca alone and may be used for usage.
+func issuedBy(c, ca *x509.Certificate, usage x509.ExtKeyUsage) error {
+	roots := x509.NewCertPool()
+	roots.AddCert(ca)
+	_, err := c.Verify(x509.VerifyOptions{Roots: roots, KeyUsages: []x509.ExtKeyUsage{usage}})
+	return err
 }

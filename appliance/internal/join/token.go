@@ -68,7 +68,7 @@ type Record struct {
 
 // New makes a token for the CA whose fingerprint is ca, and its record.
 func New(ca string, roles []string, ttl time.Duration, by string, now time.Time) (Token, Record, error) {
-	if len(ca) != 64 || !isHex(ca) {
+	if len(ca) != 64 || !isHexString(ca) {
 		return Token{}, Record{}, errors.New("join token: the CA fingerprint must be 64 hex digits")
 	}
 	if ttl < MinTTL || ttl > MaxTTL {
@@ -120,13 +120,13 @@ func Parse(s string) (Token, error) {
 		return Token{}, errors.New("join token: malformed (expected cj1.<id>.<secret>.<ca-sha256>; create one with `cairnctl system join-token create`)")
 	}
 	t := Token{ID: p[1], Secret: p[2], CA: strings.ToLower(p[3])}
-	if len(t.ID) != 16 || !isHex(t.ID) {
+	if len(t.ID) != 16 || !isHexString(t.ID) {
 		return Token{}, errors.New("join token: malformed id")
 	}
 	if b, err := base64.RawURLEncoding.DecodeString(t.Secret); err != nil || len(b) != 32 {
 		return Token{}, errors.New("join token: malformed secret")
 	}
-	if len(t.CA) != 64 || !isHex(t.CA) {
+	if len(t.CA) != 64 || !isHexString(t.CA) {
 		return Token{}, errors.New("join token: malformed CA fingerprint")
 	}
 	return t, nil
@@ -167,14 +167,10 @@ func hashOf(secret string) string {
 	return hex.EncodeToString(s[:])
 }
 
-func isHex(s string) bool {
-	for i := 0; i < len(s); i++ {
-		c := s[i]
-		if !(c >= '0' && c <= '9' || c >= 'a' && c <= 'f' || c >= 'A' && c <= 'F') {
-			return false
-		}
-	}
-	return true
+// isHexString reports whether s is hex digits (either case), an even number.
+func isHexString(s string) bool {
+	_, err := hex.DecodeString(s)
+	return err == nil
 }
 
 // marshal is the record as stored.
