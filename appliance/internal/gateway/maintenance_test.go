@@ -210,7 +210,7 @@ func TestMaintenanceOnCluster(t *testing.T) {
 	if st := jobState(JobMaintenanceExit); st != JobSucceeded {
 		t.Errorf("maintenance-exit job of sds1: %s", st)
 	}
-	waitFor(t, 5*time.Second, "resync figures published", func() bool { return e.totalResync(mon) > resyncBefore })
+	waitFor(t, 20*time.Second, "resync figures published", func() bool { return e.totalResync(mon) > resyncBefore })
 	resynced := e.totalResync(mon) - resyncBefore
 	t.Logf("instant maintenance: resynced %d bytes of sds1's %d", resynced, usedBefore)
 	if resynced <= 0 || resynced >= usedBefore || resynced > int64(len(patch)) {
