@@ -98,10 +98,19 @@ type Member struct {
 }
 
 // ClientURL is where daemons reach the member's etcd.
-func (m Member) ClientURL() string { return "http://" + hostPort(m.Addr, MDMClientPort) }
+func (m Member) ClientURL() string { return "https://" + hostPort(m.Addr, MDMClientPort) }
 
 // PeerURL is where the other members reach it.
-func (m Member) PeerURL() string { return "http://" + hostPort(m.Addr, MDMPeerPort) }
+func (m Member) PeerURL() string { return "https://" + hostPort(m.Addr, MDMPeerPort) }
+
+// JoinURL is its join service's (served by the first member, the CA keeper).
+func (m Member) JoinURL() string { return "https://" + hostPort(m.Addr, JoinPort) }
+
+// Keeper reports whether this SVM keeps the cluster CA: the first MDM member
+// creates it at first boot and serves joins (JoinURL).
+func (s *Settings) Keeper() bool {
+	return (s.HasRole(RoleMDM) || s.HasRole(RoleTiebreaker)) && len(s.MDMMembers) > 0 && s.MDMMembers[0].Name == s.Hostname
+}
 
 func hostPort(a netip.Addr, port int) string {
 	return netip.AddrPortFrom(a, uint16(port)).String()

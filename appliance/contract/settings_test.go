@@ -76,7 +76,7 @@ func TestValidateGood(t *testing.T) {
 
 func TestValidateDefaultsAndDHCP(t *testing.T) {
 	s, err := Validate(map[string]string{
-		KeyHostname: "svm1", KeyClusterName: "c1", KeyMDMMembers: "m1=10.0.0.1",
+		KeyHostname: "svm1", KeyClusterName: "c1", KeyMDMMembers: "m1=10.0.0.1", KeyJoinToken: "bootstrap-token-0123456789",
 	})
 	if err != nil {
 		t.Fatal(err)
@@ -216,16 +216,20 @@ func TestTokenNeverEchoed(t *testing.T) {
 	}
 }
 
-// Every role gets exactly what the property table says it needs: a plain SDS needs no
-// bootstrap token; a gateway does.
+// Every role gets exactly what the property table says it needs: every SVM needs
+// its join token (its certificates come from it), and nothing needs a target port
+// but a target.
 func TestRequiredPerRole(t *testing.T) {
-	base := map[string]string{KeyHostname: "svm1", KeyClusterName: "c1", KeyMDMMembers: "m1=10.0.0.1", KeyRoles: "sds"}
-	if _, err := Validate(base); err != nil {
-		t.Fatalf("sds SVM without token rejected: %v", err)
+	base := map[string]string{KeyHostname: "svm1", KeyClusterName: "c1", KeyMDMMembers: "m1=10.0.0.1"}
+	for _, roles := range []string{"sds", "gateway", "target", "mdm", "tiebreaker"} {
+		base[KeyRoles] = roles
+		if _, err := Validate(base); err == nil || !strings.Contains(err.Error(), KeyJoinToken+": required") {
+			t.Fatalf("%s SVM without token: %v", roles, err)
+		}
 	}
-	base[KeyRoles] = "gateway"
-	if _, err := Validate(base); err == nil || !strings.Contains(err.Error(), KeyJoinToken+": required") {
-		t.Fatalf("gateway SVM without token: %v", err)
+	base[KeyJoinToken], base[KeyRoles] = "bootstrap-token-0123456789", "sds"
+	if _, err := Validate(base); err != nil {
+		t.Fatalf("sds SVM with its token rejected: %v", err)
 	}
 	for _, p := range Properties() {
 		if p.Password && p.Key != KeyJoinToken {

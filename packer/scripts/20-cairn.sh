@@ -12,7 +12,7 @@ for b in cairn cairnctl; do
 done
 install -d -m 0755 /etc/cairn /var/lib/cairn /usr/local/lib/cairn
 install -m 0755 "$FILES/cairn-role" /usr/local/lib/cairn/cairn-role
-for u in cairn-firstboot cairn-mdm cairn-sds cairn-target cairn-gateway cairn-peersync cairn-updater cairn-ready; do
+for u in cairn-firstboot cairn-certs cairn-join cairn-mdm cairn-sds cairn-target cairn-gateway cairn-peersync cairn-updater cairn-ready; do
   install -m 0644 "$FILES/systemd/$u.service" /etc/systemd/system/$u.service
 done
 systemctl daemon-reload
@@ -20,7 +20,7 @@ systemctl daemon-reload
 systemctl enable cairn-firstboot.service
 # An ordering cycle makes systemd drop a job at boot (silently, from the deployer's view):
 # fail the build instead.
-verify=$(cd /etc/systemd/system && systemd-analyze verify cairn-firstboot.service cairn-mdm.service \
+verify=$(cd /etc/systemd/system && systemd-analyze verify cairn-firstboot.service cairn-certs.service cairn-join.service cairn-mdm.service \
   cairn-sds.service cairn-target.service cairn-gateway.service cairn-peersync.service cairn-updater.service cairn-ready.service 2>&1 || true)
 echo "$verify"
 if echo "$verify" | grep -qi 'ordering cycle'; then echo "systemd ordering cycle in the Cairn units" >&2; exit 1; fi

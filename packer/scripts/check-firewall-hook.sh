@@ -33,6 +33,7 @@ cairn.data.address: 198.51.100.10/24
 cairn.roles: mdm,sds,target
 cairn.cluster.name: hook
 cairn.cluster.mdm_members: svm-hook=192.0.2.10,svm-b=192.0.2.11,svm-c=192.0.2.12
+cairn.cluster.join_token: hook-bootstrap-token-0123456789
 cairn.cluster.svms: 192.0.2.10,198.51.100.10,192.0.2.11,198.51.100.11,192.0.2.12,198.51.100.12
 SEED
 (cd ../appliance && go run ./cmd/cairn firstboot --seed "$W/seed" --dry-run --vmtoolsd - --no-seed-disk) >"$W/plan" 2>&1 ||

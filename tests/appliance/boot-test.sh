@@ -131,14 +131,21 @@ check "role units enabled for next boots"   "systemctl is-enabled $UNITS cairn-u
 check "the updater runs"                     "systemctl is-active cairn-updater"
 check "first boot stamp"                    'test -f /var/lib/cairn/firstboot.done && test -f /run/cairn/ready'
 check "cluster settings in cairn.env"       'grep -qx CAIRN_CLUSTER_NAME=boot-test /etc/cairn/cairn.env && grep -qx CAIRN_ROLES='"$ROLES"' /etc/cairn/cairn.env && grep -qx CAIRN_DATA_ADDRESS=10.77.0.5 /etc/cairn/cairn.env'
-check "contract settings in cairn.env"      'grep -qx CAIRN_MDM_INITIAL_CLUSTER=svm-boot-test=http://10.0.2.15:2380 /etc/cairn/cairn.env && grep -qx CAIRN_TARGET_PORT_NUMBER=2 /etc/cairn/cairn.env && grep -qx CAIRN_TARGET_GROUP_PORTS=1,2,3 /etc/cairn/cairn.env'
+check "contract settings in cairn.env"      'grep -qx CAIRN_MDM_INITIAL_CLUSTER=svm-boot-test=https://10.0.2.15:2380 /etc/cairn/cairn.env && grep -qx CAIRN_TARGET_PORT_NUMBER=2 /etc/cairn/cairn.env && grep -qx CAIRN_TARGET_GROUP_PORTS=1,2,3 /etc/cairn/cairn.env'
 check "peer sync runs; its settings private" 'systemctl is-active cairn-peersync && test "$(sudo stat -c %a /etc/cairn/settings)" = 600'
 check "join token private"                  'test "$(sudo stat -c %a /etc/cairn/join-token)" = 600 && sudo grep -qx '"$TOKEN"' /etc/cairn/join-token'
 daemon_args() { echo "ps -o args= -p \$(systemctl show -p MainPID --value cairn-$1)"; }
 case ",$ROLES," in *,sds,*)
   check "sds gets the seeded name and data address" "$(daemon_args sds) | grep -q -- '--name svm-boot-test --listen 10.77.0.5:7100'" ;; esac
 case ",$ROLES," in *,mdm,*)
-  check "mdm serves etcd on the management address" "$(daemon_args mdm) | grep -q -- '--client-url http://10.0.2.15:2379'" ;; esac
+  check "mdm serves etcd on the management address" "$(daemon_args mdm) | grep -q -- '--client-url https://10.0.2.15:2379'" ;; esac
+case ",$ROLES," in *,mdm,* | *,tiebreaker,*)
+  # The only MDM member keeps the CA: it created it at first boot and issued its own
+  # certificates; every daemon runs with one, and the join service serves on 7443.
+  check "cluster CA created, key private"     'test "$(sudo stat -c %a /var/lib/cairn/ca/ca.key)" = 600'
+  check "certificates, key private"            'for r in $(echo '"$ROLES"' | tr , " " | sed s/tiebreaker/mdm/); do sudo cairn pki show --dir /etc/cairn/pki/$r >/dev/null && sudo cmp -s /etc/cairn/pki/$r/ca.crt /var/lib/cairn/ca/ca.crt && test "$(sudo stat -c %a /etc/cairn/pki/$r/node.key)" = 600 || exit 1; done'
+  check "daemons run with their certificate"  "$(daemon_args mdm) | grep -q -- '--pki /etc/cairn/pki/mdm'"
+  check "join service runs"                    "systemctl is-active cairn-join" ;; esac
 check "static data address on eth1"         'ip -br addr show eth1 | grep -q 10.77.0.5/24'
 check "management address from DHCP"        'ip -br addr show eth0 | grep -q 10.0.2.15/'
 check "NTP source configured"               'grep -q "server 10.0.2.2 iburst" /etc/chrony/sources.d/cairn.sources'
@@ -152,7 +159,7 @@ check "no account has a password"           'test -z "$(sudo awk -F: '"'"'$2 !~ 
 check "no build account left"               '! id packer 2>/dev/null && test ! -e /etc/sudoers.d/packer'
 check "per-VM identity regenerated"         'test -s /etc/machine-id && ls /etc/ssh/ssh_host_ed25519_key.pub'
 check "no failed units"                     'test -z "$(systemctl --failed --plain --no-legend)"'
-check "no listeners beyond SSH, iSCSI, Cairn" 'ss -Htln | awk "{print \$4}" | grep -v -e "^127\." -e "^\[::1\]" | sed "s/.*://" | sort -u | grep -vx -e 22 -e 3260 -e 2379 -e 2380 -e 7100 -e 8443 | { ! grep .; }'
+check "no listeners beyond SSH, iSCSI, Cairn" 'ss -Htln | awk "{print \$4}" | grep -v -e "^127\." -e "^\[::1\]" | sed "s/.*://" | sort -u | grep -vx -e 22 -e 3260 -e 2379 -e 2380 -e 7100 -e 7443 -e 8443 | { ! grep .; }'
 
 MEM_USED_MB=$(vm "free -m | awk '/^Mem:/{print \$3}'")
 DISK_USED=$(vm "df -h --output=used / | tail -1" | tr -d ' ')

@@ -68,13 +68,13 @@ trap shutdown TERM INT
 # Boot: the enabled units, in the order their After= lines give (firstboot first,
 # readiness last).
 log "boot"
-for u in cairn-firstboot.service cairn-mdm.service cairn-sds.service cairn-target.service cairn-gateway.service cairn-peersync.service cairn-updater.service cairn-ready.service; do
+for u in cairn-firstboot.service cairn-certs.service cairn-join.service cairn-mdm.service cairn-sds.service cairn-target.service cairn-gateway.service cairn-peersync.service cairn-updater.service cairn-ready.service; do
 	[ -e "/etc/systemd/system/multi-user.target.wants/$u" ] || continue
 	note_started "$u"
 	if [ "$u" = cairn-firstboot.service ]; then
 		systemctl start "$u" || log "$u failed (see $SVM_DIR/sim/units/$u.log)"
 		# What first boot enabled starts in this boot too (it queued them already).
-		for w in cairn-mdm.service cairn-sds.service cairn-target.service cairn-gateway.service cairn-peersync.service cairn-updater.service cairn-ready.service; do
+		for w in cairn-certs.service cairn-join.service cairn-mdm.service cairn-sds.service cairn-target.service cairn-gateway.service cairn-peersync.service cairn-updater.service cairn-ready.service; do
 			[ -e "/etc/systemd/system/multi-user.target.wants/$w" ] && note_started "$w"
 		done
 		continue

@@ -10,6 +10,7 @@ import (
 	"fmt"
 	"net"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"strconv"
 	"strings"
@@ -59,8 +60,9 @@ func (h *harness) checkContract(ctx context.Context, vc *vim25.Client, p *plan.P
 		h.check(strings.Contains(cmd, want), "%s: cairn target runs with %q: %s", name, want, cmd)
 		if x.Has(plan.RoleMDM) {
 			mcmd := unitCmdline(dir, "cairn-mdm.service")
-			h.check(strings.Count(mcmd, "=http://") == 3 && strings.Contains(mcmd, "--name "+plan.SVMHostname(x.Name)),
-				"%s: cairn mdm runs as %s with the 3-member initial cluster: %s", name, plan.SVMHostname(x.Name), mcmd)
+			h.check(strings.Count(mcmd, "=https://") == 3 && strings.Contains(mcmd, "--name "+plan.SVMHostname(x.Name)) &&
+				strings.Contains(mcmd, "--pki /etc/cairn/pki/mdm"),
+				"%s: cairn mdm runs as %s with its certificate and the 3-member initial cluster over TLS: %s", name, plan.SVMHostname(x.Name), mcmd)
 			// The firewall first boot loaded: this core is a data client (etcd client
 			// port and data path open, fio runs through them) but no MDM member, so
 			// etcd's peer port, which etcd serves, must not answer it.
@@ -92,7 +94,17 @@ func (h *harness) checkContract(ctx context.Context, vc *vim25.Client, p *plan.P
 			}
 		}
 		h.check(len(st.Secrets.AdminPassword) >= 20 && leaked == "", "%s: no vApp property holds the admin password (leaked in %q)", name, leaked)
-		h.check((token != "") == x.Has(plan.RoleGateway), "%s: the one-time bootstrap token is a property of gateway SVMs only (set: %v)", name, token != "")
+		h.check(token == st.Secrets.BootstrapToken, "%s: the deployer's one-time bootstrap token is its join token property (set: %v)", name, token != "")
+		// Every daemon of the SVM runs with a certificate of the cluster CA, got at
+		// first boot: the keeper issued its own, the others joined with the token.
+		for _, u := range []string{"cairn-sds.service", "cairn-target.service", "cairn-gateway.service", "cairn-peersync.service"} {
+			if c := unitCmdline(dir, u); !strings.HasPrefix(c, "(not running") {
+				h.check(strings.Contains(c, "--pki /etc/cairn/pki/"), "%s: %s runs with its certificate: %s", name, u, c)
+			}
+		}
+		// Whoever reads the VM's settings in vCenter cannot join with the token:
+		// the deployment redeemed it, which closed the bootstrap window.
+		h.check(h.bootstrapJoinRefused(ctx, p, token), "%s: the join service refuses the bootstrap token from the vApp properties now", name)
 		if x.Has(plan.RoleGateway) {
 			published := ""
 			for _, o := range m.Config.ExtraConfig {
@@ -119,6 +131,31 @@ func (h *harness) checkContract(ctx context.Context, vc *vim25.Client, p *plan.P
 		}
 	}
 	return nil
+}
+
+// bootstrapJoinRefused tries to get a certificate with token as the deployer's
+// bootstrap token, as an attacker who read it from vCenter would, and reports
+// whether the first MDM member's join service refused it.
+func (h *harness) bootstrapJoinRefused(ctx context.Context, p *plan.Plan, token string) bool {
+	dir, err := os.MkdirTemp(h.state, "attacker-")
+	if err != nil {
+		return false
+	}
+	defer os.RemoveAll(dir)
+	if err := os.WriteFile(filepath.Join(dir, "token"), []byte(token), 0o600); err != nil {
+		return false
+	}
+	keeper := p.MDMMembers()[0]
+	cctx, cancel := context.WithTimeout(ctx, 30*time.Second)
+	defer cancel()
+	out, err := exec.CommandContext(cctx, filepath.Join(h.bin, "cairn"), "pki", "join", "--url", "https://"+net.JoinHostPort(keeper, strconv.Itoa(contract.JoinPort)),
+		"--token-file", filepath.Join(dir, "token"), "--role", "mdm", "--name", "attacker", "--out", filepath.Join(dir, "pki")).CombinedOutput()
+	_, serr := os.Stat(filepath.Join(dir, "pki", "node.crt"))
+	refused := err != nil && strings.Contains(string(out), "403") && serr != nil
+	if !refused {
+		fmt.Printf("     join with the bootstrap token: %v: %s\n", err, head(string(out), 400))
+	}
+	return refused
 }
 
 // unitCmdline is the command line of a unit's main process in a simulated SVM.

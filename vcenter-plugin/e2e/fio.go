@@ -6,14 +6,18 @@ package main
 import (
 	"context"
 	"fmt"
+	"net"
 	"os"
 	"os/exec"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"sync"
 	"sync/atomic"
 	"syscall"
 	"time"
+
+	"github.com/cairn-storage/cairn/appliance/contract"
 
 	"github.com/cairn-storage/cairn/vcenter-plugin/internal/maintenance"
 	"github.com/cairn-storage/cairn/vcenter-plugin/internal/plan"
@@ -36,15 +40,20 @@ type fioLoop struct {
 func (h *harness) startFIO(ctx context.Context, p *plan.Plan) (*fioLoop, error) {
 	var mdm []string
 	for _, m := range p.MDMMembers() {
-		mdm = append(mdm, "http://"+m+":2379")
+		mdm = append(mdm, "https://"+net.JoinHostPort(m, strconv.Itoa(contract.MDMClientPort)))
 	}
 	nlog, err := os.Create(filepath.Join(h.state, "nbd.log"))
 	if err != nil {
 		return nil, err
 	}
-	nbd := exec.Command(filepath.Join(h.bin, "cairn"), "nbd", "--mdm", strings.Join(mdm, ","), "--host", fioHost, "--listen", nbdAddr,
+	pkiDir, err := h.joinAs(ctx, p, "nbd", fioHost)
+	if err != nil {
+		return nil, err
+	}
+	nbd := exec.Command(filepath.Join(h.bin, "cairn"), "nbd", "--mdm", strings.Join(mdm, ","), "--pki", pkiDir, "--host", fioHost, "--listen", nbdAddr,
 		// fio's nbd engine cannot present a client certificate (libnbd 1.14
-		// refuses tls-certificates from a URI): plain NBD, on loopback only.
+		// refuses tls-certificates from a URI): plain NBD, on loopback only;
+		// etcd and the data path with the host's certificate.
 		"--tls", "off", "--allow-plain-loopback")
 	nbd.Stdout, nbd.Stderr = nlog, nlog
 	nbd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}
@@ -106,6 +115,34 @@ func (h *harness) startFIO(ctx context.Context, p *plan.Plan) (*fioLoop, error) 
 		}
 	}()
 	return f, nil
+}
+
+// joinAs gets this machine a certificate of role for name the way an admin
+// gives one to a Linux host (docs/operate.md): a one-time join token from the
+// gateway, spent with `cairn pki join` at the first MDM member's join service.
+// It returns the PKI directory.
+func (h *harness) joinAs(ctx context.Context, p *plan.Plan, role, name string) (string, error) {
+	dir := filepath.Join(h.state, "pki-"+role+"-"+name)
+	if _, err := os.Stat(filepath.Join(dir, "node.crt")); err == nil {
+		return dir, nil
+	}
+	tok, err := h.api.CreateJoinToken(ctx, []string{role}, 10*time.Minute)
+	if err != nil {
+		return "", fmt.Errorf("join token for %s/%s: %w", role, name, err)
+	}
+	tf := dir + ".token"
+	if err := os.WriteFile(tf, []byte(tok.Token), 0o600); err != nil {
+		return "", err
+	}
+	defer os.Remove(tf)
+	keeper := "https://" + net.JoinHostPort(p.MDMMembers()[0], strconv.Itoa(contract.JoinPort))
+	out, err := exec.CommandContext(ctx, filepath.Join(h.bin, "cairn"), "pki", "join", "--url", keeper, "--token-file", tf,
+		"--role", role, "--name", name, "--out", dir, "--wait", "1m").CombinedOutput()
+	if err != nil {
+		return "", fmt.Errorf("cairn pki join as %s/%s at %s: %v: %s", role, name, keeper, err, out)
+	}
+	h.ok("%s/%s got its certificate with a one-time join token (token %s)", role, name, tok.ID)
+	return dir, nil
 }
 
 func head(s string, n int) string {

@@ -50,7 +50,9 @@ const (
 	// its comment, and the one-time bootstrap token not at all (SettingsFileContent).
 	SettingsFile = "/etc/cairn/settings"
 	DoneFile     = "/var/lib/cairn/firstboot.done"
-	ReadyFile    = "/run/cairn/ready"
+	// PKIDir holds the SVM's certificates, one directory per role (cairn-certs).
+	PKIDir    = "/etc/cairn/pki"
+	ReadyFile = "/run/cairn/ready"
 )
 
 // UnitForRole maps a role to the systemd unit that runs it. The tiebreaker is an MDM
@@ -75,6 +77,15 @@ const PeerSyncUnit = "cairn-peersync.service"
 
 // ReadyUnit reports readiness after the role units are up (see ReportReady).
 const ReadyUnit = "cairn-ready.service"
+
+// CertsUnit gives the SVM a certificate per role before its daemons start: the
+// CA keeper (the first MDM member) creates the cluster CA and issues its own;
+// every other SVM joins with its join token (cairn-role certs). JoinUnit runs
+// the join service on the keeper (cairn pki serve).
+const (
+	CertsUnit = "cairn-certs.service"
+	JoinUnit  = "cairn-join.service"
+)
 
 // Render turns validated settings into a Plan. It performs no I/O.
 func Render(s *contract.Settings) *Plan {
@@ -180,6 +191,11 @@ func Render(s *contract.Settings) *Plan {
 		{"CAIRN_GATEWAYS", strings.Join(gateways, ",")},
 		{"CAIRN_TARGET_PORT_NUMBER", strconv.Itoa(int(port))},
 		{"CAIRN_TARGET_GROUP_PORTS", strings.Join(portList, ",")},
+		// Certificates (cairn-role certs): the keeper creates the CA, the others
+		// join at its join service.
+		{"CAIRN_PKI", PKIDir},
+		{"CAIRN_CA_KEEPER", fmt.Sprint(s.Keeper())},
+		{"CAIRN_JOIN_URLS", joinURL(s)},
 	}
 	if s.JoinToken != "" {
 		vars = append(vars, [2]string{"CAIRN_JOIN_TOKEN_FILE", JoinTokenFile})
@@ -201,6 +217,10 @@ func Render(s *contract.Settings) *Plan {
 		add("/home/"+AdminUser+"/.ssh/authorized_keys", 0o600, AdminUser, s.SSHKey+"\n")
 	}
 
+	p.Units = append(p.Units, CertsUnit)
+	if s.Keeper() {
+		p.Units = append(p.Units, JoinUnit)
+	}
 	seen := map[string]bool{}
 	for _, r := range s.Roles {
 		if u := UnitForRole(r); !seen[u] {
@@ -213,6 +233,15 @@ func Render(s *contract.Settings) *Plan {
 	// orders reach an SVM only through the updater (internal/update).
 	p.Units = append(p.Units, PeerSyncUnit, update.UpdaterUnit, ReadyUnit)
 	return p
+}
+
+// joinURL is the keeper's join service ("" without MDM members, which
+// contract.Validate refuses).
+func joinURL(s *contract.Settings) string {
+	if len(s.MDMMembers) == 0 {
+		return ""
+	}
+	return s.MDMMembers[0].JoinURL()
 }
 
 // hostAddr is the address a daemon binds: the static address, "dhcp" (the daemon takes

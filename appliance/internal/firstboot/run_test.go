@@ -168,8 +168,10 @@ func TestRunFromSeedDir(t *testing.T) {
 	}
 	env := read(EnvFile)
 	for _, want := range []string{"CAIRN_CLUSTER_NAME=prod-cluster.1", "CAIRN_ROLES=mdm,sds,target,gateway", "CAIRN_MGMT_ADDRESS=192.0.2.10", "CAIRN_DATA_ADDRESS=198.51.100.10", "CAIRN_MDM_TIEBREAKER=false",
-		"CAIRN_MDM=http://192.0.2.10:2379,http://192.0.2.11:2379,http://192.0.2.12:2379",
-		"CAIRN_MDM_INITIAL_CLUSTER=svm-esx01.lab.example=http://192.0.2.10:2380,svm-esx02=http://192.0.2.11:2380,svm-esx03=http://192.0.2.12:2380",
+		"CAIRN_MDM=https://192.0.2.10:2379,https://192.0.2.11:2379,https://192.0.2.12:2379",
+		"CAIRN_MDM_INITIAL_CLUSTER=svm-esx01.lab.example=https://192.0.2.10:2380,svm-esx02=https://192.0.2.11:2380,svm-esx03=https://192.0.2.12:2380",
+		// The first MDM member keeps the CA and serves joins; every SVM joins there.
+		"CAIRN_PKI=/etc/cairn/pki", "CAIRN_CA_KEEPER=true", "CAIRN_JOIN_URLS=https://192.0.2.10:7443",
 		"CAIRN_GATEWAYS=https://192.0.2.10:8443,https://192.0.2.11:8443",
 		"CAIRN_TARGET_PORT_NUMBER=2", "CAIRN_TARGET_GROUP_PORTS=1,2,3",
 		"CAIRN_JOIN_TOKEN_FILE=" + JoinTokenFile, "CAIRN_CONTRACT=3"} {
@@ -291,15 +293,16 @@ func TestRunOVFEnvPreferredOverSeedDisk(t *testing.T) {
 func TestRunSeedDisk(t *testing.T) {
 	root := newRoot(t)
 	ud, err := EncodeUserData(map[string]string{contract.KeyClusterName: "c1", contract.KeyRoles: "tiebreaker",
-		contract.KeyMDMMembers: "m1=192.0.2.11,m2=192.0.2.12,tb1=192.0.2.13"})
+		contract.KeyMDMMembers: "m1=192.0.2.11,m2=192.0.2.12,tb1=192.0.2.13", contract.KeyJoinToken: "bootstrap-token-0123456789"})
 	must(t, err)
 	r := &fakeRunner{seedDev: "/dev/vdb", seedData: map[string]string{"user-data": string(ud), "meta-data": "instance-id: x\nlocal-hostname: tb1\n"}}
 	must(t, Run(context.Background(), testOptions(root, r, io.Discard)))
 	env, err := os.ReadFile(filepath.Join(root, EnvFile))
 	must(t, err)
 	if !strings.Contains(string(env), "CAIRN_MDM_TIEBREAKER=true\n") || !strings.Contains(string(env), "CAIRN_HOSTNAME=tb1\n") ||
-		!strings.Contains(string(env), "CAIRN_MDM_INITIAL_CLUSTER=m1=http://192.0.2.11:2380,m2=http://192.0.2.12:2380,tb1=http://192.0.2.13:2380\n") ||
-		strings.Contains(string(env), "CAIRN_JOIN_TOKEN_FILE") {
+		!strings.Contains(string(env), "CAIRN_MDM_INITIAL_CLUSTER=m1=https://192.0.2.11:2380,m2=https://192.0.2.12:2380,tb1=https://192.0.2.13:2380\n") ||
+		// Not the first member: it joins at m1's join service with its token.
+		!strings.Contains(string(env), "CAIRN_CA_KEEPER=false\nCAIRN_JOIN_URLS=https://192.0.2.11:7443\nCAIRN_JOIN_TOKEN_FILE=/etc/cairn/join-token\n") {
 		t.Errorf("env:\n%s", env)
 	}
 	var mounted, unmounted bool
