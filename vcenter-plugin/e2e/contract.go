@@ -92,7 +92,7 @@ func (h *harness) checkContract(ctx context.Context, vc *vim25.Client, p *plan.P
 			}
 		}
 		h.check(len(st.Secrets.AdminPassword) >= 20 && leaked == "", "%s: no vApp property holds the admin password (leaked in %q)", name, leaked)
-		h.check((token != "") == x.Has(plan.RoleGateway), "%s: the one-time bootstrap token is a property of gateway SVMs only (set: %v)", name, token != "")
+		h.check(token != "" && token == st.Secrets.BootstrapToken, "%s: its first boot got the deployment's one-time bootstrap token, as every SVM of an initial deployment (set: %v)", name, token != "")
 		if x.Has(plan.RoleGateway) {
 			published := ""
 			for _, o := range m.Config.ExtraConfig {
