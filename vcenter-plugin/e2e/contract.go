@@ -94,7 +94,7 @@ func (h *harness) checkContract(ctx context.Context, vc *vim25.Client, p *plan.P
 			}
 		}
 		h.check(len(st.Secrets.AdminPassword) >= 20 && leaked == "", "%s: no vApp property holds the admin password (leaked in %q)", name, leaked)
-		h.check(token == st.Secrets.BootstrapToken, "%s: the deployer's one-time bootstrap token is its join token property (set: %v)", name, token != "")
+		h.check(token != "" && token == st.Secrets.BootstrapToken, "%s: its first boot got the deployment's one-time bootstrap token, as every SVM of an initial deployment (set: %v)", name, token != "")
 		// Every daemon of the SVM runs with a certificate of the cluster CA, got at
 		// first boot: the keeper issued its own, the others joined with the token.
 		for _, u := range []string{"cairn-sds.service", "cairn-target.service", "cairn-gateway.service", "cairn-peersync.service"} {

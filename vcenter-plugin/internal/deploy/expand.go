@@ -313,6 +313,7 @@ func (r *run) addHost(ctx context.Context, h *plan.Host) error {
 			return err
 		}
 		s := r.newSVM(h)
+		s.joins = true
 		if err := r.runSteps(ctx, r.svmSteps(s)); err != nil {
 			return err
 		}

@@ -4,6 +4,8 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"os"
+	"path/filepath"
 	"slices"
 	"strings"
 	"sync"
@@ -11,6 +13,7 @@ import (
 	"time"
 
 	"github.com/vmware/govmomi/find"
+	"github.com/vmware/govmomi/vim25/mo"
 	"github.com/vmware/govmomi/vim25/types"
 
 	"github.com/cairn-storage/cairn/appliance/contract"
@@ -138,6 +141,64 @@ func (g *grown) checkState(t *testing.T, p *plan.Plan) {
 
 func (g *grown) events(job string) []progress.Event { return g.engine.Log.Since(0, job) }
 
+// checkJoinTokens checks that the SVMs of the hosts added to a running
+// system each got a join token of their own in cairn.cluster.join_token,
+// created by the gateway for exactly their certificate roles and spent by
+// their first boot, and that no join token is in the state directory (the
+// state file, or anything else the engine wrote there).
+func (g *grown) checkJoinTokens(t *testing.T, added []string, roles []string) {
+	t.Helper()
+	ctx := context.Background()
+	records := g.array.JoinTokens()
+	var tokens []string
+	for _, h := range added {
+		vm, err := g.finder.VirtualMachine(ctx, g.full.SVMName(h))
+		if err != nil {
+			t.Fatal(err)
+		}
+		var m mo.VirtualMachine
+		if err := vm.Properties(ctx, vm.Reference(), []string{"config"}, &m); err != nil {
+			t.Fatal(err)
+		}
+		props := map[string]string{}
+		for _, p := range m.Config.VAppConfig.(*types.VmConfigInfo).Property {
+			props[p.Id] = p.Value
+		}
+		tok := props[contract.KeyJoinToken]
+		parts := strings.Split(tok, ".")
+		if len(parts) != 4 || parts[0] != "cj1" {
+			t.Fatalf("SVM on %s: join token property %q is no join token", h, tok)
+		}
+		rec, ok := records[parts[1]]
+		if !ok || !slices.Equal(rec.Roles, roles) || rec.SpentBy != plan.SVMHostname(h) {
+			t.Fatalf("SVM on %s: join token %s: record %+v (created %v), want roles %v spent by %s", h, parts[1], rec, ok, roles, plan.SVMHostname(h))
+		}
+		if _, err := contract.Validate(props); err != nil {
+			t.Fatalf("SVM on %s: first boot would refuse its settings: %v", h, err)
+		}
+		tokens = append(tokens, tok)
+	}
+	if len(slices.Compact(slices.Sorted(slices.Values(tokens)))) != len(added) {
+		t.Fatalf("the new SVMs share join tokens: %v", tokens)
+	}
+	files, err := os.ReadDir(g.engine.StateDir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, f := range files {
+		b, err := os.ReadFile(filepath.Join(g.engine.StateDir, f.Name()))
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, tok := range tokens {
+			secret := strings.Split(tok, ".")[2]
+			if strings.Contains(string(b), secret) || strings.Contains(string(b), "cj1.") {
+				t.Fatalf("%s holds a join token", f.Name())
+			}
+		}
+	}
+}
+
 func seqOf(evs []progress.Event, host, substr string) int64 {
 	for _, e := range evs {
 		if e.Host == host && strings.Contains(e.Message, substr) {
@@ -213,7 +274,8 @@ func TestExpandThreeToFiveInParallel(t *testing.T) {
 		t.Fatalf("SVM records after the expansion: %+v", recs)
 	}
 	// The new SVMs joined through the contract: every MDM member and
-	// gateway, no bootstrap token; the full target port list.
+	// gateway, a join token of their own, not the bootstrap token; the full
+	// target port list.
 	joined := 0
 	for _, m := range g.svms(t) {
 		if !strings.HasSuffix(m.Name, "-esx-04") {
@@ -225,13 +287,17 @@ func TestExpandThreeToFiveInParallel(t *testing.T) {
 			props[p.Id] = p.Value
 		}
 		if props[contract.KeyMDMMembers] != "cairn-esx-01=10.20.0.11,cairn-esx-02=10.20.0.12,cairn-esx-03=10.20.0.13" ||
-			props[contract.KeyGateways] != "10.20.0.11,10.20.0.12" || props[contract.KeyJoinToken] != "" ||
+			props[contract.KeyGateways] != "10.20.0.11,10.20.0.12" || !strings.HasPrefix(props[contract.KeyJoinToken], "cj1.") ||
 			props[contract.KeyTargetPortID] != "4" || props[contract.KeyTargetPorts] != "1,2,3,4,5" || props[contract.KeyRoles] != "sds,target" {
 			t.Fatalf("joining SVM %s has properties %v", m.Name, props)
 		}
 	}
 	if joined != 1 {
 		t.Fatalf("%d SVMs on esx-04", joined)
+	}
+	g.checkJoinTokens(t, []string{h4, h5}, []string{"sds", "target"})
+	if n := count(calls, "CreateJoinToken sds,target"); n != 2 {
+		t.Fatalf("%d join tokens created for 2 new SVMs: %v", n, calls)
 	}
 	g.checkState(t, g.full)
 	if len(g.saved) != 1 || !slices.EqualFunc(g.saved[0].Hosts, g.full.Hosts, func(a, b plan.Host) bool { return a.Name == b.Name }) {
@@ -469,4 +535,34 @@ func TestShrinkRefusals(t *testing.T) {
 	if count(g.array.Calls(), "RemoveSDS") != 0 {
 		t.Fatal("a refused removal started a drain")
 	}
+}
+
+// A system without a cluster CA gives no join token (409): the expansion
+// stops before the new SVM is configured, saying why and what to do, and
+// sent again once the system has certificates it resumes with a token.
+func TestExpandStopsWithoutClusterCA(t *testing.T) {
+	g := setupGrown(t, 4, 3)
+	ctx := context.Background()
+	g.array.WithoutPKI = true
+	err := g.engine.Expand(ctx, g.deployed, g.full)
+	if err == nil || !strings.Contains(err.Error(), "has no cluster CA") || !strings.Contains(err.Error(), "send this request again") {
+		t.Fatalf("expansion of a system without PKI: %v", err)
+	}
+	h := g.full.Hosts[3].Name
+	st, err := deploy.LoadState(g.engine.StateDir, g.deployed)
+	if err != nil || !st.Steps["svm/"+h+"/clone"].Done || st.Steps["svm/"+h+"/configure"].Done {
+		t.Fatalf("state after the refusal: %+v %v", st, err)
+	}
+	if n := len(g.array.JoinTokens()); n != 0 {
+		t.Fatalf("%d join tokens created", n)
+	}
+	g.array.WithoutPKI = false
+	if err := g.engine.Expand(ctx, g.deployed, g.full); err != nil {
+		t.Fatalf("resume: %v", err)
+	}
+	g.checkJoinTokens(t, []string{h}, []string{"sds", "target"})
+	if n := len(g.array.JoinTokens()); n != 1 {
+		t.Fatalf("%d join tokens created for one SVM", n)
+	}
+	g.checkState(t, g.full)
 }

@@ -23,7 +23,7 @@ func OVFEnvironments(p *plan.Plan, s plan.Secrets) (map[string][]byte, error) {
 		if !h.HasSVM() {
 			continue
 		}
-		props := p.VAppProperties(h, s)
+		props := p.VAppProperties(h, s.BootstrapToken)
 		if _, err := contract.Validate(props); err != nil {
 			return nil, fmt.Errorf("the plan gives SVM %s settings its first boot would refuse: %w", plan.SVMHostname(h.Name), err)
 		}

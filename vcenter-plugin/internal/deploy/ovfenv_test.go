@@ -47,7 +47,7 @@ func TestWriteOVFEnvironments(t *testing.T) {
 		if err != nil {
 			t.Fatalf("%s: %v", n, err)
 		}
-		want := p.VAppProperties(&p.Hosts[map[string]int{"cairn-esx-01": 0, "cairn-esx-02": 1, "cairn-esx-03": 2}[n]], plan.Secrets{BootstrapToken: strings.TrimSpace(string(tok))})
+		want := p.VAppProperties(&p.Hosts[map[string]int{"cairn-esx-01": 0, "cairn-esx-02": 1, "cairn-esx-03": 2}[n]], strings.TrimSpace(string(tok)))
 		for k, v := range want {
 			if props[k] != v && !(v == "" && props[k] == "") {
 				t.Errorf("%s: %s = %q, the engine sets %q", n, k, props[k], v)

@@ -127,6 +127,8 @@ func TestReplaceFailedHostResumes(t *testing.T) {
 	if len(names) != 4+btoi(kept) || kept != strings.Contains(strings.Join(msgs, "\n"), "stays in the inventory") {
 		t.Fatalf("old SVM kept %v, events say so %v: SVMs %v", kept, !kept, names)
 	}
+	// The new SVM's first boot spent a join token of its own roles.
+	g.checkJoinTokens(t, []string{spare.Name}, []string{"sds", "target"})
 	p, err := deploy.ReplacePlan(g.deployed, failed, spare)
 	if err != nil {
 		t.Fatal(err)

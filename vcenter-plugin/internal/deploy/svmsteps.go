@@ -28,6 +28,10 @@ type svmTarget struct {
 	inv  *inventory.Host
 	base string                 // state key prefix: svm/<host>
 	vm   *object.VirtualMachine // set by clone, or found again by its resume
+	// joins says the SVM is added to a running system (Expand, Replace):
+	// configure gives it a fresh join token (jointoken.go), not the
+	// deployment's bootstrap token.
+	joins bool
 }
 
 func (r *run) newSVM(h *plan.Host) *svmTarget {
@@ -117,7 +121,8 @@ func (r *run) findClone(ctx context.Context, s *svmTarget) error {
 }
 
 // configure sets the SVM's vApp properties (the appliance contract),
-// connects its NICs and attaches the plan's devices, while it is off.
+// connects its NICs and attaches the plan's devices, while it is off. An
+// SVM added to a running system gets a join token created for it here.
 func (r *run) configure(ctx context.Context, s *svmTarget) (string, error) {
 	h, host, name, vm := s.h, s.host, s.name, s.vm
 	g, err := ReadGuest(ctx, vm)
@@ -139,7 +144,15 @@ func (r *run) configure(ctx context.Context, s *svmTarget) (string, error) {
 	if err != nil {
 		return "", err
 	}
-	props := r.p.VAppProperties(h, r.st.Secrets)
+	token, joined := r.st.Secrets.BootstrapToken, ""
+	if s.joins {
+		t, err := r.joinToken(ctx, s)
+		if err != nil {
+			return "", err
+		}
+		token, joined = t.Token, ", join token "+t.ID
+	}
+	props := r.p.VAppProperties(h, token)
 	if _, err := contract.Validate(props); err != nil {
 		// The appliance's own check, before anything is changed.
 		return "", fmt.Errorf("the plan gives SVM %s settings its first boot would refuse: %w", name, err)
@@ -195,7 +208,7 @@ func (r *run) configure(ctx context.Context, s *svmTarget) (string, error) {
 	if err := task.Wait(ctx); err != nil {
 		return "", fmt.Errorf("reconfigure %s: %w", name, err)
 	}
-	return fmt.Sprintf("%d device change(s), %d property change(s)", len(changes), len(vapp.Property)), nil
+	return fmt.Sprintf("%d device change(s), %d property change(s)%s", len(changes), len(vapp.Property), joined), nil
 }
 
 func (r *run) powerOn(ctx context.Context, s *svmTarget) (string, error) {

@@ -300,6 +300,7 @@ type API interface {
 	DeleteHost(ctx context.Context, idOrName string) error
 	StatisticsReader // statistics.go
 	Upgrades         // upgrade.go
+	JoinTokens       // jointokens.go
 	// MapVolumeAs maps volume to host with the given access (MapVolume is
 	// read-write). Mapping again with the same access changes nothing;
 	// with the other access the gateway refuses (409: unmap first).

@@ -11,6 +11,7 @@ package gatewayfake
 import (
 	"context"
 	"fmt"
+	"slices"
 	"strings"
 	"sync"
 	"time"
@@ -43,6 +44,10 @@ type Array struct {
 	// moves DrainCopies copies evenly over it, then deletes the device.
 	DrainTime time.Duration
 
+	// WithoutPKI makes the system one whose daemons run without
+	// certificates: it has no CA, and refuses join tokens (409).
+	WithoutPKI bool
+
 	mu             sync.Mutex
 	svms           map[string]gateway.SVMRecord // PutSVM, by name
 	bootstrapToken string                       // stored by the first gateway SVM's start
@@ -70,6 +75,8 @@ type Array struct {
 	devJobs                     map[string]*deviceDrain        // device removals (GetJob serves both)
 	bundles                     map[string]bool                // stored bundle versions -> broken (upgrade.go)
 	updaters                    map[string]*gateway.UpgradeSVM // by SVM name (upgrade.go)
+	joinTokens                  map[string]*JoinTokenRecord    // by id (jointokens.go)
+	joined                      map[string]bool                // SVM MoRef -> spent its join token
 }
 
 // DrainCopies is how many placement-group copies a drained device holds
@@ -710,11 +717,15 @@ type hooks struct {
 }
 
 func (h hooks) PoweredOn(ctx context.Context, svm vcsimkit.SVM) (vcsimkit.GuestReport, error) {
+	if err := h.a.join(svm); err != nil {
+		return vcsimkit.GuestReport{}, err
+	}
 	r, err := h.next.PoweredOn(ctx, svm)
 	if err == nil {
 		h.a.setDown(svm, false)
 		h.a.reportUpdater(svm)
-		if tok := svm.Properties["cairn.cluster.join_token"]; tok != "" {
+		tok := svm.Properties["cairn.cluster.join_token"]
+		if tok != "" && !strings.HasPrefix(tok, gateway.JoinTokenPrefix) && slices.Contains(strings.Split(svm.Properties["cairn.roles"], ","), "gateway") {
 			h.a.mu.Lock()
 			// Like the real gateway: only the first start of a new system stores it.
 			if h.a.bootstrapToken == "" && !h.a.tokenUsed {

@@ -24,7 +24,7 @@ func TestVAppPropertiesFollowTheContract(t *testing.T) {
 	want := map[string]string{"esx-01.lab": "1", "esx-02.lab": "3", "esx-04.lab": "4", "esx-05.lab": "2"}
 	for i := range p.Hosts {
 		h := &p.Hosts[i]
-		props := p.VAppProperties(h, Secrets{BootstrapToken: "0123456789abcdef0123", AdminPassword: "never-in-a-property"})
+		props := p.VAppProperties(h, "0123456789abcdef0123")
 		if keys := slices.Sorted(maps.Keys(props)); !slices.Equal(keys, slices.Sorted(slices.Values(contract.Keys()))) {
 			t.Fatalf("%s: keys %v, contract %v", h.Name, keys, contract.Keys())
 		}
@@ -48,13 +48,22 @@ func TestVAppPropertiesFollowTheContract(t *testing.T) {
 		if got := fmt.Sprint(s.DataClients); got != "[10.40.0.5/32 10.41.0.0/24]" {
 			t.Errorf("%s: data clients %s", h.Name, got)
 		}
-		if (props[contract.KeyJoinToken] != "") != h.Has(RoleGateway) {
-			t.Errorf("%s: bootstrap token %q on roles %v", h.Name, props[contract.KeyJoinToken], h.Roles)
+		// Every SVM's first boot spends the token for its certificates,
+		// whatever its roles.
+		if props[contract.KeyJoinToken] != "0123456789abcdef0123" {
+			t.Errorf("%s: join token %q on roles %v", h.Name, props[contract.KeyJoinToken], h.Roles)
 		}
-		for k, v := range props {
-			if strings.Contains(v, "never-in-a-property") {
-				t.Errorf("%s: %s carries the admin password", h.Name, k)
-			}
-		}
+	}
+}
+
+// A join token of a later SVM (cj1.<id>.<secret>.<ca-sha256>, the secret
+// base64url) fits the property the contract checks.
+func TestJoinTokenFitsTheContract(t *testing.T) {
+	p := &Plan{Version: 1, System: "c1", Network: Network{CIDR: "10.20.0.0/24", Gateway: "10.20.0.1"},
+		Hosts: []Host{{Name: "esx-01", Roles: []string{"mdm", "sds", "gateway"}, SVMIP: "10.20.0.11"}, {Name: "esx-02", Roles: []string{"sds", "target"}, SVMIP: "10.20.0.12"}}}
+	tok := "cj1.0123456789abcdef.Zm9vYmFyLV9iYXo-X19fX19fX19fX19fX19fX19fX18." + strings.Repeat("0f", 32)
+	props := p.VAppProperties(&p.Hosts[1], tok)
+	if _, err := contract.Validate(props); err != nil || props[contract.KeyJoinToken] != tok {
+		t.Fatalf("join token %q: %v", props[contract.KeyJoinToken], err)
 	}
 }

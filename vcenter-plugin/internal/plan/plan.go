@@ -224,14 +224,21 @@ func (p *Plan) Gateway() *Host {
 //	cairn.cluster.name         the system name
 //	cairn.cluster.mdm_members  <SVM host name>=<svm_ip> of every MDM member
 //	cairn.cluster.gateways     svm_ip of every gateway
-//	cairn.cluster.join_token   the one-time bootstrap token, on gateway SVMs only
+//	cairn.cluster.join_token   joinToken (below)
 //	cairn.target.port_id       this SVM's relative target port (TargetPorts)
 //	cairn.target.port_ids      every target SVM's
 //	cairn.cluster.svms         svm_ip and data_ip of every SVM (the firewall's peers)
 //	cairn.cluster.data_clients data_clients
 //	cairn.ssh.authorized_key   ssh_authorized_key
 //	cairn.ssh.allow_from       empty: SSH from the management network
-func (p *Plan) VAppProperties(h *Host, s Secrets) map[string]string {
+//
+// joinToken is what the SVM's first boot spends for its certificates: in an
+// initial deployment the deployment's one-time bootstrap token, on every SVM
+// whatever its roles (the first gateway also takes it for the admin
+// password); for an SVM added to a running system (expand, replace) a fresh
+// join token (cj1.<id>.<secret>.<ca-sha256>) the gateway created for its
+// roles. Both are good once and expire: neither is kept in a plan.
+func (p *Plan) VAppProperties(h *Host, joinToken string) map[string]string {
 	mgmt, _ := netip.ParsePrefix(p.Network.CIDR)
 	var members, gateways, ports, svms []string
 	portOf := p.TargetPorts()
@@ -261,7 +268,7 @@ func (p *Plan) VAppProperties(h *Host, s Secrets) map[string]string {
 		contract.KeyClusterName:  p.System,
 		contract.KeyMDMMembers:   strings.Join(members, ","),
 		contract.KeyGateways:     strings.Join(gateways, ","),
-		contract.KeyJoinToken:    "",
+		contract.KeyJoinToken:    joinToken,
 		contract.KeyTargetPortID: "",
 		contract.KeyTargetPorts:  "",
 		contract.KeySSHKey:       p.SSHAuthorizedKey,
@@ -272,11 +279,6 @@ func (p *Plan) VAppProperties(h *Host, s Secrets) map[string]string {
 	if h.DataIP != "" {
 		data, _ := netip.ParsePrefix(p.ISCSI.CIDR)
 		props[contract.KeyDataAddress] = fmt.Sprintf("%s/%d", h.DataIP, data.Bits())
-	}
-	if h.Has(RoleGateway) {
-		// One-time: the first gateway accepts it once, for minutes (appliance
-		// gateway, bootstrap_token.go); only gateways need it.
-		props[contract.KeyJoinToken] = s.BootstrapToken
 	}
 	if n, ok := portOf[h.Name]; ok {
 		props[contract.KeyTargetPortID] = strconv.Itoa(n)
@@ -324,8 +326,11 @@ func SVMHostname(host string) string {
 }
 
 // Secrets are generated once per deployment and kept in its state file (0600). The
-// bootstrap token is the only one that leaves the plugin server in a vApp property,
-// and it is good once, for minutes; the admin password goes to the gateway over TLS.
+// bootstrap token is the only one that leaves the plugin server, in the vApp
+// property cairn.cluster.join_token of every SVM of the initial deployment, and it
+// is good for minutes; the admin password goes to the gateway over TLS. The join
+// tokens of SVMs added later are not secrets of the deployment: each is created
+// for one SVM when it is configured and is never stored here.
 type Secrets struct {
 	BootstrapToken string `json:"bootstrap_token"`
 	AdminPassword  string `json:"admin_password"`

@@ -1,0 +1,59 @@
+package gateway
+
+import (
+	"context"
+	"fmt"
+	"net/http"
+	"strings"
+	"time"
+)
+
+// Join tokens (the gateway's POST /system/join-tokens, admin only): a new
+// SVM of a running system spends one at its first boot at the cluster's
+// join service for its certificates, one per role the token names. The
+// secret is in the creation's answer only; it is good once and expires.
+
+// JoinTokenTTL is the lifetime the engines ask for: an SVM that has not
+// booted within it gets a new token from a resumed run.
+const JoinTokenTTL = time.Hour
+
+// JoinTokenPrefix starts every join token: cj1.<id>.<secret>.<ca-sha256>.
+const JoinTokenPrefix = "cj1."
+
+// CertRoles are the certificate roles a join token may name: the
+// appliance's pki.Roles (appliance/internal/pki/pki.go; a test reads that
+// file so the two cannot drift apart).
+var CertRoles = []string{"mdm", "gateway", "sds", "target", "nbd", "client", "host"}
+
+// JoinToken is the creation's answer. Token is a secret: log ID, never Token.
+type JoinToken struct {
+	ID      string    `json:"id"` // 16 hex digits, as GET /system/join-tokens lists it
+	Token   string    `json:"token"`
+	Roles   []string  `json:"roles"`
+	Expires time.Time `json:"expires"`
+}
+
+// JoinTokens creates join tokens. A system that runs without certificates
+// answers 409 (*StatusError): it has no CA a node could join.
+type JoinTokens interface {
+	// CreateJoinToken creates a one-time token for the pki roles (mdm,
+	// gateway, sds, target, ...) a new node will run, good for ttl.
+	CreateJoinToken(ctx context.Context, roles []string, ttl time.Duration) (*JoinToken, error)
+}
+
+func (c *HTTPClient) CreateJoinToken(ctx context.Context, roles []string, ttl time.Duration) (*JoinToken, error) {
+	body := struct {
+		Roles      []string `json:"roles"`
+		TTLSeconds int64    `json:"ttl_seconds,omitempty"`
+	}{roles, int64(ttl / time.Second)}
+	var out JoinToken
+	if err := c.do(ctx, http.MethodPost, "/api/v1/system/join-tokens", body, &out); err != nil {
+		return nil, err
+	}
+	if !strings.HasPrefix(out.Token, JoinTokenPrefix) || out.ID == "" {
+		return nil, fmt.Errorf("gateway POST /api/v1/system/join-tokens answered no join token: is the gateway older than this plugin?")
+	}
+	return &out, nil
+}
+
+var _ JoinTokens = (*HTTPClient)(nil)
