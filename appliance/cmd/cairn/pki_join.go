@@ -67,7 +67,7 @@ func pkiServe(ctx context.Context, args []string) error {
 func pkiJoin(ctx context.Context, args []string) error {
 	fs := flag.NewFlagSet("pki join", flag.ContinueOnError)
 	urls := fs.String("url", "", "comma-separated join services, https://MDM:7443 (each MDM that runs `cairn pki serve`)")
-	tokenFile := fs.String("token-file", "", "file holding the join token (`cairnctl system join-token create`); never on the command line")
+	tokenFile := fs.String("token-file", "", "file holding the join token (`cairnctl join-token create`); never on the command line")
 	out := fs.String("out", "", "the PKI directory to write (ca.crt, node.crt, node.key 0600): the daemon's --pki")
 	var r pki.Request
 	fs.StringVar(&r.Role, "role", "", "the certificate's role, one the token allows: "+strings.Join(pki.Roles, ", "))
