@@ -375,7 +375,7 @@ func Validate(raw map[string]string) (*Settings, error) {
 	}
 
 	if t := get(KeyJoinToken); t != "" {
-		if !joinTokenRE.MatchString(t) {
+		if !ValidBootstrapToken(t) {
 			// Never echo the token: it is a secret.
 			bad(KeyJoinToken, "malformed: 16-512 characters from A-Z a-z 0-9 . _ ~ + / = : -")
 		} else {
@@ -571,6 +571,11 @@ func checkSSHKey(k string) error {
 	}
 	return nil
 }
+
+// ValidBootstrapToken reports whether s has the form of a bootstrap token
+// (KeyJoinToken): 16-512 characters from A-Z a-z 0-9 . _ ~ + / = : -. The
+// gateway, the join service and first boot all hold a token to this one rule.
+func ValidBootstrapToken(s string) bool { return joinTokenRE.MatchString(s) }
 
 // clip shortens a value for an error message, so a huge hostile value does not flood
 // the console and the journal.

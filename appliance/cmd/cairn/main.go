@@ -147,9 +147,25 @@ func (c *common) identity(ctx context.Context, role string, log *slog.Logger) (*
 }
 
 // etcd connects to the MDM members, with the daemon's certificate when it
-// has --pki (its role is its etcd user). A daemon that did not load its
+// has --pki (its role is its etcd user), and checks the model's schema
+// (waiting up to 10 s for etcd to answer). A daemon that did not load its
 // identity yet gets it loaded here, for the role its certificate names.
 func (c *common) etcd(ctx context.Context) (*clientv3.Client, error) {
+	cli, err := c.dialEtcd(ctx)
+	if err != nil {
+		return nil, err
+	}
+	if err := c.etcdReady(ctx, cli); err != nil {
+		cli.Close()
+		return nil, err
+	}
+	return cli, nil
+}
+
+// dialEtcd is etcd without the wait: the client returns at once, and its
+// calls fail until an MDM answers (the join service serves bootstrap joins
+// before etcd exists).
+func (c *common) dialEtcd(ctx context.Context) (*clientv3.Client, error) {
 	if c.id == nil && c.pkiDir != "" {
 		id, err := pki.LoadIdentity(c.pkiDir)
 		if err != nil {
@@ -168,21 +184,25 @@ func (c *common) etcd(ctx context.Context) (*clientv3.Client, error) {
 	if err != nil {
 		return nil, fmt.Errorf("connect to MDM %s: %w", c.mdm, err)
 	}
-	// A model newer than this binary reads: stop before misreading it (an
-	// unreachable etcd is not a refusal: the daemon's own retries wait for it).
+	return cli, nil
+}
+
+// etcdReady refuses a model newer than this binary reads, before it is
+// misread (an unreachable etcd is not a refusal: the daemon's own retries
+// wait for it), and publishes the daemon's certificate.
+func (c *common) etcdReady(ctx context.Context, cli *clientv3.Client) error {
 	sctx, cancel := context.WithTimeout(ctx, 10*time.Second)
-	err = model.CheckSchema(sctx, cli)
+	err := model.CheckSchema(sctx, cli)
 	cancel()
 	if errors.Is(err, model.ErrSchemaTooNew) {
-		cli.Close()
-		return nil, err
+		return err
 	}
 	if c.id != nil && !c.published {
 		// Its expiry in the API (GET /system/certificates) while it runs.
 		c.published = true
 		go pki.Publish(ctx, cli, c.id, slog.Default())
 	}
-	return cli, nil
+	return nil
 }
 
 // dataClient connects to the MDM and opens the data client the NBD

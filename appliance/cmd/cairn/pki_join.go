@@ -12,7 +12,9 @@ import (
 	"strings"
 	"time"
 
+	"github.com/cairn-storage/cairn/appliance/contract"
 	"github.com/cairn-storage/cairn/appliance/internal/join"
+	"github.com/cairn-storage/cairn/appliance/internal/model"
 	"github.com/cairn-storage/cairn/appliance/internal/pki"
 	"github.com/cairn-storage/cairn/appliance/internal/refusals"
 )
@@ -22,13 +24,18 @@ const DefaultJoinListen = ":7443"
 
 // pkiServe runs the join service on an MDM: the CA of --ca signs the
 // certificate of each node that presents a join token (etcd, as the MDM of
-// --pki, keeps the tokens).
+// --pki, keeps the tokens) or, with --bootstrap-token-file, during a new
+// system's bootstrap window, proves it holds the bootstrap token. It serves
+// at once, etcd reachable or not: at first boot the other MDMs need their
+// certificates before etcd has a quorum.
 func pkiServe(ctx context.Context, args []string) error {
 	var c common
 	fs := flag.NewFlagSet("pki serve", flag.ContinueOnError)
 	c.add(fs)
 	caDir := fs.String("ca", "", "the CA directory the MDMs keep (ca.crt, ca.key)")
 	listen := fs.String("listen", envOr("CAIRN_JOIN_LISTEN", DefaultJoinListen), "address of the join service ($CAIRN_JOIN_LISTEN)")
+	bootstrapFile := fs.String("bootstrap-token-file", "", "file holding the new system's bootstrap token (cairn.cluster.join_token): nodes that prove they hold it get any certificate until "+
+		contract.BootstrapTokenLifetime.String()+" after the CA was created (read from ca.crt's certificate, not the file's time)")
 	if err := parse(fs, args); err != nil {
 		return err
 	}
@@ -47,7 +54,17 @@ func pkiServe(ctx context.Context, args []string) error {
 	if !id.CA().Equal(ca.Cert) {
 		return errorf("--ca holds another CA than the one --pki's certificate trusts: give this cluster's")
 	}
-	cli, err := c.etcd(ctx)
+	var boot *join.Bootstrap
+	if *bootstrapFile != "" {
+		b, err := os.ReadFile(*bootstrapFile)
+		if err != nil {
+			return fmt.Errorf("--bootstrap-token-file: %w", err)
+		}
+		if boot, err = join.NewBootstrap(string(b), ca); err != nil {
+			return fmt.Errorf("--bootstrap-token-file %s: %w", *bootstrapFile, err)
+		}
+	}
+	cli, err := c.dialEtcd(ctx)
 	if err != nil {
 		return err
 	}
@@ -57,17 +74,38 @@ func pkiServe(ctx context.Context, args []string) error {
 		return fmt.Errorf("--listen %s: %w", *listen, err)
 	}
 	log.Info("join service listening", "address", ln.Addr().String(), "ca_sha256", pki.InfoOf(ca.Cert).Fingerprint)
+	switch {
+	case boot == nil:
+		log.Info("join service: join tokens only (no --bootstrap-token-file)")
+	case time.Now().Before(boot.Until):
+		log.Info("join service: bootstrap window open", "until", boot.Until.UTC().Format(time.RFC3339))
+	default:
+		log.Info("join service: bootstrap window closed: join tokens only", "closed_at", boot.Until.UTC().Format(time.RFC3339))
+	}
+	// The schema check waits for etcd: beside the service, not before it.
+	ctx, stop := context.WithCancelCause(ctx)
+	defer stop(nil)
+	go func() {
+		if err := c.etcdReady(ctx, cli); err != nil {
+			stop(err)
+		}
+	}()
 	rep := refusals.New(pki.RoleMDM, id.Peer().Name, log)
 	go rep.Run(ctx, cli, 0)
-	return (&join.Server{CA: ca, Identity: id, Store: join.Store{Etcd: cli}, Log: log, Refusals: rep}).Serve(ctx, ln)
+	err = (&join.Server{CA: ca, Identity: id, Store: join.Store{Etcd: cli}, Bootstrap: boot, Log: log, Refusals: rep}).Serve(ctx, ln)
+	if cause := context.Cause(ctx); err == nil && errors.Is(cause, model.ErrSchemaTooNew) {
+		return cause
+	}
+	return err
 }
 
-// pkiJoin gets this node's certificate with a join token and writes its PKI
-// directory.
+// pkiJoin gets this node's certificate with a join token, or at a new
+// system's first boot with its bootstrap token (join.Join tells them apart),
+// and writes its PKI directory.
 func pkiJoin(ctx context.Context, args []string) error {
 	fs := flag.NewFlagSet("pki join", flag.ContinueOnError)
 	urls := fs.String("url", "", "comma-separated join services, https://MDM:7443 (each MDM that runs `cairn pki serve`)")
-	tokenFile := fs.String("token-file", "", "file holding the join token (`cairnctl system join-token create`); never on the command line")
+	tokenFile := fs.String("token-file", "", "file holding the join token (`cairnctl join-token create`) or, at a new system's first boot, its bootstrap token; never on the command line")
 	out := fs.String("out", "", "the PKI directory to write (ca.crt, node.crt, node.key 0600): the daemon's --pki")
 	var r pki.Request
 	fs.StringVar(&r.Role, "role", "", "the certificate's role, one the token allows: "+strings.Join(pki.Roles, ", "))

@@ -7,7 +7,6 @@ import (
 	"net/http"
 	"os"
 	"path/filepath"
-	"regexp"
 	"strings"
 	"time"
 
@@ -18,9 +17,6 @@ import (
 // DefaultBootstrapTokenTTL bounds how long a new system's bootstrap token is accepted
 // after its first gateway created the admin user (the contract's lifetime).
 const DefaultBootstrapTokenTTL = contract.BootstrapTokenLifetime
-
-// bootstrapTokenRE is what a token may look like (the vApp property's rule).
-var bootstrapTokenRE = regexp.MustCompile(`^[A-Za-z0-9._~+/=:-]{16,512}$`)
 
 // storeBootstrapToken records the token of cfg.BootstrapTokenFile for user "admin".
 // Called only by a gateway that found no user at all (a new system), just before it
@@ -34,7 +30,7 @@ func (s *Server) storeBootstrapToken(ctx context.Context) error {
 		return fmt.Errorf("read bootstrap token: %w", err)
 	}
 	tok := strings.TrimSpace(string(b))
-	if !bootstrapTokenRE.MatchString(tok) {
+	if !contract.ValidBootstrapToken(tok) {
 		return fmt.Errorf("bootstrap token in %s is malformed (16-512 characters from A-Z a-z 0-9 . _ ~ + / = : -)", s.cfg.BootstrapTokenFile)
 	}
 	ttl := s.cfg.BootstrapTokenTTL

@@ -27,12 +27,25 @@ const maxAnswer = 64 << 10
 // Join asks the join service at urls (https://MDM:PORT, tried in order) for
 // a certificate for r with token, and writes the node's PKI directory dir
 // (ca.crt, node.crt, node.key 0600). The key pair is made here and its
-// private half never sent. The service must prove it holds the CA the token
-// names; the certificate must be for r and for this key, signed by that CA.
+// private half never sent.
+//
+// token is a join token (cj1.…) or, at a new system's first boot, the
+// bootstrap token (bootstrap.go). With a join token the service must prove
+// it holds the CA the token names before anything is sent. With the
+// bootstrap token no CA can be pinned: the service must present an MDM
+// certificate issued by the CA after it, the token itself is never sent
+// (only a proof bound to this request), and the answer must prove the
+// service holds the token too, over that CA and the certificate. Either
+// way the certificate must be for r and for this key, signed by that CA.
 func Join(ctx context.Context, urls []string, token string, r pki.Request, dir string) (*x509.Certificate, error) {
-	t, err := Parse(token)
-	if err != nil {
-		return nil, err
+	var t Token
+	bootstrap := strings.TrimSpace(token)
+	if !isBootstrapToken(bootstrap) {
+		var err error
+		if t, err = Parse(token); err != nil {
+			return nil, err
+		}
+		bootstrap = ""
 	}
 	key, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
 	if err != nil {
@@ -42,14 +55,20 @@ func Join(ctx context.Context, urls []string, token string, r pki.Request, dir s
 	if err != nil {
 		return nil, err
 	}
-	body, _ := json.Marshal(Request{Token: t.String(), Role: r.Role, Name: r.Name, Hosts: r.Hosts,
-		CSR: string(pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE REQUEST", Bytes: der}))})
+	req := Request{Role: r.Role, Name: r.Name, Hosts: r.Hosts,
+		CSR: string(pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE REQUEST", Bytes: der}))}
+	if bootstrap != "" {
+		req.Proof = requestProof(bootstrap, r.Role, r.Name, r.Hosts, der)
+	} else {
+		req.Token = t.String()
+	}
+	body, _ := json.Marshal(req)
 	var ca *x509.Certificate
 	hc := &http.Client{Timeout: 30 * time.Second, Transport: &http.Transport{TLSClientConfig: &tls.Config{
 		MinVersion:         tls.VersionTLS13,
-		InsecureSkipVerify: true, // verified below against the pinned CA
+		InsecureSkipVerify: true, // verified below: against the pinned CA, or the answer's proof
 		VerifyConnection: func(cs tls.ConnectionState) error {
-			c, err := pinned(cs.PeerCertificates, t.CA)
+			c, err := serverCA(cs.PeerCertificates, t.CA)
 			ca = c
 			return err
 		},
@@ -65,7 +84,7 @@ func Join(ctx context.Context, urls []string, token string, r pki.Request, dir s
 			}
 			continue
 		}
-		cert, err := check(a, ca, key, r)
+		cert, err := check(a, ca, key, r, bootstrap)
 		if err != nil {
 			return nil, fmt.Errorf("%s: %w: %w", u, errFinal, err)
 		}
@@ -100,6 +119,10 @@ var errFinal = errors.New("refused")
 
 // errImpostor: a server that cannot show the CA the token names.
 var errImpostor = errors.New("the join service does not hold the CA the token names: wrong address, or an impostor; nothing was sent")
+
+// errBootstrapImpostor: an answer to a bootstrap join without the proof
+// that the service holds the bootstrap token.
+var errBootstrapImpostor = errors.New("the join service's answer does not prove it holds this system's bootstrap token: an impostor, or another system's MDM; nothing was written")
 
 func ask(ctx context.Context, hc *http.Client, url string, body []byte) (Answer, error) {
 	req, err := http.NewRequestWithContext(ctx, http.MethodPost, url, bytes.NewReader(body))
@@ -137,18 +160,22 @@ func ask(ctx context.Context, hc *http.Client, url string, body []byte) (Answer,
 	return a, nil
 }
 
-// pinned finds, in the chain a server sent, the CA certificate whose
-// fingerprint is fp, and checks the server's certificate is an MDM's issued
-// by it.
-func pinned(chain []*x509.Certificate, fp string) (*x509.Certificate, error) {
+// serverCA finds, in the chain a server sent, the CA certificate that issued
+// its certificate, an MDM's: the one whose fingerprint is fp, the token's;
+// with no fp (a bootstrap join), the first that issued it, trusted only once
+// the answer's proof verifies.
+func serverCA(chain []*x509.Certificate, fp string) (*x509.Certificate, error) {
 	if len(chain) < 2 {
 		return nil, errors.New("the join service sent no CA certificate: not a Cairn MDM")
 	}
 	for _, c := range chain[1:] {
-		if !c.IsCA || pki.InfoOf(c).Fingerprint != fp {
+		if !c.IsCA || (fp != "" && pki.InfoOf(c).Fingerprint != fp) {
 			continue
 		}
 		if err := issuedBy(chain[0], c, x509.ExtKeyUsageServerAuth); err != nil {
+			if fp == "" {
+				continue
+			}
 			return nil, fmt.Errorf("the join service's certificate: %v", err)
 		}
 		p, err := pki.PeerOf(chain[0])
@@ -157,18 +184,27 @@ func pinned(chain []*x509.Certificate, fp string) (*x509.Certificate, error) {
 		}
 		return c, nil
 	}
+	if fp == "" {
+		return nil, errors.New("the join service's certificate is not issued by a CA it sent: not a Cairn MDM")
+	}
 	return nil, errImpostor
 }
 
-// check accepts only a certificate for r and key, issued by ca, and ca itself.
-func check(a Answer, ca *x509.Certificate, key *ecdsa.PrivateKey, r pki.Request) (*x509.Certificate, error) {
+// check accepts only a certificate for r and key, issued by ca, and ca
+// itself; after a bootstrap join (bootstrap is the token), only with the
+// proof that the service holds the token, over exactly that CA and
+// certificate.
+func check(a Answer, ca *x509.Certificate, key *ecdsa.PrivateKey, r pki.Request, bootstrap string) (*x509.Certificate, error) {
 	blk, _ := pem.Decode([]byte(a.CA))
 	if ca == nil || blk == nil || !bytes.Equal(blk.Bytes, ca.Raw) {
-		return nil, errors.New("the answer's CA is not the pinned one")
+		return nil, errors.New("the answer's CA is not the one the join service presented")
 	}
 	blk, _ = pem.Decode([]byte(a.Cert))
 	if blk == nil || blk.Type != "CERTIFICATE" {
 		return nil, errors.New("the answer holds no certificate")
+	}
+	if bootstrap != "" && !proofOK(a.Proof, answerProof(bootstrap, ca.Raw, blk.Bytes)) {
+		return nil, errBootstrapImpostor
 	}
 	cert, err := x509.ParseCertificate(blk.Bytes)
 	if err != nil {

@@ -1,22 +1,44 @@
 package join
 
 import (
+	"crypto/ecdsa"
+	"crypto/elliptic"
+	"crypto/rand"
+	"crypto/x509"
+	"encoding/json"
+	"encoding/pem"
 	"strings"
 	"testing"
 	"time"
 )
 
 // FuzzDecode: any body from the network is refused or accepted without
-// panicking, and an accepted one is whole (a token, a role, a verified CSR).
+// panicking, and an accepted one is whole (a role, a verified CSR, and
+// either a token or a proof of the right form, never both).
 func FuzzDecode(f *testing.F) {
 	tok, _, _ := New(strings.Repeat("ab", 32), []string{"sds"}, DefaultTTL, "admin", time.Now())
 	f.Add([]byte(`{"token":"` + tok.String() + `","role":"sds","name":"x","csr":""}`))
 	f.Add([]byte(`{"token":"cj1.x","role":"sds"}`))
 	f.Add([]byte(`{} {}`))
 	f.Add([]byte(`{"hosts":["1.2.3.4","a..b"]}`))
+	// Whole requests, as Join sends them: with a token, with a proof, with both.
+	key, _ := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
+	der, _ := x509.CreateCertificateRequest(rand.Reader, &x509.CertificateRequest{}, key)
+	csr := string(pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE REQUEST", Bytes: der}))
+	proof := requestProof("bootstrap-token-0123456789", "mdm", "svm-2", []string{"10.0.0.2"}, der)
+	for _, r := range []Request{
+		{Token: tok.String(), Role: "sds", Name: "svm-4", Hosts: []string{"10.0.0.4"}, CSR: csr},
+		{Proof: proof, Role: "mdm", Name: "svm-2", Hosts: []string{"10.0.0.2"}, CSR: csr},
+		{Token: tok.String(), Proof: proof, Role: "mdm", Name: "svm-2", CSR: csr},
+		{Proof: proof[:10], Role: "mdm", Name: "svm-2", CSR: csr},
+	} {
+		b, _ := json.Marshal(r)
+		f.Add(b)
+	}
 	f.Fuzz(func(t *testing.T, b []byte) {
 		p, err := decode(b)
-		if err == nil && (p.csr == nil || p.token.ID == "" || p.req.Role == "") {
+		if err == nil && (p.csr == nil || p.req.Role == "" || (p.token.ID != "") == p.bootstrap ||
+			(p.bootstrap && (p.req.Token != "" || len(p.req.Proof) != 64))) {
 			t.Fatalf("accepted an incomplete request: %+v", p.req)
 		}
 	})

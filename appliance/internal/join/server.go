@@ -4,6 +4,7 @@ import (
 	"context"
 	"crypto/ecdsa"
 	"crypto/elliptic"
+	"crypto/sha256"
 	"crypto/x509"
 	"encoding/json"
 	"encoding/pem"
@@ -25,33 +26,40 @@ import (
 // Path is the join service's one route.
 const Path = "/v1/join"
 
-// maxRequest bounds a request body: a token, a name, 16 host names and a
-// P-256 CSR take under 4 KiB.
+// maxRequest bounds a request body: a token or a proof, a name, 16 host
+// names and a P-256 CSR take under 4 KiB.
 const maxRequest = 16 << 10
 
 // maxHosts bounds the addresses and names a certificate is issued for.
 const maxHosts = 16
 
-// Request is what a joining node sends.
+// Request is what a joining node sends: a join token, or at a new system's
+// first boot the proof that it holds the bootstrap token (bootstrap.go).
 type Request struct {
-	Token string   `json:"token"`
+	Token string   `json:"token,omitempty"`
+	Proof string   `json:"proof,omitempty"` // 64 hex digits
 	Role  string   `json:"role"`
 	Name  string   `json:"name"`
 	Hosts []string `json:"hosts,omitempty"`
 	CSR   string   `json:"csr"` // PEM "CERTIFICATE REQUEST", ECDSA P-256
 }
 
-// Answer is the service's reply: the node's certificate and the CA's (PEM).
+// Answer is the service's reply: the node's certificate and the CA's (PEM);
+// to a bootstrap request, the proof that the service holds the bootstrap
+// token too, over both.
 type Answer struct {
-	Cert string `json:"cert"`
-	CA   string `json:"ca"`
+	Cert  string `json:"cert"`
+	CA    string `json:"ca"`
+	Proof string `json:"proof,omitempty"`
 }
 
-// parsed is a request that passed every check that needs no etcd.
+// parsed is a request that passed every check that needs no etcd: it has
+// either a token (token.ID set) or a proof of the right form (bootstrap).
 type parsed struct {
-	req   Request
-	token Token
-	csr   *x509.CertificateRequest
+	req       Request
+	token     Token
+	bootstrap bool
+	csr       *x509.CertificateRequest
 }
 
 // decode checks a request body without trusting any of it. Its errors never
@@ -64,14 +72,26 @@ func decode(b []byte) (parsed, error) {
 	dec := json.NewDecoder(strings.NewReader(string(b)))
 	dec.DisallowUnknownFields()
 	if err := dec.Decode(&p.req); err != nil {
-		return p, errors.New("request: malformed JSON; send {token, role, name, hosts, csr}")
+		return p, errors.New("request: malformed JSON; send {token or proof, role, name, hosts, csr}")
 	}
 	if dec.More() {
 		return p, errors.New("request: one JSON object only")
 	}
 	var err error
-	if p.token, err = Parse(p.req.Token); err != nil {
-		return p, err
+	switch {
+	case p.req.Token != "" && p.req.Proof != "":
+		return p, errors.New("request: give a token (join token) or a proof (bootstrap join), not both")
+	case p.req.Proof != "":
+		if len(p.req.Proof) != 2*sha256.Size || !isHexString(p.req.Proof) {
+			return p, errors.New("request: the proof must be 64 hex digits (HMAC-SHA256)")
+		}
+		p.bootstrap = true
+	case p.req.Token != "":
+		if p.token, err = Parse(p.req.Token); err != nil {
+			return p, err
+		}
+	default:
+		return p, errors.New("request: give a token (join token) or a proof (bootstrap join)")
 	}
 	if !pki.ValidRole(p.req.Role) {
 		return p, fmt.Errorf("role %q: give one of %s", contract.Clip(p.req.Role), strings.Join(pki.Roles, ", "))
@@ -127,7 +147,10 @@ type Server struct {
 	// Refusals hands each refusal to the gateways as a security event
 	// (nil: only logged).
 	Refusals *refusals.Reporter
-	Now      func() time.Time // time.Now when nil
+	// Bootstrap, when set, also accepts bootstrap joins (bootstrap.go) until
+	// its window ends; they never touch Store (etcd may not exist yet).
+	Bootstrap *Bootstrap
+	Now       func() time.Time // time.Now when nil
 	// Pause follows every refusal, one refusal at a time (default 1 s):
 	// guessing a 256-bit secret is hopeless anyway, and a flood of bad
 	// requests costs the MDM one goroutine's sleep, not its CPU.
@@ -163,26 +186,61 @@ func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		s.refuse(w, r, http.StatusBadRequest, p.token.ID, err)
 		return
 	}
-	rec, err := s.Store.Spend(r.Context(), p.token, p.req.Role, p.req.Name, s.now())
-	if err != nil {
-		code := http.StatusForbidden
-		if !Refused(err) {
-			code = http.StatusServiceUnavailable
+	tokenID, createdBy := "bootstrap", "the deployer"
+	if p.bootstrap {
+		if err := s.checkProof(p); err != nil {
+			s.refuse(w, r, http.StatusForbidden, tokenID, err)
+			return
 		}
-		s.refuse(w, r, code, p.token.ID, err)
-		return
+	} else {
+		rec, err := s.Store.Spend(r.Context(), p.token, p.req.Role, p.req.Name, s.now())
+		if err != nil {
+			code := http.StatusForbidden
+			if !Refused(err) {
+				code = http.StatusServiceUnavailable
+			}
+			s.refuse(w, r, code, p.token.ID, err)
+			return
+		}
+		tokenID, createdBy = rec.ID, rec.CreatedBy
 	}
 	certPEM, err := s.CA.Sign(pki.Request{Role: p.req.Role, Name: p.req.Name, Hosts: p.req.Hosts}, p.csr.PublicKey)
 	if err != nil {
-		// The token is spent: a name the CA refuses needs a new one, as
-		// the error says.
-		s.refuse(w, r, http.StatusBadRequest, p.token.ID, fmt.Errorf("%v (the token is spent: create a new one)", err))
+		if !p.bootstrap {
+			// The token is spent: a name the CA refuses needs a new one,
+			// as the error says.
+			err = fmt.Errorf("%v (the token is spent: create a new one)", err)
+		}
+		s.refuse(w, r, http.StatusBadRequest, tokenID, err)
 		return
 	}
-	s.Log.Info("join: certificate issued", "peer", p.req.Role+"/"+p.req.Name, "token", rec.ID,
-		"created_by", rec.CreatedBy, "from", r.RemoteAddr)
+	a := Answer{Cert: string(certPEM), CA: string(s.CA.CertPEM())}
+	if p.bootstrap {
+		blk, _ := pem.Decode(certPEM)
+		a.Proof = answerProof(s.Bootstrap.Token, s.CA.Cert.Raw, blk.Bytes)
+	}
+	s.Log.Info("join: certificate issued", "peer", p.req.Role+"/"+p.req.Name, "token", tokenID,
+		"created_by", createdBy, "from", r.RemoteAddr)
 	w.Header().Set("Content-Type", "application/json")
-	json.NewEncoder(w).Encode(Answer{Cert: string(certPEM), CA: string(s.CA.CertPEM())})
+	json.NewEncoder(w).Encode(a)
+}
+
+// checkProof accepts a bootstrap request only inside the window and only if
+// its proof is the bootstrap token's. Any role and name are allowed: the
+// token is the deployer's own.
+func (s *Server) checkProof(p parsed) error {
+	const next = "create a join token (`cairnctl join-token create`) and give it to this node"
+	b := s.Bootstrap
+	if b == nil {
+		return errors.New("bootstrap join: this join service has no bootstrap window (only the first MDM of a new system opens one): " + next)
+	}
+	if !s.now().Before(b.Until) {
+		return fmt.Errorf("bootstrap join: the window closed at %s: %s", b.Until.UTC().Format(time.RFC3339), next)
+	}
+	if !proofOK(p.req.Proof, requestProof(b.Token, p.req.Role, p.req.Name, p.req.Hosts, p.csr.Raw)) {
+		return errors.New("bootstrap proof does not verify: this node was given another system's bootstrap token; give it this system's, or a join token")
+	}
+	return nil
 }
 
 func (s *Server) refuse(w http.ResponseWriter, r *http.Request, code int, tokenID string, err error) {

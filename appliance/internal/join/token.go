@@ -117,7 +117,7 @@ func Parse(s string) (Token, error) {
 	}
 	p := strings.Split(s, ".")
 	if len(p) != 4 || p[0] != prefix {
-		return Token{}, errors.New("join token: malformed (expected cj1.<id>.<secret>.<ca-sha256>; create one with `cairnctl system join-token create`)")
+		return Token{}, errors.New("join token: malformed (expected cj1.<id>.<secret>.<ca-sha256>; create one with `cairnctl join-token create`)")
 	}
 	t := Token{ID: p[1], Secret: p[2], CA: strings.ToLower(p[3])}
 	if len(t.ID) != 16 || !isHexString(t.ID) {
@@ -138,7 +138,7 @@ func (r Record) Check(t Token, role, name string, now time.Time) error {
 		return errRefused
 	}
 	if !now.Before(r.Expires) {
-		return refusal{fmt.Errorf("join token %s expired at %s: create a new one with `cairnctl system join-token create`", r.ID, r.Expires.Format(time.RFC3339))}
+		return refusal{fmt.Errorf("join token %s expired at %s: create a new one with `cairnctl join-token create`", r.ID, r.Expires.Format(time.RFC3339))}
 	}
 	if !slices.Contains(r.Roles, role) {
 		return refusal{fmt.Errorf("join token %s may be spent on %s, not %q: create one for that role", r.ID, strings.Join(r.Roles, ", "), contract.Clip(role))}
@@ -151,7 +151,7 @@ func (r Record) Check(t Token, role, name string, now time.Time) error {
 
 // errRefused is the one answer to an unknown token or a wrong secret: which
 // of the two it was is not told.
-var errRefused error = refusal{errors.New("join token refused: unknown, already used or revoked; create a new one with `cairnctl system join-token create`")}
+var errRefused error = refusal{errors.New("join token refused: unknown, already used or revoked; create a new one with `cairnctl join-token create`")}
 
 // refusal marks an error as the token's fault (403), not the service's.
 type refusal struct{ error }

@@ -29,6 +29,10 @@ const (
 	DefaultNodeValidity = 365 * 24 * time.Hour
 )
 
+// Backdate is how far before its creation a certificate's NotBefore lies, so
+// that a peer whose clock is a few minutes behind accepts it at once.
+const Backdate = 5 * time.Minute
+
 // CA is a loaded certificate authority.
 type CA struct {
 	Cert *x509.Certificate
@@ -57,7 +61,7 @@ func InitCA(dir, cluster string, validity time.Duration) (*CA, error) {
 	tmpl := &x509.Certificate{
 		SerialNumber:          serial(),
 		Subject:               pkix.Name{CommonName: "Cairn cluster CA " + cluster, Organization: []string{"Cairn"}},
-		NotBefore:             now.Add(-5 * time.Minute),
+		NotBefore:             now.Add(-Backdate),
 		NotAfter:              now.Add(validity),
 		KeyUsage:              x509.KeyUsageCertSign | x509.KeyUsageCRLSign | x509.KeyUsageDigitalSignature,
 		BasicConstraintsValid: true,
@@ -86,6 +90,10 @@ func InitCA(dir, cluster string, validity time.Duration) (*CA, error) {
 	cert, _ := x509.ParseCertificate(der)
 	return &CA{Cert: cert, key: key, pem: certPEM}, nil
 }
+
+// Created is when the CA was created (InitCA), read from its certificate:
+// unlike the file's mtime, a copied or restored ca.crt does not move it.
+func (ca *CA) Created() time.Time { return ca.Cert.NotBefore.Add(Backdate) }
 
 // LoadCA loads the CA of dir.
 func LoadCA(dir string) (*CA, error) {
@@ -154,7 +162,7 @@ func (ca *CA) Sign(r Request, pub crypto.PublicKey) ([]byte, error) {
 	tmpl := &x509.Certificate{
 		SerialNumber: serial(),
 		Subject:      pkix.Name{CommonName: r.Role, Organization: []string{"Cairn"}, OrganizationalUnit: []string{r.Name}},
-		NotBefore:    now.Add(-5 * time.Minute),
+		NotBefore:    now.Add(-Backdate),
 		NotAfter:     notAfter,
 		KeyUsage:     x509.KeyUsageDigitalSignature,
 		// Every daemon is both: it serves and it connects to others.

@@ -22,8 +22,13 @@ import (
 func Start(t testing.TB, kit *pkitest.Kit, etcd *clientv3.Client) (string, *refusals.Reporter) {
 	t.Helper()
 	rep := refusals.New(pki.RoleMDM, "mdm1", slog.New(slog.DiscardHandler))
-	srv := &join.Server{CA: kit.CA, Identity: kit.Identity(pki.RoleMDM, "mdm1"), Store: join.Store{Etcd: etcd},
-		Log: slog.New(slog.DiscardHandler), Pause: time.Millisecond, Refusals: rep}
+	return Serve(t, &join.Server{CA: kit.CA, Identity: kit.Identity(pki.RoleMDM, "mdm1"), Store: join.Store{Etcd: etcd},
+		Log: slog.New(slog.DiscardHandler), Pause: time.Millisecond, Refusals: rep}), rep
+}
+
+// Serve runs srv on loopback until the test ends and returns its URL.
+func Serve(t testing.TB, srv *join.Server) string {
+	t.Helper()
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		t.Fatal(err)
@@ -32,5 +37,5 @@ func Start(t testing.TB, kit *pkitest.Kit, etcd *clientv3.Client) (string, *refu
 	done := make(chan struct{})
 	go func() { srv.Serve(ctx, ln); close(done) }()
 	t.Cleanup(func() { cancel(); <-done })
-	return "https://" + ln.Addr().String(), rep
+	return "https://" + ln.Addr().String()
 }
