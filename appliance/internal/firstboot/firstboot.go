@@ -476,6 +476,13 @@ func reportReady(ctx context.Context, o *Options) error {
 		return fmt.Errorf("report readiness: %w (did first boot succeed? see journalctl -u cairn-firstboot)", err)
 	}
 	var units []string
+	if env["CAIRN_PKI"] != "" {
+		// The daemons' certificates first: a unit may show active for a
+		// moment before its daemon finds it has none, and the deployer
+		// redeems the bootstrap token (closing the join window) once every
+		// SVM is ready.
+		units = append(units, CertsUnit)
+	}
 	seen := map[string]bool{}
 	for _, r := range strings.Split(env["CAIRN_ROLES"], ",") {
 		if u := UnitForRole(contract.Role(r)); u != "" && !seen[u] {

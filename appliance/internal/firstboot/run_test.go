@@ -347,10 +347,16 @@ func TestReportReady(t *testing.T) {
 	r := &fakeRunner{ovfEnv: string(contract.EncodeOVFEnv(goodSettings()))}
 	must(t, Run(context.Background(), testOptions(root, r, io.Discard)))
 
-	r.unitSt = map[string]string{"cairn-mdm.service": "active", "cairn-sds.service": "active", "cairn-target.service": "active", "cairn-gateway.service": "failed"}
+	// The daemons look up while the SVM has no certificates yet: not ready.
+	r.unitSt = map[string]string{"cairn-mdm.service": "active", "cairn-sds.service": "active", "cairn-target.service": "active", "cairn-gateway.service": "active",
+		"cairn-certs.service": "activating"}
 	opts := testOptions(root, r, io.Discard)
 	opts.ReportReady = true
 	opts.ReadyTimeout = 1500 * time.Millisecond
+	if err := Run(context.Background(), opts); err == nil || !strings.Contains(err.Error(), "cairn-certs.service=activating") {
+		t.Fatalf("ready without certificates: %v", err)
+	}
+	r.unitSt["cairn-certs.service"], r.unitSt["cairn-gateway.service"] = "active", "failed"
 	err := Run(context.Background(), opts)
 	if err == nil || !strings.Contains(err.Error(), "cairn-gateway.service=failed") {
 		t.Fatalf("got %v", err)

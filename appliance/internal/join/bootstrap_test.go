@@ -25,6 +25,7 @@ import (
 	"github.com/cairn-storage/cairn/appliance/contract"
 	"github.com/cairn-storage/cairn/appliance/internal/join"
 	"github.com/cairn-storage/cairn/appliance/internal/join/jointest"
+	"github.com/cairn-storage/cairn/appliance/internal/model"
 	"github.com/cairn-storage/cairn/appliance/internal/pki"
 	"github.com/cairn-storage/cairn/appliance/internal/pki/pkitest"
 	"github.com/cairn-storage/cairn/appliance/internal/refusals"
@@ -222,4 +223,51 @@ func TestBootstrapRequestForm(t *testing.T) {
 			t.Fatalf("%s: %s %s, want 400 %q", b, resp.Status, msg, c.want)
 		}
 	}
+}
+
+// TestBootstrapClosesOnceRedeemed: the bootstrap token is one-time. Once the
+// deployer redeemed it at the gateway (the system's admin exists and the
+// token is gone from etcd), the join service refuses it although its clock
+// window is still open: whoever reads it later from a VM's settings in
+// vCenter gets no certificate.
+func TestBootstrapClosesOnceRedeemed(t *testing.T) {
+	kit := pkitest.New(t)
+	f := start(t, kit) // etcd with access control; the join service as mdm1
+	b, err := join.NewBootstrap(bootToken, kit.CA)
+	if err != nil {
+		t.Fatal(err)
+	}
+	url := jointest.Serve(t, &join.Server{CA: kit.CA, Identity: kit.Identity(pki.RoleMDM, "mdm1"), Bootstrap: b,
+		Store: f.store, Log: slog.New(slog.DiscardHandler), Pause: time.Millisecond})
+	ctx := context.Background()
+	joinAs := func(name string) error {
+		_, err := join.Join(ctx, []string{url}, bootToken, pki.Request{Role: pki.RoleSDS, Name: name}, filepath.Join(t.TempDir(), name))
+		return err
+	}
+	if err := joinAs("before-the-gateway"); err != nil {
+		t.Fatalf("no admin yet (the gateway has not started): %v", err)
+	}
+	// The first gateway stores the token, then creates admin; the deployment
+	// goes on (other SVMs still booting) until the deployer redeems it.
+	ms := model.NewStore(f.etcd)
+	if err := ms.PutBootstrapToken(ctx, bootToken, "admin", time.Minute); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := ms.CreateUser(ctx, model.UserSpec{Name: "admin", Role: model.RoleAdmin, Password: "first-password-0123456789"}); err != nil {
+		t.Fatal(err)
+	}
+	if err := joinAs("while-deploying"); err != nil {
+		t.Fatalf("token stored, not redeemed yet: %v", err)
+	}
+	if _, err := ms.RedeemBootstrapToken(ctx, bootToken, "the-deployers-password-0123"); err != nil {
+		t.Fatal(err)
+	}
+	empty := t.TempDir()
+	_, err = join.Join(ctx, []string{url}, bootToken, pki.Request{Role: pki.RoleMDM, Name: "attacker"}, empty)
+	wantErr(t, err, "403")
+	wantErr(t, err, "the deployer redeemed the bootstrap token")
+	if !join.Final(err) {
+		t.Fatalf("a redeemed bootstrap token is not final: %v", err)
+	}
+	emptyDir(t, empty)
 }

@@ -19,6 +19,7 @@ import (
 	"time"
 
 	"github.com/cairn-storage/cairn/appliance/contract"
+	"github.com/cairn-storage/cairn/appliance/internal/model"
 	"github.com/cairn-storage/cairn/appliance/internal/pki"
 	"github.com/cairn-storage/cairn/appliance/internal/refusals"
 )
@@ -188,7 +189,7 @@ func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	}
 	tokenID, createdBy := "bootstrap", "the deployer"
 	if p.bootstrap {
-		if err := s.checkProof(p); err != nil {
+		if err := s.checkProof(r.Context(), p); err != nil {
 			s.refuse(w, r, http.StatusForbidden, tokenID, err)
 			return
 		}
@@ -228,7 +229,7 @@ func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 // checkProof accepts a bootstrap request only inside the window and only if
 // its proof is the bootstrap token's. Any role and name are allowed: the
 // token is the deployer's own.
-func (s *Server) checkProof(p parsed) error {
+func (s *Server) checkProof(ctx context.Context, p parsed) error {
 	const next = "create a join token (`cairnctl join-token create`) and give it to this node"
 	b := s.Bootstrap
 	if b == nil {
@@ -239,6 +240,18 @@ func (s *Server) checkProof(p parsed) error {
 	}
 	if !proofOK(p.req.Proof, requestProof(b.Token, p.req.Role, p.req.Name, p.req.Hosts, p.csr.Raw)) {
 		return errors.New("bootstrap proof does not verify: this node was given another system's bootstrap token; give it this system's, or a join token")
+	}
+	// One-time: once the deployer redeemed the token at the gateway (it set
+	// the admin password: the deployment is done), the window is closed
+	// whatever its clock says. Before etcd answers (the MDMs forming their
+	// quorum, which needs these very certificates) only the clock closes it.
+	if s.Store.Etcd != nil {
+		cctx, cancel := context.WithTimeout(ctx, 3*time.Second)
+		done, err := model.BootstrapRedeemed(cctx, s.Store.Etcd, b.Token)
+		cancel()
+		if err == nil && done {
+			return errors.New("bootstrap join: the deployer redeemed the bootstrap token (the system is deployed): " + next)
+		}
 	}
 	return nil
 }

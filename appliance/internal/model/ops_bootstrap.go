@@ -88,3 +88,18 @@ func (s *Store) RedeemBootstrapToken(ctx context.Context, token, password string
 	}
 	return u, nil
 }
+
+// BootstrapRedeemed reports whether the deployer is done with token: the
+// system's first admin exists (a gateway stores the token just before it
+// creates that user) and the token is gone (redeemed, or its lease ran out).
+// The join service closes its bootstrap window then: the token read later
+// from a VM's settings gets no certificate either.
+func BootstrapRedeemed(ctx context.Context, cli *clientv3.Client, token string) (bool, error) {
+	r, err := cli.Txn(ctx).Then(clientv3.OpGet(Key(KindUser, "admin"), clientv3.WithCountOnly()),
+		clientv3.OpGet(bootstrapKey(token), clientv3.WithCountOnly())).Commit()
+	if err != nil {
+		return false, err
+	}
+	admin, pending := r.Responses[0].GetResponseRange().Count, r.Responses[1].GetResponseRange().Count
+	return admin > 0 && pending == 0, nil
+}
