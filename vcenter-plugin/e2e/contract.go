@@ -104,7 +104,7 @@ func (h *harness) checkContract(ctx context.Context, vc *vim25.Client, p *plan.P
 		}
 		// Whoever reads the VM's settings in vCenter cannot join with the token:
 		// the deployment redeemed it, which closed the bootstrap window.
-		h.check(h.bootstrapJoinRefused(ctx, p, token), "%s: the join service refuses the bootstrap token from the vApp properties now", name)
+		h.check(h.joinRefused(ctx, p, token, "the deployer redeemed the bootstrap token"), "%s: the join service refuses the bootstrap token from the vApp properties now", name)
 		if x.Has(plan.RoleGateway) {
 			published := ""
 			for _, o := range m.Config.ExtraConfig {
@@ -133,10 +133,10 @@ func (h *harness) checkContract(ctx context.Context, vc *vim25.Client, p *plan.P
 	return nil
 }
 
-// bootstrapJoinRefused tries to get a certificate with token as the deployer's
-// bootstrap token, as an attacker who read it from vCenter would, and reports
-// whether the first MDM member's join service refused it.
-func (h *harness) bootstrapJoinRefused(ctx context.Context, p *plan.Plan, token string) bool {
+// joinRefused tries to get a certificate with token (read from an SVM's vApp
+// properties, as an attacker who can read them in vCenter would), and reports
+// whether the first MDM member's join service refused it, saying why.
+func (h *harness) joinRefused(ctx context.Context, p *plan.Plan, token, why string) bool {
 	dir, err := os.MkdirTemp(h.state, "attacker-")
 	if err != nil {
 		return false
@@ -151,9 +151,9 @@ func (h *harness) bootstrapJoinRefused(ctx context.Context, p *plan.Plan, token 
 	out, err := exec.CommandContext(cctx, filepath.Join(h.bin, "cairn"), "pki", "join", "--url", "https://"+net.JoinHostPort(keeper, strconv.Itoa(contract.JoinPort)),
 		"--token-file", filepath.Join(dir, "token"), "--role", "mdm", "--name", "attacker", "--out", filepath.Join(dir, "pki")).CombinedOutput()
 	_, serr := os.Stat(filepath.Join(dir, "pki", "node.crt"))
-	refused := err != nil && strings.Contains(string(out), "403") && serr != nil
+	refused := err != nil && strings.Contains(string(out), "403") && strings.Contains(string(out), why) && serr != nil
 	if !refused {
-		fmt.Printf("     join with the bootstrap token: %v: %s\n", err, head(string(out), 400))
+		fmt.Printf("     join with a token from the vApp properties: %v: %s\n", err, head(string(out), 400))
 	}
 	return refused
 }

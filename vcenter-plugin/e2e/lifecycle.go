@@ -152,6 +152,18 @@ func (l *lifecycle) expand(ctx context.Context, deployed, grown *plan.Plan, adde
 				deployed.SVMName(x.Name), n.Name, n.SVMIP, err)
 		}
 	}
+	// Each new SVM got its certificates with a join token of its own (the
+	// plugin created it for its roles; no bootstrap token), spent at its first
+	// boot: the token read from its settings is worth nothing now.
+	for _, n := range added {
+		dir := filepath.Join(l.state, "svm", grown.SVMName(n.Name))
+		tok, err := os.ReadFile(filepath.Join(dir, "root", "etc", "cairn", "join-token"))
+		token := strings.TrimSpace(string(tok))
+		sds := unitCmdline(dir, "cairn-sds.service")
+		l.check(err == nil && strings.HasPrefix(token, "cj1.") && strings.Contains(sds, "--pki /etc/cairn/pki/sds"),
+			"%s joined with a one-time join token of its own and runs with its certificate: %s", grown.SVMName(n.Name), sds)
+		l.check(l.joinRefused(ctx, grown, token, "already used"), "%s: its join token is spent", grown.SVMName(n.Name))
+	}
 	l.sdsState(ctx, hostNames(grown))
 	sys, err := waitHealthy(ctx, l.api, time.Minute)
 	if err != nil {
