@@ -10,7 +10,6 @@ import (
 	"fmt"
 	"net"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"strconv"
 	"strings"
@@ -142,14 +141,9 @@ func (h *harness) joinRefused(ctx context.Context, p *plan.Plan, token, why stri
 		return false
 	}
 	defer os.RemoveAll(dir)
-	if err := os.WriteFile(filepath.Join(dir, "token"), []byte(token), 0o600); err != nil {
-		return false
-	}
-	keeper := p.MDMMembers()[0]
 	cctx, cancel := context.WithTimeout(ctx, 30*time.Second)
 	defer cancel()
-	out, err := exec.CommandContext(cctx, filepath.Join(h.bin, "cairn"), "pki", "join", "--url", "https://"+net.JoinHostPort(keeper, strconv.Itoa(contract.JoinPort)),
-		"--token-file", filepath.Join(dir, "token"), "--role", "mdm", "--name", "attacker", "--out", filepath.Join(dir, "pki")).CombinedOutput()
+	out, err := h.pkiJoin(cctx, p, token, "mdm", "attacker", filepath.Join(dir, "pki"))
 	_, serr := os.Stat(filepath.Join(dir, "pki", "node.crt"))
 	refused := err != nil && strings.Contains(string(out), "403") && strings.Contains(string(out), why) && serr != nil
 	if !refused {

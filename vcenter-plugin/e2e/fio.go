@@ -130,19 +130,24 @@ func (h *harness) joinAs(ctx context.Context, p *plan.Plan, role, name string) (
 	if err != nil {
 		return "", fmt.Errorf("join token for %s/%s: %w", role, name, err)
 	}
-	tf := dir + ".token"
-	if err := os.WriteFile(tf, []byte(tok.Token), 0o600); err != nil {
-		return "", err
-	}
-	defer os.Remove(tf)
-	keeper := "https://" + net.JoinHostPort(p.MDMMembers()[0], strconv.Itoa(contract.JoinPort))
-	out, err := exec.CommandContext(ctx, filepath.Join(h.bin, "cairn"), "pki", "join", "--url", keeper, "--token-file", tf,
-		"--role", role, "--name", name, "--out", dir, "--wait", "1m").CombinedOutput()
-	if err != nil {
-		return "", fmt.Errorf("cairn pki join as %s/%s at %s: %v: %s", role, name, keeper, err, out)
+	if out, err := h.pkiJoin(ctx, p, tok.Token, role, name, dir, "--wait", "1m"); err != nil {
+		return "", fmt.Errorf("cairn pki join as %s/%s: %v: %s", role, name, err, out)
 	}
 	h.ok("%s/%s got its certificate with a one-time join token (token %s)", role, name, tok.ID)
 	return dir, nil
+}
+
+// pkiJoin runs `cairn pki join` with token (through a 0600 file, as an admin
+// would hand it over) at the first MDM member's join service, writing dir.
+func (h *harness) pkiJoin(ctx context.Context, p *plan.Plan, token, role, name, dir string, extra ...string) ([]byte, error) {
+	tf := dir + ".token"
+	if err := os.WriteFile(tf, []byte(token), 0o600); err != nil {
+		return nil, err
+	}
+	defer os.Remove(tf)
+	keeper := "https://" + net.JoinHostPort(p.MDMMembers()[0], strconv.Itoa(contract.JoinPort))
+	args := append([]string{"pki", "join", "--url", keeper, "--token-file", tf, "--role", role, "--name", name, "--out", dir}, extra...)
+	return exec.CommandContext(ctx, filepath.Join(h.bin, "cairn"), args...).CombinedOutput()
 }
 
 func head(s string, n int) string {
