@@ -58,7 +58,8 @@ if [ -z "$PLUGIN" ]; then
   PLUGIN=$W/cairn-plugin
 fi
 CAIRNCTL=${CAIRNCTL:-$ROOT/appliance/bin/cairnctl}
-[ -x "$CAIRNCTL" ] || { echo "join-test: $CAIRNCTL is missing: run make build" >&2; exit 1; }
+CAIRN=${CAIRN:-$ROOT/appliance/bin/cairn}
+[ -x "$CAIRNCTL" ] && [ -x "$CAIRN" ] || { echo "join-test: $CAIRNCTL or $CAIRN is missing: run make build" >&2; exit 1; }
 
 # ------------------------------------------------------------------ the plan
 # What the wizard would download for three ESXi hosts: every SVM an MDM member and an
@@ -161,6 +162,14 @@ echo "ok   the one-time bootstrap token set the admin password"
 code=$(redeem)
 [ "$code" = 401 ] || fail "the used bootstrap token was accepted again: HTTP $code"
 echo "ok   the used token is refused (401)"
+# Every SVM got its certificates at first boot: svm1 (the first MDM member) created
+# the CA and the others joined it with the bootstrap token, which is now redeemed:
+# whoever reads it from the VM's settings gets no certificate either.
+in_ns "$CAIRN" pki join --url "https://$SUBNET.11:7443" --token-file "$W/env/bootstrap-token" --role mdm --name attacker \
+  --out "$W/attacker" >"$W/attacker.out" 2>&1 && fail "the join service issued a certificate for the redeemed bootstrap token"
+grep -q "the deployer redeemed the bootstrap token" "$W/attacker.out" || fail "join with the redeemed token: $(cat "$W/attacker.out")"
+[ ! -e "$W/attacker/node.crt" ] || fail "a refused join wrote a certificate"
+echo "ok   the redeemed bootstrap token gets no certificate from the join service"
 
 export CAIRNCTL_CONFIG=$W/cairnctl.json
 ctl() { in_ns "$CAIRNCTL" --url "$GW" --ca-file "$W/gw.pem" "$@"; }
@@ -179,11 +188,11 @@ ctl system bootstrap --name isojoin >/dev/null
 ctl pd create pd1 >/dev/null
 ctl pool create pool1 --pd pd1 --spare-percent 0 >/dev/null
 for i in 1 2 3; do
-  ctl sds create "sds-esx$i" --pd pd1 --address "$SUBNET.1$i:7100" >/dev/null
+  ctl sds create "cairn-esx$i" --pd pd1 --address "$SUBNET.1$i:7100" >/dev/null
 done
 for i in 1 2 3; do
-  ctl device create "dev-esx$i" --sds "sds-esx$i" --pool pool1 --path "/dev/disk/by-id/virtio-cairn-data-$i" >/dev/null ||
-    fail "device of sds-esx$i not added"
+  ctl device create "dev-esx$i" --sds "cairn-esx$i" --pool pool1 --path "/dev/disk/by-id/virtio-cairn-data-$i" >/dev/null ||
+    fail "device of cairn-esx$i not added"
 done
 sys=$(ctl --json system info)
 up=$(jq '.health.sds_up_count' <<<"$sys")

@@ -254,8 +254,8 @@ func hostAddr(a contract.Address) string {
 }
 
 // TokenNotKept stands for the bootstrap token in SettingsFile: a well-formed
-// token that is no token (gateways never store it; it only satisfies the
-// contract's rule that gateway SVMs were given one).
+// token that is no token (nothing stores it; it only satisfies the
+// contract's rule that every SVM was given one).
 const TokenNotKept = "not-kept-after-first-boot"
 
 // SettingsFileContent is SettingsFile's content for the raw settings first boot
@@ -264,9 +264,9 @@ const TokenNotKept = "not-kept-after-first-boot"
 // comment may hold both quote characters, which the format cannot carry).
 func SettingsFileContent(raw map[string]string) (string, error) {
 	kept := maps.Clone(raw)
-	// Nobody after first boot needs the bootstrap token (the gateway has its
-	// own file, deleted once redeemed): a copy kept for years is a copy to leak.
-	// The contract requires one on gateway SVMs, so a placeholder stands in.
+	// Nobody after first boot needs the join token (cairn-certs, the gateway
+	// and the join service read JoinTokenFile): a copy kept for years is a copy
+	// to leak. The contract requires one on every SVM, so a placeholder stands in.
 	if _, ok := kept[contract.KeyJoinToken]; ok {
 		kept[contract.KeyJoinToken] = TokenNotKept
 	}

@@ -32,6 +32,7 @@ func settings(t testing.TB) *contract.Settings {
 		contract.KeyRoles:       "mdm,sds,target",
 		contract.KeyClusterName: "c1",
 		contract.KeyMDMMembers:  "svm1=192.0.2.10,svm2=192.0.2.11,svm3=192.0.2.12",
+		contract.KeyJoinToken:   "not-kept-after-first-boot",
 		contract.KeySVMs:        "192.0.2.10,198.51.100.10,192.0.2.11,198.51.100.11,192.0.2.12,198.51.100.12,192.0.2.13,198.51.100.13",
 	})
 	if err != nil {
@@ -363,6 +364,7 @@ func TestTargetPorts(t *testing.T) {
 	s, err := contract.Validate(map[string]string{
 		contract.KeyHostname: "svm4", contract.KeyMgmtAddress: "192.0.2.13/24", contract.KeyRoles: "sds,target",
 		contract.KeyClusterName: "c1", contract.KeyMDMMembers: "svm1=192.0.2.10", contract.KeyTargetPortID: "4",
+		contract.KeyJoinToken: "not-kept-after-first-boot",
 	})
 	if err != nil {
 		t.Fatal(err)
