@@ -52,6 +52,7 @@ cairn.data.address: 198.51.100.10/24
 cairn.roles: mdm,sds
 cairn.cluster.name: ps
 cairn.cluster.mdm_members: svm1=192.0.2.10
+cairn.cluster.join_token: peersync-test-token-0123
 cairn.cluster.svms: 192.0.2.10,198.51.100.10,192.0.2.11,198.51.100.11
 EOF
 "$CAIRN" firstboot --seed "$W/seed" --dry-run --vmtoolsd - --no-seed-disk >"$W/plan" 2>&1 ||
