@@ -14,12 +14,12 @@ import (
 )
 
 func init() {
-	register("pki", "the cluster's certificates: init (CA), issue (a daemon's), serve (the join service, on an MDM), join (a node's certificate with a join token), show (expiry), backup|restore (the CA key, sealed, in etcd)", runPKI)
+	register("pki", "the cluster's certificates: init (CA), issue (a daemon's), serve (the join service, on an MDM), join (a node's certificate with a join token), renew (a new certificate for a valid one), show (expiry), backup|restore (the CA key, sealed, in etcd)", runPKI)
 }
 
 func runPKI(ctx context.Context, args []string) error {
 	if len(args) == 0 {
-		return errorf("usage: cairn pki init|issue|serve|join|show|backup|restore [flags] (cairn pki SUBCOMMAND -h for its flags)")
+		return errorf("usage: cairn pki init|issue|serve|join|renew|show|backup|restore [flags] (cairn pki SUBCOMMAND -h for its flags)")
 	}
 	switch args[0] {
 	case "init":
@@ -77,6 +77,8 @@ func runPKI(ctx context.Context, args []string) error {
 		return pkiServe(ctx, args[1:])
 	case "join":
 		return pkiJoin(ctx, args[1:])
+	case "renew":
+		return pkiRenew(ctx, args[1:])
 	case "restore":
 		return pkiRestore(ctx, args[1:])
 	case "show":
@@ -99,5 +101,5 @@ func runPKI(ctx context.Context, args []string) error {
 		}
 		return tw.Flush()
 	}
-	return errorf("unknown subcommand %q: use init, issue, show, backup or restore", args[0])
+	return errorf("unknown subcommand %q: use init, issue, serve, join, renew, show, backup or restore", args[0])
 }

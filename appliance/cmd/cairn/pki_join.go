@@ -146,3 +146,41 @@ func pkiJoin(ctx context.Context, args []string) error {
 		}
 	}
 }
+
+// pkiRenew gives the PKI directories a new certificate each, for a new key,
+// when due (the last third of its life) or with --force: at the join
+// service, presenting the current certificate, or from --ca on the node that
+// keeps the CA.
+func pkiRenew(ctx context.Context, args []string) error {
+	fs := flag.NewFlagSet("pki renew", flag.ContinueOnError)
+	dirs := fs.String("pki", "", "comma-separated PKI directories to renew (each a daemon's --pki)")
+	urls := fs.String("url", os.Getenv("CAIRN_JOIN_URLS"), "comma-separated join services, https://MDM:7443 ($CAIRN_JOIN_URLS)")
+	caDir := fs.String("ca", "", "renew from this CA directory instead (on the MDM that keeps the CA)")
+	force := fs.Bool("force", false, "renew even when not due")
+	if err := parse(fs, args); err != nil {
+		return err
+	}
+	if *dirs == "" || (*urls == "" && *caDir == "") {
+		return errorf("--pki and --url (or --ca) are required")
+	}
+	var ca *pki.CA
+	if *caDir != "" {
+		var err error
+		if ca, err = pki.LoadCA(*caDir); err != nil {
+			return err
+		}
+	}
+	var errs []error
+	for _, d := range strings.Split(*dirs, ",") {
+		cert, err := join.RenewIfDue(ctx, d, strings.Split(*urls, ","), ca, time.Now(), *force)
+		switch {
+		case err != nil:
+			errs = append(errs, fmt.Errorf("%s: %w", d, err))
+		case cert == nil:
+			fmt.Printf("%s: not due yet (renewed in the last third of its life)\n", d)
+		default:
+			fmt.Printf("%s: renewed, expires %s\n", d, cert.NotAfter.UTC().Format(time.RFC3339))
+		}
+	}
+	return errors.Join(errs...)
+}

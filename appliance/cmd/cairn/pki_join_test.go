@@ -86,6 +86,31 @@ func TestPKIServeBootstrapWithoutEtcd(t *testing.T) {
 		t.Fatalf("joined: %v %v", id, err)
 	}
 
+	// Renewal at the same service, with the certificate just got: a new one
+	// for a new key, same role and name; not before it is due unless forced.
+	serial := id.Leaf().SerialNumber
+	if err := pkiRenew(ctx, []string{"--pki", out, "--url", "https://" + addr}); err != nil {
+		t.Fatalf("renew when not due: %v", err)
+	}
+	if id, _ := pki.LoadIdentity(out); id.Leaf().SerialNumber.Cmp(serial) != 0 {
+		t.Fatal("renewed although not due")
+	}
+	if err := pkiRenew(ctx, []string{"--pki", out, "--url", "https://" + addr, "--force"}); err != nil {
+		t.Fatalf("renew: %v", err)
+	}
+	if id, err := pki.LoadIdentity(out); err != nil || id.Leaf().SerialNumber.Cmp(serial) == 0 || id.Peer() != (pki.Peer{Role: pki.RoleMDM, Name: "svm-2"}) {
+		t.Fatalf("after renewal: %v %v", id, err)
+	}
+	// The node that keeps the CA renews its own from it.
+	own := kit.Dir(pki.RoleSDS, "svm-1")
+	serial = mustIdentity(t, own).Leaf().SerialNumber
+	if err := pkiRenew(ctx, []string{"--pki", own, "--ca", kit.CADir(), "--force"}); err != nil {
+		t.Fatalf("renew from the CA: %v", err)
+	}
+	if mustIdentity(t, own).Leaf().SerialNumber.Cmp(serial) == 0 {
+		t.Fatal("not renewed from the CA")
+	}
+
 	// A malformed token file stops the service before it listens.
 	bad := filepath.Join(dir, "bad")
 	os.WriteFile(bad, []byte("short"), 0o600)
@@ -94,4 +119,13 @@ func TestPKIServeBootstrapWithoutEtcd(t *testing.T) {
 	if err == nil || !strings.Contains(err.Error(), "bootstrap token: malformed") || strings.Contains(err.Error(), "short") {
 		t.Fatalf("a malformed bootstrap token: %v", err)
 	}
+}
+
+func mustIdentity(t *testing.T, dir string) *pki.Identity {
+	t.Helper()
+	id, err := pki.LoadIdentity(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return id
 }

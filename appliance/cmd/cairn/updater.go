@@ -8,8 +8,11 @@ import (
 	"flag"
 	"fmt"
 	"os"
+	"strings"
 	"time"
 
+	"github.com/cairn-storage/cairn/appliance/internal/join"
+	"github.com/cairn-storage/cairn/appliance/internal/pki"
 	"github.com/cairn-storage/cairn/appliance/internal/update"
 )
 
@@ -20,6 +23,7 @@ func init() {
 		c.add(fs)
 		name := fs.String("name", os.Getenv("CAIRN_HOSTNAME"), "this SVM's name, as the gateway lists it ($CAIRN_HOSTNAME)")
 		poll := fs.Duration("poll", 2*time.Second, "how often the order is read")
+		renewEvery := fs.Duration("renew-every", 6*time.Hour, "how often the SVM's certificates ($CAIRN_PKI) are checked and renewed when due")
 		in := installerFlags(fs)
 		if err := parse(fs, args); err != nil {
 			return err
@@ -34,9 +38,28 @@ func init() {
 			return err
 		}
 		defer cli.Close()
+		// On the appliance the updater also keeps the SVM's certificates
+		// (CAIRN_PKI, one directory per role) renewed: it runs on every SVM
+		// for as long as the SVM does, and a new version of it reaches old
+		// SVMs through the same upgrades.
+		if base := os.Getenv("CAIRN_PKI"); base != "" {
+			var ca *pki.CA
+			if os.Getenv("CAIRN_CA_KEEPER") == "true" {
+				if ca, err = pki.LoadCA(caKeptDir); err != nil {
+					log.Warn("this SVM keeps the CA but cannot load it: its certificates are not renewed", "err", err)
+				}
+			}
+			if ca != nil || os.Getenv("CAIRN_CA_KEEPER") != "true" {
+				go join.Keep(ctx, base, strings.Split(os.Getenv("CAIRN_JOIN_URLS"), ","), ca, *renewEvery, log)
+			}
+		}
 		u := &update.Updater{Name: *name, Store: update.Store{Etcd: cli}, Installer: in, Poll: *poll, Log: log}
 		// nil: switched to a new version; exiting makes systemd
 		// (Restart=always) start the updater on it.
 		return u.Run(ctx)
 	})
 }
+
+// caKeptDir is where the first MDM member of an appliance keeps the CA
+// (packer/files/cairn-role, CA).
+const caKeptDir = "/var/lib/cairn/ca"

@@ -105,20 +105,28 @@ func decode(b []byte) (parsed, error) {
 			return p, fmt.Errorf("host %q is neither an IP address nor a DNS name", contract.Clip(h))
 		}
 	}
-	blk, rest := pem.Decode([]byte(p.req.CSR))
+	p.csr, err = parseCSR(p.req.CSR)
+	return p, err
+}
+
+// parseCSR accepts one PEM certificate request whose signature verifies,
+// for an ECDSA P-256 key.
+func parseCSR(s string) (*x509.CertificateRequest, error) {
+	blk, rest := pem.Decode([]byte(s))
 	if blk == nil || blk.Type != "CERTIFICATE REQUEST" || strings.TrimSpace(string(rest)) != "" {
-		return p, errors.New("csr: give one PEM \"CERTIFICATE REQUEST\"")
+		return nil, errors.New("csr: give one PEM \"CERTIFICATE REQUEST\"")
 	}
-	if p.csr, err = x509.ParseCertificateRequest(blk.Bytes); err != nil {
-		return p, fmt.Errorf("csr: %v", err)
+	csr, err := x509.ParseCertificateRequest(blk.Bytes)
+	if err != nil {
+		return nil, fmt.Errorf("csr: %v", err)
 	}
-	if err := p.csr.CheckSignature(); err != nil {
-		return p, fmt.Errorf("csr: its signature does not verify: %v", err)
+	if err := csr.CheckSignature(); err != nil {
+		return nil, fmt.Errorf("csr: its signature does not verify: %v", err)
 	}
-	if k, ok := p.csr.PublicKey.(*ecdsa.PublicKey); !ok || k.Curve != elliptic.P256() {
-		return p, errors.New("csr: the key must be ECDSA P-256, as every Cairn node's")
+	if k, ok := csr.PublicKey.(*ecdsa.PublicKey); !ok || k.Curve != elliptic.P256() {
+		return nil, errors.New("csr: the key must be ECDSA P-256, as every Cairn node's")
 	}
-	return p, nil
+	return csr, nil
 }
 
 func validDNSName(h string) bool {
@@ -167,10 +175,14 @@ func (s *Server) now() time.Time {
 	return time.Now()
 }
 
-// ServeHTTP answers POST Path.
+// ServeHTTP answers POST Path and POST RenewPath.
 func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	if r.URL.Path == RenewPath && r.Method == http.MethodPost {
+		s.renew(w, r)
+		return
+	}
 	if r.URL.Path != Path {
-		http.Error(w, "not found: the join service answers POST "+Path, http.StatusNotFound)
+		http.Error(w, "not found: the join service answers POST "+Path+" and "+RenewPath, http.StatusNotFound)
 		return
 	}
 	if r.Method != http.MethodPost {

@@ -162,6 +162,13 @@ func (id *Identity) Verify(chain []*x509.Certificate, roles ...string) (Peer, er
 	return p, nil
 }
 
+// Certificate is the current certificate and key, for a TLS configuration
+// this package does not make (a client that must pin a CA by fingerprint).
+func (id *Identity) Certificate() *tls.Certificate {
+	c, _ := id.getCert()
+	return c
+}
+
 func (id *Identity) getCert() (*tls.Certificate, error) {
 	c := id.cur.Load().cert
 	return &c, nil
@@ -235,6 +242,10 @@ func PeerFromState(cs tls.ConnectionState) (Peer, error) {
 func (id *Identity) OpenServerTLS() *tls.Config {
 	return &tls.Config{
 		MinVersion: tls.VersionTLS13,
+		// A certificate is asked for, not required, and not verified here:
+		// a renewing node presents its current one (the application checks
+		// it against the CA, expiry included); a joining node has none.
+		ClientAuth: tls.RequestClientCert,
 		GetCertificate: func(*tls.ClientHelloInfo) (*tls.Certificate, error) {
 			l := id.cur.Load()
 			c := l.cert
