@@ -63,20 +63,36 @@ func Join(ctx context.Context, urls []string, token string, r pki.Request, dir s
 		req.Token = t.String()
 	}
 	body, _ := json.Marshal(req)
+	return exchange(ctx, urls, Path, body, t.CA, nil, key, r, bootstrap, dir)
+}
+
+// exchange posts body to path at each of urls in turn until one answers,
+// over TLS that accepts only an MDM certificate issued by the CA whose
+// fingerprint is fp (with no fp, a bootstrap join, by a CA the chain holds,
+// trusted once the answer's proof verifies), presenting cert if not nil.
+// The answer must be a certificate for key and r (check); then dir is
+// written. A refusal or an impostor stops at once (another MDM would do
+// the same); a service that does not answer gives way to the next.
+func exchange(ctx context.Context, urls []string, path string, body []byte, fp string, cert *tls.Certificate,
+	key *ecdsa.PrivateKey, r pki.Request, bootstrap, dir string) (*x509.Certificate, error) {
 	var ca *x509.Certificate
-	hc := &http.Client{Timeout: 30 * time.Second, Transport: &http.Transport{TLSClientConfig: &tls.Config{
+	cfg := &tls.Config{
 		MinVersion:         tls.VersionTLS13,
 		InsecureSkipVerify: true, // verified below: against the pinned CA, or the answer's proof
 		VerifyConnection: func(cs tls.ConnectionState) error {
-			c, err := serverCA(cs.PeerCertificates, t.CA)
+			c, err := serverCA(cs.PeerCertificates, fp)
 			ca = c
 			return err
 		},
-	}}}
+	}
+	if cert != nil {
+		cfg.GetClientCertificate = func(*tls.CertificateRequestInfo) (*tls.Certificate, error) { return cert, nil }
+	}
+	hc := &http.Client{Timeout: 30 * time.Second, Transport: &http.Transport{TLSClientConfig: cfg}}
 	defer hc.CloseIdleConnections()
 	var errs []error
 	for _, u := range urls {
-		a, err := ask(ctx, hc, strings.TrimRight(u, "/")+Path, body)
+		a, err := ask(ctx, hc, strings.TrimRight(u, "/")+path, body)
 		if err != nil {
 			errs = append(errs, fmt.Errorf("%s: %w", u, err))
 			if errors.Is(err, errFinal) {
@@ -84,7 +100,7 @@ func Join(ctx context.Context, urls []string, token string, r pki.Request, dir s
 			}
 			continue
 		}
-		cert, err := check(a, ca, key, r, bootstrap)
+		c, err := check(a, ca, key, r, bootstrap)
 		if err != nil {
 			return nil, fmt.Errorf("%s: %w: %w", u, errFinal, err)
 		}
@@ -95,7 +111,7 @@ func Join(ctx context.Context, urls []string, token string, r pki.Request, dir s
 		if err := pki.WriteNode(dir, []byte(a.CA), []byte(a.Cert), keyPEM); err != nil {
 			return nil, err
 		}
-		return cert, nil
+		return c, nil
 	}
 	return nil, failed{errs}
 }

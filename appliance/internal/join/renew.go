@@ -13,7 +13,6 @@ import (
 	"crypto/ecdsa"
 	"crypto/elliptic"
 	"crypto/rand"
-	"crypto/tls"
 	"crypto/x509"
 	"crypto/x509/pkix"
 	"encoding/json"
@@ -117,43 +116,7 @@ func Renew(ctx context.Context, urls []string, dir string) (*x509.Certificate, e
 		return nil, err
 	}
 	body, _ := json.Marshal(RenewRequest{CSR: string(pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE REQUEST", Bytes: der}))})
-	fp := pki.InfoOf(id.CA()).Fingerprint
-	var ca *x509.Certificate
-	hc := &http.Client{Timeout: 30 * time.Second, Transport: &http.Transport{TLSClientConfig: &tls.Config{
-		MinVersion:           tls.VersionTLS13,
-		GetClientCertificate: func(*tls.CertificateRequestInfo) (*tls.Certificate, error) { return id.Certificate(), nil },
-		InsecureSkipVerify:   true, // verified below: an MDM certificate of the pinned CA
-		VerifyConnection: func(cs tls.ConnectionState) error {
-			c, err := serverCA(cs.PeerCertificates, fp)
-			ca = c
-			return err
-		},
-	}}}
-	defer hc.CloseIdleConnections()
-	var errs []error
-	for _, u := range urls {
-		a, err := ask(ctx, hc, strings.TrimRight(u, "/")+RenewPath, body)
-		if err != nil {
-			errs = append(errs, fmt.Errorf("%s: %w", u, err))
-			if errors.Is(err, errFinal) {
-				break
-			}
-			continue
-		}
-		cert, err := check(a, ca, key, pki.Request{Role: me.Role, Name: me.Name}, "")
-		if err != nil {
-			return nil, fmt.Errorf("%s: %w: %w", u, errFinal, err)
-		}
-		keyPEM, err := pki.EncodeKey(key)
-		if err != nil {
-			return nil, err
-		}
-		if err := pki.WriteNode(dir, []byte(a.CA), []byte(a.Cert), keyPEM); err != nil {
-			return nil, err
-		}
-		return cert, nil
-	}
-	return nil, failed{errs}
+	return exchange(ctx, urls, RenewPath, body, pki.InfoOf(id.CA()).Fingerprint, id.Certificate(), key, pki.Request{Role: me.Role, Name: me.Name}, "", dir)
 }
 
 // RenewIfDue renews the certificate in dir when RenewDue (or force): from

@@ -151,7 +151,10 @@ func TestKeep(t *testing.T) {
 	dueSerial, freshSerial := serialOf(t, due), serialOf(t, fresh)
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan struct{})
-	go func() { join.Keep(ctx, base, []string{url}, nil, time.Hour, slog.New(slog.DiscardHandler)); close(done) }()
+	go func() {
+		join.Keep(ctx, base, []string{url}, nil, time.Hour, slog.New(slog.DiscardHandler))
+		close(done)
+	}()
 	defer func() { cancel(); <-done }()
 	deadline := time.Now().Add(10 * time.Second)
 	for serialOf(t, due) == dueSerial {
