@@ -47,16 +47,11 @@ func Join(ctx context.Context, urls []string, token string, r pki.Request, dir s
 		}
 		bootstrap = ""
 	}
-	key, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
+	key, der, csr, err := newCSR(r.Role)
 	if err != nil {
 		return nil, err
 	}
-	der, err := x509.CreateCertificateRequest(rand.Reader, &x509.CertificateRequest{Subject: pkix.Name{CommonName: r.Role}}, key)
-	if err != nil {
-		return nil, err
-	}
-	req := Request{Role: r.Role, Name: r.Name, Hosts: r.Hosts,
-		CSR: string(pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE REQUEST", Bytes: der}))}
+	req := Request{Role: r.Role, Name: r.Name, Hosts: r.Hosts, CSR: csr}
 	if bootstrap != "" {
 		req.Proof = requestProof(bootstrap, r.Role, r.Name, r.Hosts, der)
 	} else {
@@ -64,6 +59,20 @@ func Join(ctx context.Context, urls []string, token string, r pki.Request, dir s
 	}
 	body, _ := json.Marshal(req)
 	return exchange(ctx, urls, Path, body, t.CA, nil, key, r, bootstrap, dir)
+}
+
+// newCSR makes this node's new key pair (its private half never leaves
+// the node) and a request for it: DER and PEM.
+func newCSR(role string) (*ecdsa.PrivateKey, []byte, string, error) {
+	key, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
+	if err != nil {
+		return nil, nil, "", err
+	}
+	der, err := x509.CreateCertificateRequest(rand.Reader, &x509.CertificateRequest{Subject: pkix.Name{CommonName: role}}, key)
+	if err != nil {
+		return nil, nil, "", err
+	}
+	return key, der, string(pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE REQUEST", Bytes: der})), nil
 }
 
 // exchange posts body to path at each of urls in turn until one answers,

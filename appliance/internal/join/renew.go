@@ -10,13 +10,8 @@ package join
 
 import (
 	"context"
-	"crypto/ecdsa"
-	"crypto/elliptic"
-	"crypto/rand"
 	"crypto/x509"
-	"crypto/x509/pkix"
 	"encoding/json"
-	"encoding/pem"
 	"errors"
 	"fmt"
 	"io"
@@ -107,15 +102,11 @@ func Renew(ctx context.Context, urls []string, dir string) (*x509.Certificate, e
 		return nil, err
 	}
 	me := id.Peer()
-	key, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
+	key, _, csr, err := newCSR(me.Role)
 	if err != nil {
 		return nil, err
 	}
-	der, err := x509.CreateCertificateRequest(rand.Reader, &x509.CertificateRequest{Subject: pkix.Name{CommonName: me.Role}}, key)
-	if err != nil {
-		return nil, err
-	}
-	body, _ := json.Marshal(RenewRequest{CSR: string(pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE REQUEST", Bytes: der}))})
+	body, _ := json.Marshal(RenewRequest{CSR: csr})
 	return exchange(ctx, urls, RenewPath, body, pki.InfoOf(id.CA()).Fingerprint, id.Certificate(), key, pki.Request{Role: me.Role, Name: me.Name}, "", dir)
 }
 
