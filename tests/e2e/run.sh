@@ -39,7 +39,7 @@ ROOT=$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)
 BIN=$ROOT/appliance/bin
 HOOK=$ROOT/tests/e2e/svm-hook.sh
 PREFIX=cairne2e-$$
-BUDGET=${E2E_TIMEOUT:-540} # seconds for the driver (the build comes on top)
+BUDGET=${E2E_TIMEOUT:-720} # seconds for the driver (the build comes on top): ~530 s on 2 shared cores, rolling all five SVMs
 
 passed=0 failed=0
 say() { echo "[$(date +%H:%M:%S)] $*"; }

@@ -1,17 +1,14 @@
 package main
 
 // The upgrade phase: the plugin's rolling upgrade (deploy.Upgrade) rolls
-// two SVMs to a new Cairn version stored on the gateway, the host the
-// lifecycle's replacement deployed and an MDM member with every role
-// (asked in the other order: the engine takes MDM members last). Each
-// SVM's updater (cairn-updater.service, run by the harness's systemctl
-// like the other units) installs it, restarts the SVM's units one at a
-// time and checks them, its SDS in instant maintenance meanwhile. Then a
-// broken build rolled to two MDM members: the first one's updater rolls
-// back, and the roll stops there, out of maintenance, the second never
-// ordered. fio keeps verifying throughout. Two SVMs of five keep the
-// phase near its former length (each takes ~40 s: five units restarted
-// and checked one at a time).
+// every SVM of the system to a new Cairn version stored on the gateway,
+// fault set by fault set, the MDM members last, one at a time. Each SVM's
+// updater (cairn-updater.service, run by the harness's systemctl like the
+// other units) installs it, restarts the SVM's units one at a time and
+// checks them, its SDS in instant maintenance meanwhile. Then a broken
+// build rolled to two MDM members: the first one's updater rolls back, and
+// the roll stops there, out of maintenance, the second never ordered. fio
+// keeps verifying throughout.
 
 import (
 	"context"
@@ -20,6 +17,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
@@ -147,43 +145,60 @@ func (h *harness) upgrade(ctx context.Context, p *plan.Plan, fio *fioLoop, eng *
 	}
 	h.check(onCur == len(p.Hosts), "every SVM's updater reported, idle on %s: %d of %d", cur, onCur, len(p.Hosts))
 
-	// The replacement's SVM and an MDM member with every role (MDM, SDS,
-	// target, gateway) to the new version, by the plugin's engine.
+	// Every SVM to the new version, by the plugin's engine (no hosts: all).
 	eng.UpgradeTimeout = 3 * time.Minute
 	job := deploy.UpgradeJob(p.System)
-	mdm, spare := p.Hosts[2].Name, p.Hosts[len(p.Hosts)-1].Name
 	seq := h.lastSeq()
 	t2 := time.Now()
-	if err := eng.Upgrade(ctx, p, deploy.UpgradeRequest{Version: next, Hosts: []string{mdm, spare}}); err != nil {
+	if err := eng.Upgrade(ctx, p, deploy.UpgradeRequest{Version: next}); err != nil {
 		return err
 	}
-	fmt.Printf("     rolled %s and %s to %s: %.1f s\n", plan.SVMHostname(spare), plan.SVMHostname(mdm), next, time.Since(t2).Seconds())
-	started := func(host, what string) int64 {
+	fmt.Printf("     rolled all %d SVMs to %s: %.1f s\n", len(p.Hosts), next, time.Since(t2).Seconds())
+	// One SVM at a time, each ordered after the previous one was done, the
+	// MDM members after every other SVM.
+	type span struct {
+		host       string
+		mdm        bool
+		order, end int64
+	}
+	var spans []span
+	for _, x := range p.Hosts {
+		sp := span{host: plan.SVMHostname(x.Name), mdm: x.Has(plan.RoleMDM) || x.Has(plan.RoleTieBreaker), order: -1, end: -1}
 		for _, e := range h.log.Since(seq, job) {
-			if strings.Contains(e.Message, "/"+plan.SVMHostname(host)+"/"+what+": started") {
-				return e.Seq
+			switch {
+			case strings.Contains(e.Message, "/"+sp.host+"/order: started"):
+				sp.order = e.Seq
+			case strings.Contains(e.Message, "/"+sp.host+"/await: done"):
+				sp.end = e.Seq
 			}
 		}
-		return -1
+		spans = append(spans, sp)
 	}
-	first, last := started(spare, "order"), started(mdm, "order")
-	h.check(first > 0 && last > first, "the roll ordered %s (SDS, target) before MDM member %s, one at a time (event seq %d, %d)", plan.SVMHostname(spare), plan.SVMHostname(mdm), first, last)
+	slices.SortFunc(spans, func(a, b span) int { return int(a.order - b.order) })
+	inOrder, seen := true, []string{}
+	for i, sp := range spans {
+		inOrder = inOrder && sp.order > 0 && sp.end > sp.order && (i == 0 || sp.order > spans[i-1].end) && (i == 0 || !spans[i-1].mdm || sp.mdm)
+		seen = append(seen, sp.host)
+	}
+	h.check(inOrder, "the roll upgraded one SVM at a time, each ordered after the previous one was done, the MDM members last: %v", seen)
 	ups, err := c.ListUpgradeSVMs(ctx)
 	if err != nil {
 		return err
 	}
+	done := 0
 	for _, s := range ups {
-		if s.Name == plan.SVMHostname(spare) || s.Name == plan.SVMHostname(mdm) {
-			h.check(s.State == gateway.UpgradeDone && s.Running == next, "%s updated to %s by its updater: %s", s.Name, next, s.Message)
+		if s.State == gateway.UpgradeDone && s.Running == next {
+			done++
 		}
 	}
-	for _, host := range []string{spare, mdm} {
-		vs := h.unitVersions(filepath.Join(h.state, "svm", p.SVMName(host)))
+	h.check(done == len(p.Hosts), "%d of %d SVMs updated to %s by their updaters", done, len(p.Hosts), next)
+	for _, x := range p.Hosts {
+		vs := h.unitVersions(filepath.Join(h.state, "svm", p.SVMName(x.Name)))
 		allNext := len(vs) >= 3
 		for _, v := range vs {
 			allNext = allNext && v == next
 		}
-		h.check(allNext, "every Cairn daemon of %s runs %s (read from each process's /proc/<pid>/exe): %v", plan.SVMHostname(host), next, vs)
+		h.check(allNext, "every Cairn daemon of %s runs %s (read from each process's /proc/<pid>/exe): %v", plan.SVMHostname(x.Name), next, vs)
 	}
 	st, err := deploy.LoadState(eng.StateDir, p)
 	h.check(err == nil && st.Change == nil, "the upgrade's change ended in the deploy state (%v)", err)
@@ -195,7 +210,7 @@ func (h *harness) upgrade(ctx context.Context, p *plan.Plan, fio *fioLoop, eng *
 	t3 := time.Now()
 	err = eng.Upgrade(ctx, p, deploy.UpgradeRequest{Version: broken, Hosts: []string{bad, spared}})
 	fmt.Printf("     rolled to the broken %s: stopped after %.1f s: %v\n", broken, time.Since(t3).Seconds(), err)
-	h.check(errors.Is(err, deploy.ErrUpgradeStopped) && err != nil && strings.Contains(err.Error(), "SVM "+badSVM) && strings.Contains(err.Error(), "rolled back to "+cur),
+	h.check(errors.Is(err, deploy.ErrUpgradeStopped) && err != nil && strings.Contains(err.Error(), "SVM "+badSVM) && strings.Contains(err.Error(), "rolled back to "+next),
 		"the roll to the broken %s stopped at %s, rolled back by its updater", broken, badSVM)
 	ups, err = c.ListUpgradeSVMs(ctx)
 	if err != nil {
@@ -204,17 +219,17 @@ func (h *harness) upgrade(ctx context.Context, p *plan.Plan, fio *fioLoop, eng *
 	for _, s := range ups {
 		switch s.Name {
 		case badSVM:
-			h.check(s.State == gateway.UpgradeRolledBack && s.Running == cur, "%s: %s, running %s", badSVM, s.State, s.Running)
+			h.check(s.State == gateway.UpgradeRolledBack && s.Running == next, "%s: %s, running %s", badSVM, s.State, s.Running)
 		case plan.SVMHostname(spared):
-			h.check(s.Ordered != broken && s.Running == cur, "%s, next in the roll, was never ordered to %s (ordered %q, running %s)", s.Name, broken, s.Ordered, s.Running)
+			h.check(s.Ordered != broken && s.Running == next, "%s, next in the roll, was never ordered to %s (ordered %q, running %s)", s.Name, broken, s.Ordered, s.Running)
 		}
 	}
 	vs := h.unitVersions(filepath.Join(h.state, "svm", p.SVMName(bad)))
-	allCur := len(vs) >= 4
+	allNext := len(vs) >= 4
 	for _, v := range vs {
-		allCur = allCur && v == cur
+		allNext = allNext && v == next
 	}
-	h.check(allCur, "every Cairn daemon of %s still runs %s: %v", badSVM, cur, vs)
+	h.check(allNext, "every Cairn daemon of %s still runs %s: %v", badSVM, next, vs)
 	sys, err := waitHealthy(ctx, h.api, 30*time.Second)
 	if err != nil {
 		return err
