@@ -136,7 +136,7 @@ check "peer sync runs; its settings private" 'systemctl is-active cairn-peersync
 check "join token private"                  'test "$(sudo stat -c %a /etc/cairn/join-token)" = 600 && sudo grep -qx '"$TOKEN"' /etc/cairn/join-token'
 daemon_args() { echo "ps -o args= -p \$(systemctl show -p MainPID --value cairn-$1)"; }
 case ",$ROLES," in *,sds,*)
-  check "sds gets the seeded name and data address" "$(daemon_args sds) | grep -q -- '--name svm-boot-test --listen 10.77.0.5:7100'" ;; esac
+  check "sds gets the seeded name and data address" "$(daemon_args sds) | grep -q -- '--name svm-boot-test --pki /etc/cairn/pki/sds --listen 10.77.0.5:7100'" ;; esac
 case ",$ROLES," in *,mdm,*)
   check "mdm serves etcd on the management address" "$(daemon_args mdm) | grep -q -- '--client-url https://10.0.2.15:2379'" ;; esac
 case ",$ROLES," in *,mdm,* | *,tiebreaker,*)

@@ -59,6 +59,9 @@ type Engine struct {
 	// UpgradeTimeout bounds the wait for one SVM's updater to carry out an
 	// upgrade order (install, restart every unit, check it); default 15 min.
 	UpgradeTimeout time.Duration
+	// UpgradeStop, when set and true, stops a rolling upgrade before its
+	// next unit (ErrUpgradeStoppedByOperator): the operator's stop switch.
+	UpgradeStop func() bool
 	// RebalanceQuiet is how long nothing may move before a rebalance counts
 	// as done; default 6 s: longer than the MDM leader's periodic reconcile
 	// (5 s), which starts the next wave of moves if any is left.

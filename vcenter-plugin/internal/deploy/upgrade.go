@@ -53,6 +53,12 @@ type UpgradeRequest struct {
 // back): the system is out of maintenance and no change is in progress.
 var ErrUpgradeStopped = errors.New("rolling upgrade stopped")
 
+// ErrUpgradeStoppedByOperator marks a roll the operator stopped
+// (Engine.UpgradeStop): it ended after a unit that was done and whole, no
+// SDS in maintenance, no change in progress; the same request resumes it
+// (the SVMs on the version are skipped).
+var ErrUpgradeStoppedByOperator = errors.New("rolling upgrade stopped by the operator")
+
 // UpgradeUnits groups the hosts (default: every host with an SVM) into the
 // roll's units, in order: the fault sets of the hosts without an MDM
 // member, in plan order (a host without a fault set alone), then each MDM
@@ -147,6 +153,16 @@ func (e *Engine) Upgrade(ctx context.Context, deployed *plan.Plan, req UpgradeRe
 		defer func() { progress.EndTask(context.WithoutCancel(ctx), t, err) }()
 	}
 	for i, unit := range units {
+		if i > 0 && e.UpgradeStop != nil && e.UpgradeStop() {
+			// Between units: the last one is upgraded, out of maintenance
+			// and resynced, so stopping here leaves nothing half done.
+			if eerr := r.endChange(deployed, ""); eerr != nil {
+				return eerr
+			}
+			r.info("upgrade", "", "stopped by the operator after %d of %d units; %s still to do", i, len(units), strings.Join(r.svmNames(slices.Concat(units[i:]...)), ", "))
+			return fmt.Errorf("%w after %d of %d SVM units (no SDS in maintenance): send the same upgrade request to go on with %s",
+				ErrUpgradeStoppedByOperator, i, len(units), strings.Join(r.svmNames(slices.Concat(units[i:]...)), ", "))
+		}
 		r.info("upgrade", "", "unit %d of %d: %s", i+1, len(units), strings.Join(r.svmNames(unit), ", "))
 		if err := r.upgradeUnit(ctx, req.Version, unit); err != nil {
 			if errors.Is(err, ErrUpgradeStopped) {

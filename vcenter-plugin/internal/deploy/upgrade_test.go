@@ -5,6 +5,7 @@ import (
 	"errors"
 	"slices"
 	"strings"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -184,4 +185,48 @@ func (g *grown) checkUpgradeEnded(t *testing.T) {
 	if err != nil || !ok {
 		t.Fatalf("the cluster after the roll: %s %v", why, err)
 	}
+}
+
+// TestUpgradeStopSwitch: the operator's stop ends the roll between units,
+// never inside one: the unit it was on is upgraded and out of maintenance,
+// the change ended; the same request goes on with the SVMs left only.
+func TestUpgradeStopSwitch(t *testing.T) {
+	g := setupGrown(t, 5, 5)
+	ctx := context.Background()
+	next := "0.2.0"
+	g.array.StoreBundle(next, false)
+	req := deploy.UpgradeRequest{Version: next}
+	var stop atomic.Bool
+	g.engine.UpgradeStop = func() bool {
+		// Flipped while the first unit runs (its SVM ordered): as an
+		// operator pressing Stop mid-unit.
+		if count(g.array.Calls(), "OrderUpgrade") >= 1 {
+			stop.Store(true)
+		}
+		return stop.Load()
+	}
+	err := g.engine.Upgrade(ctx, g.deployed, req)
+	if !errors.Is(err, deploy.ErrUpgradeStoppedByOperator) || !strings.Contains(err.Error(), "after 1 of 5 SVM units") ||
+		!strings.Contains(err.Error(), "cairn-esx-05") {
+		t.Fatalf("stopped roll: %v", err)
+	}
+	if n := count(g.array.Calls(), "OrderUpgrade"); n != 1 || count(g.array.Calls(), "ExitSDSMaintenance cairn-esx-04") != 1 {
+		t.Fatalf("the stopped roll's calls: %v", g.array.Calls())
+	}
+	g.checkUpgradeEnded(t)
+
+	g.engine.UpgradeStop = nil
+	before := len(g.array.Calls())
+	if err := g.engine.Upgrade(ctx, g.deployed, req); err != nil {
+		t.Fatalf("go on: %v", err)
+	}
+	if calls := g.array.Calls()[before:]; count(calls, "OrderUpgrade") != 4 || count(calls, "OrderUpgrade cairn-esx-04") != 0 {
+		t.Fatalf("the resumed roll's calls: %v", calls)
+	}
+	for name, v := range g.array.Running() {
+		if v != next {
+			t.Fatalf("SVM %s runs %s after the resumed roll", name, v)
+		}
+	}
+	g.checkUpgradeEnded(t)
 }

@@ -10,6 +10,7 @@ import (
 	"fmt"
 	"net/http"
 	"strings"
+	"sync/atomic"
 
 	"github.com/cairn-storage/cairn/vcenter-plugin/internal/deploy"
 	"github.com/cairn-storage/cairn/vcenter-plugin/internal/maintenance"
@@ -234,10 +235,44 @@ func (s *Server) upgrade(w http.ResponseWriter, r *http.Request, us *userSession
 		return
 	}
 	eng := s.changeEngine(us)
+	stop := new(atomic.Bool)
+	eng.UpgradeStop = stop.Load
+	s.mu.Lock()
+	s.upgradeStops[system] = stop
+	s.mu.Unlock()
 	j, err := s.start(deploy.UpgradeJob(system), func(ctx context.Context) error { return eng.Upgrade(ctx, deployed, req) })
 	if err != nil {
 		writeError(w, http.StatusConflict, "%v", err)
 		return
 	}
 	writeJSON(w, http.StatusAccepted, j)
+}
+
+// upgradeStop flips the running upgrade's stop switch: the roll ends after
+// the unit it is on (upgraded, out of maintenance, resynced), never in the
+// middle of one, and the job ends "stopped".
+func (s *Server) upgradeStop(w http.ResponseWriter, r *http.Request, us *userSession) {
+	system := r.PathValue("system")
+	deployed, err := s.savedPlan(system)
+	if err != nil {
+		writeError(w, http.StatusNotFound, "%v", err)
+		return
+	}
+	if err := s.checkPrivilege(r.Context(), us, deployed, PrivAdminister, "stop the upgrade of system "+system); err != nil {
+		writeRightsError(w, err)
+		return
+	}
+	s.mu.Lock()
+	j, stop := s.jobs[deploy.UpgradeJob(system)], s.upgradeStops[system]
+	running := j != nil && j.State == "running" && stop != nil
+	if running {
+		stop.Store(true)
+	}
+	s.mu.Unlock()
+	if !running {
+		writeError(w, http.StatusConflict, "no upgrade is running on system %s: nothing to stop", system)
+		return
+	}
+	writeJSON(w, http.StatusAccepted, map[string]any{"stopping": true,
+		"message": "the roll stops once the SVM unit it is on is upgraded, out of maintenance and resynced; send the same upgrade request to go on"})
 }

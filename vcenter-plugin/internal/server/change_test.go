@@ -181,6 +181,10 @@ func TestServerExpandAndRemoveHost(t *testing.T) {
 	if j := c.waitJob("upgrade:cairn1"); j.State != "failed" || !strings.Contains(j.Error, "no bundle of version 0.2.0") {
 		t.Fatalf("upgrade job without the bundle %+v", j)
 	}
+	// The stop switch (deploy: TestUpgradeStopSwitch) with no roll running.
+	if code := c.do("POST", "/api/v1/systems/cairn1/upgrade/stop", nil, &e); code != 409 || !strings.Contains(e.Error, "no upgrade is running on system cairn1") {
+		t.Fatalf("stop with no upgrade running: %d %+v", code, e)
+	}
 	array.StoreBundle("0.2.0", false)
 	if code := c.do("POST", "/api/v1/systems/cairn1/upgrade", deploy.UpgradeRequest{Version: "0.2.0"}, &j); code != 202 {
 		t.Fatalf("upgrade %d %+v", code, j)

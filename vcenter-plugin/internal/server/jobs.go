@@ -17,6 +17,7 @@ import (
 	"strconv"
 	"time"
 
+	"github.com/cairn-storage/cairn/vcenter-plugin/internal/deploy"
 	"github.com/cairn-storage/cairn/vcenter-plugin/internal/maintenance"
 	"github.com/cairn-storage/cairn/vcenter-plugin/internal/progress"
 	"github.com/cairn-storage/cairn/vcenter-plugin/internal/statefile"
@@ -25,7 +26,7 @@ import (
 // Job is a background operation's status (JSON in the API).
 type Job struct {
 	Name    string    `json:"name"`
-	State   string    `json:"state"` // running | succeeded | failed | stopped (a maintenance roll stopped by the operator) | interrupted (the server stopped)
+	State   string    `json:"state"` // running | succeeded | failed | stopped (a maintenance roll or upgrade stopped by the operator) | interrupted (the server stopped)
 	Error   string    `json:"error,omitempty"`
 	Started time.Time `json:"started"`
 	Ended   time.Time `json:"ended,omitzero"`
@@ -105,7 +106,7 @@ func (s *Server) start(name string, f func(ctx context.Context) error) (*Job, er
 		defer s.mu.Unlock()
 		j.Ended = time.Now().UTC()
 		switch {
-		case errors.Is(err, maintenance.ErrStopped):
+		case errors.Is(err, maintenance.ErrStopped), errors.Is(err, deploy.ErrUpgradeStoppedByOperator):
 			j.State, j.Error = "stopped", err.Error()
 		case err != nil && s.ctx.Err() != nil:
 			j.State, j.Error = JobInterrupted, interruptedWhy

@@ -23,6 +23,7 @@ import (
 	"os"
 	"path/filepath"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/cairn-storage/cairn/vcenter-plugin/internal/deploy"
@@ -69,6 +70,8 @@ type Server struct {
 	sessions map[string]*userSession
 	jobs     map[string]*Job
 	maint    *maintenance.Engine
+	// upgradeStops are the stop switches of the running upgrades, by system.
+	upgradeStops map[string]*atomic.Bool
 
 	progress rebuildTracker       // copy progress seen, for ETAs (statistics.go)
 	svcMu    sync.Mutex           // creating gateway service users (rights.go)
@@ -93,7 +96,8 @@ func New(cfg Config) (*Server, error) {
 	if cfg.SessionTTL == 0 {
 		cfg.SessionTTL = 30 * time.Minute
 	}
-	s := &Server{cfg: cfg, mux: http.NewServeMux(), sessions: map[string]*userSession{}, jobs: loadJobs(cfg.StateDir, cfg.Logger), granted: map[string]time.Time{}}
+	s := &Server{cfg: cfg, mux: http.NewServeMux(), sessions: map[string]*userSession{}, jobs: loadJobs(cfg.StateDir, cfg.Logger), granted: map[string]time.Time{},
+		upgradeStops: map[string]*atomic.Bool{}}
 	s.ctx, s.cancel = context.WithCancel(context.Background())
 	s.maint = &maintenance.Engine{Log: cfg.Log, StateDir: cfg.StateDir, ReadyTimeout: cfg.ReadyTimeout, PollInterval: cfg.PollInterval}
 	s.routes()
@@ -175,6 +179,8 @@ func (s *Server) routeTable() []route {
 			handler: s.authed(s.replaceHost)},
 		{method: "POST", path: "/api/v1/systems/{system}/upgrade", what: `{"version","hosts"?} -> 202 {job upgrade:SYSTEM}: roll the SVMs to a bundle stored on the gateway, one fault set at a time in instant maintenance, MDM members last; stops (out of maintenance) at an SVM whose updater fails or rolls back (resumes; SVMs on the version are skipped)`,
 			handler: s.authed(s.upgrade)},
+		{method: "POST", path: "/api/v1/systems/{system}/upgrade/stop", what: "-> 202 {stopping, message}: stop the running upgrade once the SVM unit it is on is upgraded, out of maintenance and resynced (the job ends stopped; the same upgrade request resumes with the SVMs left)",
+			handler: s.authed(s.upgradeStop)},
 		{method: "GET", path: "/api/v1/systems/{system}/statistics", query: "kind=system|pool|volume|sds|device|host&name=NAME",
 			what:    "the gateway's I/O statistics of the system or one object: read/write IOPS, bytes/s, mean and p99 latency, throttled time, 10 minutes of history",
 			handler: s.authed(s.statistics)},
