@@ -199,7 +199,7 @@ up=$(jq '.health.sds_up_count' <<<"$sys")
 [ "$up" = 3 ] || fail "want 3 SDSs up, got: $(jq -c .health <<<"$sys")"
 devs=$(ctl --json device ls | jq '[.[] | select(.state == "normal")] | length')
 [ "$devs" = 3 ] || fail "want 3 devices in state normal, got $devs"
-ctl volume create vol1 --pool pool1 --size 2 >/dev/null
+ctl volume create vol1 --pool pool1 --size 2GiB >/dev/null || fail "volume vol1 not created"
 vol=$(ctl --json volume info vol1)
 [ "$(jq -r .size <<<"$vol")" = $((2 << 30)) ] || fail "volume vol1: $vol"
 echo "ok   3 SDSs up, 3 devices normal, a 2 GiB volume created"
