@@ -400,6 +400,102 @@ try {
     }
   });
 
+  // The rolling upgrade (Upgrade page): the demo's gateway stores bundles
+  // 0.2.0 and 0.3.0 (cmd/cairn-plugin, -demo); its SVMs' updaters start on 0.1.0.
+  const svmFooter = page.locator('clr-datagrid[aria-label="SVM updaters"] clr-dg-footer');
+  async function untilFooter(re, ms, what) {
+    for (const until = Date.now() + ms; !re.test(((await svmFooter.textContent()) ?? '').trim()); ) {
+      assert(Date.now() < until, `${what}: the SVMs table says ${(await svmFooter.textContent())?.trim()}`);
+      await page.waitForTimeout(500);
+    }
+  }
+  async function confirmUpgrade(p, version) {
+    await p.getByRole('button', { name: `Upgrade to ${version}…` }).click();
+    const dialog = p.getByRole('dialog');
+    await dialog.getByText('instant maintenance').waitFor();
+    return dialog;
+  }
+
+  await step('upgrade the SVMs to a stored bundle: confirmed, followed unit by unit, every SVM on the new version', async () => {
+    await page.getByRole('link', { name: 'Upgrade' }).click();
+    await page.getByRole('heading', { name: 'Upgrade', exact: true }).waitFor();
+    await untilFooter(/^\d+ SVMs: \d+ on 0\.1\.0$/, 20_000, 'before the upgrade');
+    await page.locator('clr-datagrid[aria-label="Stored bundles"]').getByText('0.3.0', { exact: true }).waitFor();
+    await shot(page, 'upgrade');
+    await axe(page, 'upgrade');
+    const dialog = await confirmUpgrade(page, '0.2.0');
+    await dialog.getByText('MDM members').waitFor();
+    await dialog.getByText('rolls back').waitFor();
+    await shot(page, 'upgrade-confirm');
+    await axe(page, 'upgrade confirmation');
+    await dialog.getByRole('button', { name: 'Upgrade to 0.2.0', exact: true }).click();
+    await dialog.waitFor({ state: 'hidden' });
+    await page.locator('.roll-unit').waitFor({ timeout: 60_000 });
+    await page.locator('.roll-unit').getByText(/SVM unit \d+ of \d+/).waitFor();
+    // The SVMs table shows the order too (it reads the updaters every second).
+    await page.locator('clr-datagrid[aria-label="SVM updaters"] clr-dg-row').filter({ hasText: '0.2.0' }).first().waitFor();
+    await shot(page, 'upgrade-running');
+    await axe(page, 'upgrade (running)');
+    const deadline = Date.now() + 240_000;
+    while (!(await page.locator('.roll-state .label-success').isVisible())) {
+      assert(Date.now() < deadline, 'the upgrade did not finish in 240 s');
+      assert(!(await page.locator('.roll-state .label-danger').isVisible()), 'the upgrade failed: ' + (await page.locator('.roll').textContent()));
+      await page.waitForTimeout(500);
+    }
+    await page.getByText('Upgrade to 0.2.0 done: every SVM it rolled runs it').waitFor();
+    await untilFooter(/^(\d+) SVMs: \1 on 0\.2\.0$/, 20_000, 'after the upgrade');
+    await page.locator('clr-datagrid[aria-label="Stored bundles"]').getByText('every SVM runs it').waitFor();
+    await shot(page, 'upgrade-done');
+  });
+
+  await step('stop an upgrade after the SVM it is on: the job ends stopped, the SVMs left stay on their version', async () => {
+    const dialog = await confirmUpgrade(page, '0.3.0');
+    await dialog.getByRole('button', { name: 'Upgrade to 0.3.0', exact: true }).click();
+    await dialog.waitFor({ state: 'hidden' });
+    // Unit 1 of several: the stop lands before the last unit.
+    await page.locator('.roll-unit').getByText(/SVM unit 1 of \d+/).waitFor({ timeout: 60_000 });
+    const units = Number(/of (\d+)/.exec((await page.locator('.roll-unit').textContent()) ?? '')?.[1]);
+    assert(units >= 2, `the roll has ${units} unit(s): a stop needs two`);
+    await page.getByRole('button', { name: 'Stop after this SVM' }).click();
+    await page.getByRole('status').getByText(/Stop asked: the roll stops once the SVM unit it is on/).waitFor();
+    await page.locator('clr-datagrid[aria-label="SVM updaters"] clr-dg-row').filter({ hasText: '0.3.0' }).first().waitFor();
+    await shot(page, 'upgrade-stopping');
+    await page.locator('.roll-state .label-warning').getByText('stopped').waitFor({ timeout: 120_000 });
+    await page.getByText('Stopped as asked').waitFor();
+    await untilFooter(/on 0\.3\.0.*on 0\.2\.0|on 0\.2\.0.*on 0\.3\.0/, 20_000, 'after the stop');
+    await shot(page, 'upgrade-stopped');
+    await axe(page, 'upgrade (stopped)');
+  });
+
+  await step('a monitor-only user sees the updaters, and starting an upgrade tells it needs Cairn.Administer', async () => {
+    const mctx = await browser.newContext({ ignoreHTTPSErrors: true, viewport: { width: 1360, height: 860 } });
+    mctx.setDefaultTimeout(30_000);
+    const m = await mctx.newPage();
+    m.on('pageerror', (e) => consoleErrors.push(String(e)));
+    await m.goto(`${ui}#/global`);
+    await m.getByLabel('vCenter user name').fill(stack.monitorUser);
+    await m.getByLabel('Password', { exact: true }).fill(stack.monitorPassword);
+    await m.getByRole('button', { name: 'Sign in' }).click();
+    await m.getByRole('heading', { name: 'Cairn dashboard' }).waitFor();
+    await m.getByRole('link', { name: 'Upgrade' }).click();
+    await m.getByRole('heading', { name: 'Upgrade', exact: true }).waitFor();
+    await m.locator('clr-datagrid[aria-label="SVM updaters"] clr-dg-footer').getByText(/on 0\.3\.0/).waitFor();
+    const dialog = await confirmUpgrade(m, '0.3.0');
+    await dialog.getByRole('button', { name: 'Upgrade to 0.3.0', exact: true }).click();
+    await dialog.getByRole('alert').getByText('needs the privilege Cairn.Administer').waitFor();
+    await shot(m, 'upgrade-no-privilege');
+    await axe(m, 'upgrade (no privilege)');
+    await mctx.close();
+  });
+
+  await step('the stopped upgrade started again goes on with the SVMs left and succeeds', async () => {
+    const dialog = await confirmUpgrade(page, '0.3.0');
+    await dialog.getByRole('button', { name: 'Upgrade to 0.3.0', exact: true }).click();
+    await dialog.waitFor({ state: 'hidden' });
+    await page.locator('.roll-state .label-success').waitFor({ timeout: 240_000 });
+    await untilFooter(/^(\d+) SVMs: \1 on 0\.3\.0$/, 20_000, 'after the resumed upgrade');
+  });
+
   const token = await sessionToken(stack.vcenter, stack.user, stack.password);
   const inv = await (await ctx.request.get(`${stack.base}/api/v1/inventory`)).json();
   const cluster = inv.datacenters[0].clusters[0];

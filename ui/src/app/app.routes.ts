@@ -37,6 +37,7 @@ const viewRoutes: Routes = [
         path: 'maintenance',
         loadComponent: () => import('./maintenance/maintenance.component').then((m) => m.MaintenanceComponent),
       },
+      { path: 'upgrade', loadComponent: () => import('./upgrade/upgrade.component').then((m) => m.UpgradeComponent) },
     ],
   },
   {

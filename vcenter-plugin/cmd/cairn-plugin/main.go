@@ -87,6 +87,10 @@ func run(log *slog.Logger, listen, public, vc, vcThumb, stateDir, uiDir string, 
 		array := gatewayfake.New()
 		array.ResyncTime = 2 * time.Second
 		array.DrainTime = 12 * time.Second // a device drain the UI can follow
+		// Two stored bundles newer than the template's (FirstVersion), so
+		// the upgrade page can roll the demo's SVMs, and roll them again.
+		array.StoreBundle("0.2.0", false)
+		array.StoreBundle("0.3.0", false)
 		kit, err = vcsimkit.Start(vcsimkit.Options{Dir: dir, Template: "cairn-svm", LUNs: array, Guest: demoGuest(array.Hooks(nil), log), Logger: log})
 		if err != nil {
 			return err

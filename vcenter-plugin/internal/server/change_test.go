@@ -59,7 +59,8 @@ func TestServerExpandAndRemoveHost(t *testing.T) {
 	}
 	page, _ := io.ReadAll(resp.Body)
 	resp.Body.Close()
-	for _, route := range []string{"/api/v1/systems/{system}/expand", "/api/v1/systems/{system}/hosts/{host}/remove", "/api/v1/systems/{system}/hosts/{host}/replace", "/api/v1/systems/{system}/upgrade"} {
+	for _, route := range []string{"/api/v1/systems/{system}/expand", "/api/v1/systems/{system}/hosts/{host}/remove", "/api/v1/systems/{system}/hosts/{host}/replace", "/api/v1/systems/{system}/upgrade",
+		"/api/v1/systems/{system}/upgrade/bundles", "/api/v1/systems/{system}/upgrade/svms"} {
 		if !strings.Contains(string(page), route) {
 			t.Fatalf("the API page does not list %s", route)
 		}
@@ -195,6 +196,29 @@ func TestServerExpandAndRemoveHost(t *testing.T) {
 	for _, h := range systems[0].Hosts {
 		if v := array.Running()[plan.SVMHostname(h)]; v != "0.2.0" {
 			t.Fatalf("SVM of %s runs %q after the upgrade: %v", h, v, array.Running())
+		}
+	}
+	// The upgrade page's reads: the stored bundle, and every SVM's
+	// updater done on the version, as the gateway reports them.
+	var bundles server.UpgradeBundles
+	if code := c.do("GET", "/api/v1/systems/cairn1/upgrade/bundles", nil, &bundles); code != 200 || bundles.System != "cairn1" ||
+		len(bundles.Bundles) != 1 || bundles.Bundles[0].Version != "0.2.0" || len(bundles.Bundles[0].SHA256) != 64 || bundles.Bundles[0].Size <= 0 {
+		t.Fatalf("upgrade bundles: %d %+v", code, bundles)
+	}
+	var svms server.UpgradeSVMs
+	if code := c.do("GET", "/api/v1/systems/cairn1/upgrade/svms", nil, &svms); code != 200 || len(svms.SVMs) < len(systems[0].Hosts) {
+		t.Fatalf("upgrade svms: %d %+v", code, svms)
+	}
+	for _, h := range systems[0].Hosts {
+		i := slices.IndexFunc(svms.SVMs, func(s gateway.UpgradeSVM) bool { return s.Name == plan.SVMHostname(h) })
+		if i < 0 || svms.SVMs[i].Running != "0.2.0" || svms.SVMs[i].Ordered != "0.2.0" || svms.SVMs[i].State != gateway.UpgradeDone {
+			t.Fatalf("updater of %s: %+v", h, svms.SVMs)
+		}
+	}
+	for _, path := range []string{"/api/v1/systems/other/upgrade/bundles", "/api/v1/systems/other/upgrade/svms"} {
+		e.Error = ""
+		if code := c.do("GET", path, nil, &e); code != 404 || !strings.Contains(e.Error, "deploy it first") {
+			t.Fatalf("GET %s: %d %+v", path, code, e)
 		}
 	}
 }

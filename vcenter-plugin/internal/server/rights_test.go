@@ -137,6 +137,18 @@ func TestRights(t *testing.T) {
 	refused(mon, "POST", "/api/v1/systems/cairn1/volumes/m1/grow", map[string]any{"size_gib": 16}, server.PrivOperate)
 	refused(mon, "POST", "/api/v1/maintenance/cairn1", map[string]any{"by": "host"}, server.PrivOperate)
 	refused(mon, "POST", "/api/v1/maintenance/cairn1/continue", nil, server.PrivOperate)
+	// The upgrade page: a monitor reads the bundles and updaters, and
+	// is refused the roll and its stop (Administer, as deploying).
+	var ups server.UpgradeSVMs
+	if code := mon.do("GET", "/api/v1/systems/cairn1/upgrade/svms", nil, &ups); code != 200 || len(ups.SVMs) == 0 {
+		t.Fatalf("monitor reads the updaters: %d %+v", code, ups)
+	}
+	var bundles server.UpgradeBundles
+	if code := mon.do("GET", "/api/v1/systems/cairn1/upgrade/bundles", nil, &bundles); code != 200 || bundles.Bundles == nil {
+		t.Fatalf("monitor reads the bundles: %d %+v", code, bundles)
+	}
+	refused(mon, "POST", "/api/v1/systems/cairn1/upgrade", map[string]any{"version": "0.2.0"}, server.PrivAdminister)
+	refused(mon, "POST", "/api/v1/systems/cairn1/upgrade/stop", nil, server.PrivAdminister)
 
 	// An operator (through its group, inherited from the datacenter)
 	// creates a volume and changes its QoS: the gateway sees the
@@ -168,6 +180,8 @@ func TestRights(t *testing.T) {
 		systems[0].NeedsPrivilege == nil || systems[0].NeedsPrivilege.Privilege != server.PrivMonitor || !strings.Contains(systems[0].Unavailable, "Cairn.Monitor") {
 		t.Fatalf("nobody reads systems: %d %+v", code, systems)
 	}
+	refused(nobody, "GET", "/api/v1/systems/cairn1/upgrade/svms", nil, server.PrivMonitor)
+	refused(nobody, "GET", "/api/v1/systems/cairn1/upgrade/bundles", nil, server.PrivMonitor)
 
 	// The audit trail names the vSphere users.
 	var audit []string

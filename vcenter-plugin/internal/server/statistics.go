@@ -49,7 +49,7 @@ func (s *Server) statistics(w http.ResponseWriter, r *http.Request, us *userSess
 		writeError(w, http.StatusBadRequest, "kind %s needs name=<the %s's name or id>", kind, kind)
 		return
 	}
-	api, err := s.systemGateway(w, r, us)
+	api, err := s.systemGateway(w, r, us, "read the statistics of system")
 	if err != nil {
 		return
 	}
@@ -61,16 +61,17 @@ func (s *Server) statistics(w http.ResponseWriter, r *http.Request, us *userSess
 	writeJSON(w, http.StatusOK, StatisticsView{System: r.PathValue("system"), Kind: kind, Name: name, Statistics: st})
 }
 
-// systemGateway connects to the gateway of the path's system, answering
+// systemGateway connects to the gateway of the path's system for a read
+// (what, completed by the system's name, is said in a refusal), answering
 // the error itself when it cannot.
-func (s *Server) systemGateway(w http.ResponseWriter, r *http.Request, us *userSession) (gateway.API, error) {
+func (s *Server) systemGateway(w http.ResponseWriter, r *http.Request, us *userSession, what string) (gateway.API, error) {
 	system := r.PathValue("system")
 	if _, err := s.savedPlan(system); err != nil {
 		writeError(w, http.StatusNotFound, "%v", err)
 		return nil, err
 	}
 	// The signed-in user's rights: Cairn.Monitor on the system's cluster.
-	api, _, err := s.systemFor(r.Context(), us, system, PrivMonitor, "read the statistics of system "+system)
+	api, _, err := s.systemFor(r.Context(), us, system, PrivMonitor, what+" "+system)
 	if err != nil {
 		writeRightsError(w, err)
 		return nil, err
@@ -167,7 +168,7 @@ func (t *rebuildTracker) observe(system string, r gateway.Rebuild) RebuildProgre
 }
 
 func (s *Server) rebuild(w http.ResponseWriter, r *http.Request, us *userSession) {
-	api, err := s.systemGateway(w, r, us)
+	api, err := s.systemGateway(w, r, us, "read the rebuild progress of system")
 	if err != nil {
 		return
 	}

@@ -17,6 +17,10 @@ import {
   DeviceAddRequest,
   SDSDisks,
   StopPlan,
+  UpgradeBundles,
+  UpgradeRequest,
+  UpgradeSVMs,
+  UpgradeStop,
 } from './types';
 
 // ApiError is a failed call, with the server's own message (which says
@@ -197,6 +201,27 @@ export class ApiService {
   // what it will do (the host it is on comes back first).
   stopMaintenance(system: string): Promise<StopPlan> {
     return this.call('POST', `/maintenance/${encodeURIComponent(system)}/stop`);
+  }
+
+  // upgradeBundles lists the update bundles stored on the system's gateway.
+  upgradeBundles(system: string): Promise<UpgradeBundles> {
+    return this.call('GET', `/systems/${encodeURIComponent(system)}/upgrade/bundles`);
+  }
+
+  // upgradeSVMs lists each SVM's updater (running and ordered version, state).
+  upgradeSVMs(system: string): Promise<UpgradeSVMs> {
+    return this.call('GET', `/systems/${encodeURIComponent(system)}/upgrade/svms`);
+  }
+
+  // startUpgrade rolls the system's SVMs to a stored bundle's version (a
+  // job); sent again after a failure or a stop, it goes on.
+  startUpgrade(system: string, req: UpgradeRequest): Promise<Job> {
+    return this.call('POST', `/systems/${encodeURIComponent(system)}/upgrade`, req);
+  }
+
+  // stopUpgrade ends the running roll after the SVM unit it is on.
+  stopUpgrade(system: string): Promise<UpgradeStop> {
+    return this.call('POST', `/systems/${encodeURIComponent(system)}/upgrade/stop`);
   }
 
   // sdsDisks lists the disks an SDS's SVM could take, with why not.

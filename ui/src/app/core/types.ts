@@ -319,3 +319,43 @@ export interface DeviceAddRequest {
   pool?: string;
   name?: string;
 }
+
+// The rolling upgrade (POST /systems/{system}/upgrade, job upgrade:SYSTEM)
+// and what the upgrade page reads from the system's gateway.
+export interface UpgradeRequest {
+  version: string;
+  hosts?: string[];
+}
+
+export interface Bundle {
+  version: string;
+  sha256: string;
+  size: number;
+  uploaded?: string;
+}
+
+export type UpdaterState = 'idle' | 'downloading' | 'installing' | 'done' | 'failed' | 'rolled-back';
+
+export interface UpgradeSVM {
+  name: string;
+  running: string;
+  ordered: string;
+  state: UpdaterState;
+  message: string;
+  updated: string;
+}
+
+export interface UpgradeBundles {
+  system: string;
+  bundles: Bundle[];
+}
+
+export interface UpgradeSVMs {
+  system: string;
+  svms: UpgradeSVM[];
+}
+
+export interface UpgradeStop {
+  stopping: boolean;
+  message: string;
+}

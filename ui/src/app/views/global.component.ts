@@ -54,6 +54,7 @@ export class GlobalComponent {
     { path: 'sds', title: 'SDSs and devices' },
     { path: 'volumes', title: 'Volumes' },
     { path: 'maintenance', title: 'Maintenance' },
+    { path: 'upgrade', title: 'Upgrade' },
   ];
 
   theme(): void {
