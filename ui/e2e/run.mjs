@@ -60,6 +60,10 @@ async function axe(frame, screen) {
 }
 
 async function shot(page, name) {
+  // A dialog still fading in would be shot half transparent over the page:
+  // let the animations of modals end first (not spinners, which never do).
+  await page.waitForFunction(() => document.getAnimations().every((a) => a.playState !== 'running' ||
+    !a.effect?.target?.closest?.('.modal, .modal-backdrop')), null, { timeout: 3000 }).catch(() => {});
   await page.screenshot({ path: join(shots, `${name}.png`), fullPage: false });
 }
 
