@@ -99,6 +99,20 @@ try {
   const consoleErrors = [];
   page.on('pageerror', (e) => consoleErrors.push(String(e)));
   const ui = `${stack.base}/ui/index.html`;
+  // signInAsMonitor opens a browser context of its own, signed in as the
+  // demo's monitor-only vSphere user, on the dashboard.
+  async function signInAsMonitor() {
+    const mctx = await browser.newContext({ ignoreHTTPSErrors: true, viewport: { width: 1360, height: 860 } });
+    mctx.setDefaultTimeout(30_000);
+    const m = await mctx.newPage();
+    m.on('pageerror', (e) => consoleErrors.push(String(e)));
+    await m.goto(`${ui}#/global`);
+    await m.getByLabel('vCenter user name').fill(stack.monitorUser);
+    await m.getByLabel('Password', { exact: true }).fill(stack.monitorPassword);
+    await m.getByRole('button', { name: 'Sign in' }).click();
+    await m.getByRole('heading', { name: 'Cairn dashboard' }).waitFor();
+    return { mctx, m };
+  }
 
   await step('standalone login: a wrong password is refused with what to do, the right one signs in', async () => {
     await page.goto(`${ui}#/global`);
@@ -472,15 +486,7 @@ try {
   });
 
   await step('a monitor-only user sees the updaters, and starting an upgrade tells it needs Cairn.Administer', async () => {
-    const mctx = await browser.newContext({ ignoreHTTPSErrors: true, viewport: { width: 1360, height: 860 } });
-    mctx.setDefaultTimeout(30_000);
-    const m = await mctx.newPage();
-    m.on('pageerror', (e) => consoleErrors.push(String(e)));
-    await m.goto(`${ui}#/global`);
-    await m.getByLabel('vCenter user name').fill(stack.monitorUser);
-    await m.getByLabel('Password', { exact: true }).fill(stack.monitorPassword);
-    await m.getByRole('button', { name: 'Sign in' }).click();
-    await m.getByRole('heading', { name: 'Cairn dashboard' }).waitFor();
+    const { mctx, m } = await signInAsMonitor();
     await m.getByRole('link', { name: 'Upgrade' }).click();
     await m.getByRole('heading', { name: 'Upgrade', exact: true }).waitFor();
     await m.locator('clr-datagrid[aria-label="SVM updaters"] clr-dg-footer').getByText(/on 0\.3\.0/).waitFor();
@@ -603,15 +609,7 @@ try {
 
   await step('a monitor-only vSphere user reads the system; a change tells which privilege it needs, on which cluster', async () => {
     assert(stack.monitorUser, 'the demo printed no monitor-only user');
-    const mctx = await browser.newContext({ ignoreHTTPSErrors: true, viewport: { width: 1360, height: 860 } });
-    mctx.setDefaultTimeout(30_000);
-    const m = await mctx.newPage();
-    m.on('pageerror', (e) => consoleErrors.push(String(e)));
-    await m.goto(`${ui}#/global`);
-    await m.getByLabel('vCenter user name').fill(stack.monitorUser);
-    await m.getByLabel('Password', { exact: true }).fill(stack.monitorPassword);
-    await m.getByRole('button', { name: 'Sign in' }).click();
-    await m.getByRole('heading', { name: 'Cairn dashboard' }).waitFor();
+    const { mctx, m } = await signInAsMonitor();
     await m.getByRole('link', { name: 'Volumes' }).click();
     await m.getByRole('button', { name: 'Edit the QoS limits of vol1' }).click();
     const dialog = m.getByRole('dialog');
