@@ -7,6 +7,7 @@ import (
 	"context"
 	"flag"
 	"fmt"
+	"log/slog"
 	"os"
 	"strings"
 	"time"
@@ -38,26 +39,33 @@ func init() {
 			return err
 		}
 		defer cli.Close()
-		// On the appliance the updater also keeps the SVM's certificates
-		// (CAIRN_PKI, one directory per role) renewed: it runs on every SVM
-		// for as long as the SVM does, and a new version of it reaches old
-		// SVMs through the same upgrades.
-		if base := os.Getenv("CAIRN_PKI"); base != "" {
-			var ca *pki.CA
-			if os.Getenv("CAIRN_CA_KEEPER") == "true" {
-				if ca, err = pki.LoadCA(caKeptDir); err != nil {
-					log.Warn("this SVM keeps the CA but cannot load it: its certificates are not renewed", "err", err)
-				}
-			}
-			if ca != nil || os.Getenv("CAIRN_CA_KEEPER") != "true" {
-				go join.Keep(ctx, base, strings.Split(os.Getenv("CAIRN_JOIN_URLS"), ","), ca, *renewEvery, log)
-			}
-		}
+		keepCertificates(ctx, *renewEvery, log)
 		u := &update.Updater{Name: *name, Store: update.Store{Etcd: cli}, Installer: in, Poll: *poll, Log: log}
 		// nil: switched to a new version; exiting makes systemd
 		// (Restart=always) start the updater on it.
 		return u.Run(ctx)
 	})
+}
+
+// keepCertificates renews, in the background, the appliance's certificates
+// (CAIRN_PKI, one directory per role) when due: the updater runs on every
+// SVM for as long as the SVM does, and a new version of it reaches old SVMs
+// through the same upgrades. The first MDM member (CAIRN_CA_KEEPER) signs
+// its own from the CA it keeps; the others ask the join service.
+func keepCertificates(ctx context.Context, every time.Duration, log *slog.Logger) {
+	base := os.Getenv("CAIRN_PKI")
+	if base == "" {
+		return
+	}
+	var ca *pki.CA
+	if os.Getenv("CAIRN_CA_KEEPER") == "true" {
+		var err error
+		if ca, err = pki.LoadCA(caKeptDir); err != nil {
+			log.Warn("this SVM keeps the CA but cannot load it: its certificates are not renewed", "err", err)
+			return
+		}
+	}
+	go join.Keep(ctx, base, strings.Split(os.Getenv("CAIRN_JOIN_URLS"), ","), ca, every, log)
 }
 
 // caKeptDir is where the first MDM member of an appliance keeps the CA

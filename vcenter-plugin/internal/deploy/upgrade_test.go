@@ -135,11 +135,7 @@ func TestUpgradeRollsUnitsAndResumes(t *testing.T) {
 	if key := "upgrade/0.2.0/cairn-esx-04/maintenance"; count(msgs, key+": done") != 1 || count(msgs, key+": already done") != 1 {
 		t.Fatalf("step %s redone or not skipped on resume: %v", key, msgs)
 	}
-	for name, v := range g.array.Running() {
-		if v != next {
-			t.Fatalf("SVM %s runs %s after the roll: %v", name, v, g.array.Running())
-		}
-	}
+	g.checkAllRunning(t, next, "the roll")
 	g.checkUpgradeEnded(t)
 
 	// Again: every SVM runs it, nothing is ordered.
@@ -160,12 +156,18 @@ func TestUpgradeRollsUnitsAndResumes(t *testing.T) {
 	if calls := g.array.Calls()[before:]; count(calls, "OrderUpgrade") != 1 || count(calls, "ExitSDSMaintenance cairn-esx-04") != 1 {
 		t.Fatalf("the broken roll's calls: %v", calls)
 	}
+	g.checkAllRunning(t, next, "the rolled-back roll")
+	g.checkUpgradeEnded(t)
+}
+
+// checkAllRunning: every SVM's updater runs version after what.
+func (g *grown) checkAllRunning(t *testing.T, version, what string) {
+	t.Helper()
 	for name, v := range g.array.Running() {
-		if v != next {
-			t.Fatalf("SVM %s runs %s after the rolled-back roll", name, v)
+		if v != version {
+			t.Fatalf("SVM %s runs %s after %s: %v", name, v, what, g.array.Running())
 		}
 	}
-	g.checkUpgradeEnded(t)
 }
 
 // checkUpgradeEnded: no change in progress, no upgrade step kept, every
@@ -223,10 +225,6 @@ func TestUpgradeStopSwitch(t *testing.T) {
 	if calls := g.array.Calls()[before:]; count(calls, "OrderUpgrade") != 4 || count(calls, "OrderUpgrade cairn-esx-04") != 0 {
 		t.Fatalf("the resumed roll's calls: %v", calls)
 	}
-	for name, v := range g.array.Running() {
-		if v != next {
-			t.Fatalf("SVM %s runs %s after the resumed roll", name, v)
-		}
-	}
+	g.checkAllRunning(t, next, "the resumed roll")
 	g.checkUpgradeEnded(t)
 }
