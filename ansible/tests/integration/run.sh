@@ -81,6 +81,27 @@ spawn "$STATE" mdm4 "$CAIRN" mdm --name mdm4 --data-dir "$STATE/mdm4" --tie-brea
 stop_pidfiles 10 "$STATE/pids/mdm4.pid"
 ok "MDM member mdm4 added, joined, promoted and removed ($(recap "$STATE/mdm-add.log" | sed 's/ *$//'); $(recap "$STATE/mdm-join.log" | sed 's/ *$//')) in $(($(now) - t)) s"
 
+say "join tokens: made by the module, spent at a real join service with cairn pki join"
+t=$(now)
+mkdir -m 700 "$STATE/jt"
+"${PLAY[@]}" -e "dir=$STATE/jt" "$HERE/join-token.yml" >"$STATE/join-token.log" 2>&1 ||
+	{ grep -E 'FAILED|fatal|msg' "$STATE/join-token.log" | tail -20 >&2; die "join-token.yml failed (log $STATE/join-token.log)"; }
+JOIN_PORT=$(free_ports 1)
+spawn "$STATE" joinsvc env CAIRN_MDM="$MDM_URL" "$CAIRN" pki serve --ca "$STATE/pki/ca" \
+	--pki "$(pki_dir "$STATE" mdm joinsvc)" --listen "127.0.0.1:$JOIN_PORT"
+join() { # TOKEN-FILE NAME
+	"$CAIRN" pki join --url "https://127.0.0.1:$JOIN_PORT" --token-file "$1" --role sds --name "$2" \
+		--host 127.0.0.1 --out "$STATE/pki/$2" --wait 30s >"$STATE/join-$2.log" 2>&1
+}
+join "$STATE/jt/sds.token" joined1 || { cat "$STATE/join-joined1.log" >&2; die "the module's token did not get a certificate"; }
+"$CAIRN" pki show --dir "$STATE/pki/joined1" | awk 'NR==2{exit !($1=="sds" && $2=="joined1")}' ||
+	die "the certificate got with the module's token is not sds/joined1: $("$CAIRN" pki show --dir "$STATE/pki/joined1")"
+if join "$STATE/jt/sds.token" joined2; then die "a spent token got a second certificate"; fi
+if join "$STATE/jt/revoked.token" joined3; then die "a revoked token got a certificate"; fi
+grep -q "token" "$STATE/join-joined2.log" || die "the refusal of a spent token does not say so: $(cat "$STATE/join-joined2.log")"
+stop_pidfiles 10 "$STATE/pids/joinsvc.pid"
+ok "join_token: token to a 0600 file (never in the result), none made twice or in check mode, revoked once; spent once at the join service, refused spent and revoked ($(recap "$STATE/join-token.log" | sed 's/ *$//')) in $(($(now) - t)) s"
+
 r0=$(revision)
 "${PLAY[@]}" --check "$HERE/converge.yml" >"$STATE/check.log" 2>&1 || { tail -20 "$STATE/check.log" >&2; die "converge.yml --check failed"; }
 r1=$(revision)
