@@ -84,9 +84,9 @@ func TestJoinTokenMargin(t *testing.T) {
 func TestJoinTokenID(t *testing.T) {
 	for tok, want := range map[string]string{
 		"cj1.0123456789abcdef.c2VjcmV0." + strings.Repeat("ab", 32): "0123456789abcdef",
-		"0123456789abcdef0123456789abcdef": "", // a bootstrap token
-		"cj1.nodots":                       "",
-		"":                                 "",
+		"0123456789abcdef0123456789abcdef":                          "", // a bootstrap token
+		"cj1.nodots":                                                "",
+		"":                                                          "",
 	} {
 		if got := joinTokenID(tok); got != want {
 			t.Errorf("joinTokenID(%q) = %q, want %q", tok, got, want)
