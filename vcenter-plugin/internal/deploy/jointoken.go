@@ -241,7 +241,7 @@ func (r *run) renewJoinToken(ctx context.Context, s *svmTarget) (string, error) 
 			continue
 		}
 		if err := r.api.RevokeJoinToken(ctx, id); err != nil && !errors.Is(err, gateway.ErrNotFound) {
-			r.Log.Emit(r.job, progress.Warn, "power-on", s.h.Name, "could not revoke the old join token %s of SVM %s (%v): revoke it as the gateway's admin (DELETE /api/v1/system/join-tokens/%s), or let it expire", id, s.name, err, id)
+			r.Log.Emit(r.job, progress.Warn, "power-on", s.h.Name, "could not revoke the old join token %s of SVM %s (%v): revoke it as the gateway's admin (cairnctl join-token rm %s), or let it expire", id, s.name, err, id)
 			continue
 		}
 		revoked = append(revoked, id)
