@@ -197,21 +197,24 @@ func (r *run) renewJoinToken(ctx context.Context, s *svmTarget) (string, error) 
 	if err != nil {
 		return "", err
 	}
+	var tvapp *types.VmConfigInfo
 	props := r.p.VAppProperties(s.h, t.Token)
 	if _, err := contract.Validate(props); err != nil {
 		return "", fmt.Errorf("the plan gives SVM %s settings its first boot would refuse: %w", s.name, err)
 	}
 	tmpl, err := r.finder.VirtualMachine(ctx, r.p.Template)
-	if err != nil {
-		return "", fmt.Errorf("template %s: %w", r.p.Template, err)
+	if err == nil {
+		var tcfg *vmConfig
+		if tcfg, err = readConfig(ctx, tmpl); err == nil {
+			tvapp = tcfg.vapp
+		}
 	}
-	tcfg, err := readConfig(ctx, tmpl)
 	if err != nil {
-		return "", err
+		return "", fmt.Errorf("SVM %s: read the vApp property definitions of template %s: %w — the new join token %s expires unspent; check the template is in vCenter, then %s", s.name, r.p.Template, err, t.ID, strings.TrimPrefix(resume, "nothing was powered on; "))
 	}
 	// Only the token differs from what configure set: vappSpec edits the
 	// properties whose value changes.
-	vapp, err := vappSpec(cfg.vapp, tcfg.vapp, props)
+	vapp, err := vappSpec(cfg.vapp, tvapp, props)
 	if err != nil {
 		return "", err
 	}
