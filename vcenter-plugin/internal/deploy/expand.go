@@ -127,7 +127,7 @@ func (r *run) endChange(target *plan.Plan, removed string) error {
 	if removed != "" {
 		delete(r.st.GatewayThumbprints, removed)
 	}
-	r.st.PlanSHA256, r.st.Change, r.st.LastError = planHash(target), nil, ""
+	r.st.PlanSHA256, r.st.Change, r.st.LastError, r.st.JoinTokenIDs = planHash(target), nil, "", nil
 	return r.st.Save(r.StateDir)
 }
 

@@ -38,10 +38,15 @@ type State struct {
 	Secrets    plan.Secrets `json:"secrets"`
 	// GatewayThumbprints pins each gateway SVM's certificate (SHA-256, hex), by ESXi
 	// host, as the SVM published it through guestinfo.
-	GatewayThumbprints map[string]string    `json:"gateway_thumbprints,omitempty"`
-	Steps              map[string]StepState `json:"steps"`
-	Completed          bool                 `json:"completed"`
-	LastError          string               `json:"last_error,omitempty"`
+	GatewayThumbprints map[string]string `json:"gateway_thumbprints,omitempty"`
+	// JoinTokenIDs is, by ESXi host, the id of the join token a joining
+	// SVM (Expand, Replace) was last given in its vApp properties: the id
+	// only, never the token. The power-on step asks the gateway about it
+	// (jointoken.go); the change's end forgets them.
+	JoinTokenIDs map[string]string    `json:"join_token_ids,omitempty"`
+	Steps        map[string]StepState `json:"steps"`
+	Completed    bool                 `json:"completed"`
+	LastError    string               `json:"last_error,omitempty"`
 	// Change is an expansion or a host removal in progress (expand.go);
 	// nil when none is.
 	Change *Change `json:"change,omitempty"`

@@ -144,13 +144,13 @@ func (r *run) configure(ctx context.Context, s *svmTarget) (string, error) {
 	if err != nil {
 		return "", err
 	}
-	token, joined := r.st.Secrets.BootstrapToken, ""
+	token, tokenID, joined := r.st.Secrets.BootstrapToken, "", ""
 	if s.joins {
-		t, err := r.joinToken(ctx, s)
+		t, err := r.joinToken(ctx, s, "configure")
 		if err != nil {
 			return "", err
 		}
-		token, joined = t.Token, ", join token "+t.ID
+		token, tokenID, joined = t.Token, t.ID, ", join token "+t.ID
 	}
 	props := r.p.VAppProperties(h, token)
 	if _, err := contract.Validate(props); err != nil {
@@ -208,9 +208,22 @@ func (r *run) configure(ctx context.Context, s *svmTarget) (string, error) {
 	if err := task.Wait(ctx); err != nil {
 		return "", fmt.Errorf("reconfigure %s: %w", name, err)
 	}
+	if tokenID != "" {
+		// The id (never the token) for the power-on step's check
+		// (renewJoinToken); saved with the step's end.
+		r.mu.Lock()
+		if r.st.JoinTokenIDs == nil {
+			r.st.JoinTokenIDs = map[string]string{}
+		}
+		r.st.JoinTokenIDs[h.Name] = tokenID
+		r.mu.Unlock()
+	}
 	return fmt.Sprintf("%d device change(s), %d property change(s)%s", len(changes), len(vapp.Property), joined), nil
 }
 
+// powerOn powers the SVM on; a joining SVM's join token is checked first,
+// and renewed if it would not serve its first boot (renewJoinToken). An SVM
+// already on is left as it is.
 func (r *run) powerOn(ctx context.Context, s *svmTarget) (string, error) {
 	g, err := ReadGuest(ctx, s.vm)
 	if err != nil {
@@ -219,6 +232,12 @@ func (r *run) powerOn(ctx context.Context, s *svmTarget) (string, error) {
 	if g.PowerState == types.VirtualMachinePowerStatePoweredOn {
 		return "already on", nil
 	}
+	detail := ""
+	if s.joins {
+		if detail, err = r.renewJoinToken(ctx, s); err != nil {
+			return "", err
+		}
+	}
 	task, err := s.vm.PowerOn(ctx)
 	if err != nil {
 		return "", err
@@ -226,7 +245,7 @@ func (r *run) powerOn(ctx context.Context, s *svmTarget) (string, error) {
 	if err := task.Wait(ctx); err != nil {
 		return "", fmt.Errorf("power on %s: %w", s.name, err)
 	}
-	return "", nil
+	return detail, nil
 }
 
 // awaitSVM waits until the SVM reports ready and, on a gateway, pins its

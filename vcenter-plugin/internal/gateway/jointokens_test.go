@@ -94,3 +94,50 @@ func TestCertRolesAreTheAppliancePKIRoles(t *testing.T) {
 		t.Fatalf("gateway.CertRoles %v, appliance pki.Roles %v", gateway.CertRoles, want)
 	}
 }
+
+// ListJoinTokens reads the gateway's list (its joinTokenView: no secret),
+// RevokeJoinToken sends DELETE by id; a token not listed is ErrNotFound.
+func TestHTTPClientListAndRevokeJoinTokens(t *testing.T) {
+	ctx := context.Background()
+	var revoked atomic.Bool
+	mux := http.NewServeMux()
+	mux.HandleFunc("POST /api/v1/login", func(w http.ResponseWriter, r *http.Request) {
+		_, _ = w.Write([]byte(`{"token":"tok"}`))
+	})
+	mux.HandleFunc("GET /api/v1/system/join-tokens", func(w http.ResponseWriter, r *http.Request) {
+		if r.Header.Get("Authorization") != "Bearer tok" {
+			w.WriteHeader(401)
+			return
+		}
+		_, _ = w.Write([]byte(`[{"id":"0123456789abcdef","roles":["target"],"name":"cairn-esx-04","expires":"2030-01-01T00:00:00Z","expired":false,"created_by":"admin","created":"2029-12-31T23:00:00Z"},` +
+			`{"id":"fedcba9876543210","roles":["sds"],"expires":"2020-01-01T00:00:00Z","expired":true,"created_by":"admin","created":"2019-12-31T23:00:00Z"}]`))
+	})
+	mux.HandleFunc("DELETE /api/v1/system/join-tokens/{id}", func(w http.ResponseWriter, r *http.Request) {
+		if r.PathValue("id") != "fedcba9876543210" || revoked.Swap(true) {
+			w.WriteHeader(404)
+			_, _ = w.Write([]byte(`{"code":"not_found","message":"join token ` + r.PathValue("id") + ` not found: spent, revoked, or pruned after it expired"}`))
+			return
+		}
+		w.WriteHeader(204)
+	})
+	ts := httptest.NewTLSServer(mux)
+	t.Cleanup(ts.Close)
+	c, err := gateway.NewHTTPClient(gateway.Config{URL: ts.URL, Username: "admin", Password: "pw", Thumbprint: gateway.Thumbprint(ts.Certificate().Raw)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	l, err := c.ListJoinTokens(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(l) != 2 || l[0].ID != "0123456789abcdef" || l[0].Name != "cairn-esx-04" || !slices.Equal(l[0].Roles, []string{"target"}) || l[0].Expired ||
+		l[0].Expires.Year() != 2030 || l[1].ID != "fedcba9876543210" || !l[1].Expired || l[1].Name != "" {
+		t.Fatalf("list %+v", l)
+	}
+	if err := c.RevokeJoinToken(ctx, "fedcba9876543210"); err != nil {
+		t.Fatal(err)
+	}
+	if err := c.RevokeJoinToken(ctx, "fedcba9876543210"); !errors.Is(err, gateway.ErrNotFound) {
+		t.Fatalf("revoking a revoked token: %v, want ErrNotFound", err)
+	}
+}

@@ -33,6 +33,7 @@ type JoinTokenRecord struct {
 	// SpentBy is the SVM host name (cairn.hostname) that spent the token.
 	SpentBy string
 	hash    string
+	created time.Time
 }
 
 // caFingerprint stands for the cluster CA's SHA-256, the token's last part.
@@ -70,7 +71,8 @@ func (a *Array) CreateJoinToken(ctx context.Context, roles []string, ttl time.Du
 	var secret [32]byte
 	_, _ = rand.Read(id[:])
 	_, _ = rand.Read(secret[:])
-	rec := &JoinTokenRecord{ID: hex.EncodeToString(id[:]), Roles: slices.Clone(roles), Expires: a.now().Add(ttl).UTC()}
+	now := a.now()
+	rec := &JoinTokenRecord{ID: hex.EncodeToString(id[:]), Roles: slices.Clone(roles), Expires: now.Add(ttl).UTC(), created: now.UTC()}
 	sec := base64.RawURLEncoding.EncodeToString(secret[:])
 	rec.hash = hashOf(sec)
 	if a.joinTokens == nil {
@@ -81,7 +83,46 @@ func (a *Array) CreateJoinToken(ctx context.Context, roles []string, ttl time.Du
 		Roles: slices.Clone(roles), Expires: rec.Expires}, nil
 }
 
-// JoinTokens returns the tokens created, spent or not, by id.
+// ListJoinTokens lists the tokens not yet spent or revoked, oldest first,
+// as the gateway does: expired ones too (by the array's clock), never a
+// secret. The fake spends a token whole (the real join service one role at
+// a time), so a listed token is never partly spent.
+func (a *Array) ListJoinTokens(ctx context.Context) ([]gateway.JoinTokenInfo, error) {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	if err := a.call("ListJoinTokens", ""); err != nil {
+		return nil, err
+	}
+	now := a.now()
+	out := []gateway.JoinTokenInfo{}
+	for _, r := range a.joinTokens {
+		if r.SpentBy == "" {
+			out = append(out, gateway.JoinTokenInfo{ID: r.ID, Roles: slices.Clone(r.Roles), Expires: r.Expires,
+				Expired: !now.Before(r.Expires), CreatedBy: "admin", Created: r.created})
+		}
+	}
+	slices.SortFunc(out, func(x, y gateway.JoinTokenInfo) int { return x.Created.Compare(y.Created) })
+	return out, nil
+}
+
+// RevokeJoinToken deletes a token not yet spent, as the gateway deletes its
+// record: it is gone from JoinTokens too. One spent or unknown is a 404.
+func (a *Array) RevokeJoinToken(ctx context.Context, id string) error {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	if err := a.call("RevokeJoinToken", id); err != nil {
+		return err
+	}
+	if r, ok := a.joinTokens[id]; !ok || r.SpentBy != "" {
+		return &gateway.StatusError{Method: "DELETE", Path: "/api/v1/system/join-tokens/" + id, Status: http.StatusNotFound,
+			Message: fmt.Sprintf("join token %s not found: spent, revoked, or pruned after it expired", id)}
+	}
+	delete(a.joinTokens, id)
+	return nil
+}
+
+// JoinTokens returns the tokens created, spent or not (revoked ones are
+// gone), by id.
 func (a *Array) JoinTokens() map[string]JoinTokenRecord {
 	a.mu.Lock()
 	defer a.mu.Unlock()
@@ -137,4 +178,18 @@ func (s *Session) CreateJoinToken(ctx context.Context, roles []string, ttl time.
 		return nil, err
 	}
 	return s.Array.CreateJoinToken(ctx, roles, ttl)
+}
+
+func (s *Session) ListJoinTokens(ctx context.Context) ([]gateway.JoinTokenInfo, error) {
+	if err := s.allow(gateway.RoleAdmin, "GET", "/api/v1/system/join-tokens", "", false); err != nil {
+		return nil, err
+	}
+	return s.Array.ListJoinTokens(ctx)
+}
+
+func (s *Session) RevokeJoinToken(ctx context.Context, id string) error {
+	if err := s.allow(gateway.RoleAdmin, "DELETE", "/api/v1/system/join-tokens/"+id, "RevokeJoinToken "+id, true); err != nil {
+		return err
+	}
+	return s.Array.RevokeJoinToken(ctx, id)
 }
