@@ -1,6 +1,7 @@
 package main
 
-// cairn pki serve | join: certificates at join time (internal/join).
+// cairn pki serve | join | renew | fetch-ca: certificates at join time, and
+// the CA for every MDM member (internal/join).
 
 import (
 	"context"
@@ -139,6 +140,47 @@ func pkiJoin(ctx context.Context, args []string) error {
 			return err
 		}
 		fmt.Fprintf(os.Stderr, "cairn pki join: %v; trying again in 5 s\n", err)
+		select {
+		case <-ctx.Done():
+			return errors.Join(err, ctx.Err())
+		case <-time.After(5 * time.Second):
+		}
+	}
+}
+
+// pkiFetchCA gives an MDM member its copy of the cluster CA (--ca) from the
+// join service of a member that has it, presenting its mdm certificate
+// (--pki): every MDM member keeps the CA and serves joins, so nodes join and
+// renew while any one member is down. When --ca holds that CA already,
+// nothing is fetched (first boot runs it on every boot).
+func pkiFetchCA(ctx context.Context, args []string) error {
+	fs := flag.NewFlagSet("pki fetch-ca", flag.ContinueOnError)
+	urls := fs.String("url", os.Getenv("CAIRN_JOIN_URLS"), "comma-separated join services of the MDM members, https://MDM:7443 ($CAIRN_JOIN_URLS)")
+	pkiDir := fs.String("pki", "", "this MDM member's PKI directory of role mdm: its certificate is presented, and names the CA to fetch")
+	caDir := fs.String("ca", "", "the CA directory to write (ca.crt, ca.key 0600, the directory 0700)")
+	wait := fs.Duration("wait", 0, "keep trying while no join service answers, up to this long")
+	if err := parse(fs, args); err != nil {
+		return err
+	}
+	if *urls == "" || *pkiDir == "" || *caDir == "" {
+		return errorf("--url, --pki and --ca are required")
+	}
+	deadline := time.Now().Add(*wait)
+	for {
+		ca, fetched, err := join.FetchCA(ctx, strings.Split(*urls, ","), *pkiDir, *caDir)
+		if err == nil {
+			fp := pki.InfoOf(ca.Cert).Fingerprint
+			if fetched {
+				fmt.Printf("%s: the cluster CA (SHA-256 %s), fetched; its key is kept there (mode 0600)\n", *caDir, fp)
+			} else {
+				fmt.Printf("%s: holds the cluster CA already (SHA-256 %s): nothing fetched\n", *caDir, fp)
+			}
+			return nil
+		}
+		if !join.Unanswered(err) || time.Now().After(deadline) {
+			return err
+		}
+		fmt.Fprintf(os.Stderr, "cairn pki fetch-ca: %v; trying again in 5 s\n", err)
 		select {
 		case <-ctx.Done():
 			return errors.Join(err, ctx.Err())

@@ -278,6 +278,14 @@ func Final(err error) bool {
 	return errors.Is(err, errFinal) || errors.Is(err, errImpostor)
 }
 
+// Unanswered reports whether err is only that no join service answered
+// (none listening yet, or none reachable): worth trying again later, unlike
+// a refusal or an error of this node's own files.
+func Unanswered(err error) bool {
+	var f failed
+	return errors.As(err, &f) && !Final(err)
+}
+
 // issuedBy verifies that c chains to ca alone and may be used for usage.
 func issuedBy(c, ca *x509.Certificate, usage x509.ExtKeyUsage) error {
 	roots := x509.NewCertPool()
