@@ -115,10 +115,12 @@ func (s *Settings) Keeper() bool {
 }
 
 // CreatesCA reports whether this SVM creates the cluster CA at first boot:
-// the first MDM member. The other members fetch a copy from a member that
-// has it once they hold their mdm certificate (`cairn pki fetch-ca`).
+// the first MDM member of a new system. The other members fetch a copy from
+// a member that has it once they hold their mdm certificate (`cairn pki
+// fetch-ca`). An SVM given a join token joins an existing system, whose CA
+// it must never replace, even as the first member (its host rebuilt).
 func (s *Settings) CreatesCA() bool {
-	return s.Keeper() && len(s.MDMMembers) > 0 && s.MDMMembers[0].Name == s.Hostname
+	return s.Keeper() && len(s.MDMMembers) > 0 && s.MDMMembers[0].Name == s.Hostname && !IsJoinToken(s.JoinToken)
 }
 
 // JoinURLs are the join services of every MDM member, the first member's
@@ -596,6 +598,14 @@ func checkSSHKey(k string) error {
 // (KeyJoinToken): 16-512 characters from A-Z a-z 0-9 . _ ~ + / = : -. The
 // gateway, the join service and first boot all hold a token to this one rule.
 func ValidBootstrapToken(s string) bool { return joinTokenRE.MatchString(s) }
+
+// JoinTokenPrefix begins every join token (internal/join: cj1.<id>.<secret>.<ca>),
+// which the gateway makes for an SVM added to an existing system.
+const JoinTokenPrefix = "cj1"
+
+// IsJoinToken reports whether a cluster.join_token value is a join token rather
+// than a new system's bootstrap token: anything that begins like one is one.
+func IsJoinToken(s string) bool { return strings.HasPrefix(strings.TrimSpace(s), JoinTokenPrefix+".") }
 
 // clip shortens a value for an error message, so a huge hostile value does not flood
 // the console and the journal.

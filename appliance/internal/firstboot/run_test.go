@@ -170,9 +170,10 @@ func TestRunFromSeedDir(t *testing.T) {
 	for _, want := range []string{"CAIRN_CLUSTER_NAME=prod-cluster.1", "CAIRN_ROLES=mdm,sds,target,gateway", "CAIRN_MGMT_ADDRESS=192.0.2.10", "CAIRN_DATA_ADDRESS=198.51.100.10", "CAIRN_MDM_TIEBREAKER=false",
 		"CAIRN_MDM=https://192.0.2.10:2379,https://192.0.2.11:2379,https://192.0.2.12:2379",
 		"CAIRN_MDM_INITIAL_CLUSTER=svm-esx01.lab.example=https://192.0.2.10:2380,svm-esx02=https://192.0.2.11:2380,svm-esx03=https://192.0.2.12:2380",
-		// The first MDM member creates the CA; every member keeps it and serves
-		// joins; every SVM is given every member's join service.
-		"CAIRN_PKI=/etc/cairn/pki", "CAIRN_CA_CREATOR=true", "CAIRN_CA_KEEPER=true",
+		// Every MDM member keeps the CA and serves joins; every SVM is given every
+		// member's join service. Given a join token (cj1.), even the first member
+		// joins the existing system rather than create a CA.
+		"CAIRN_PKI=/etc/cairn/pki", "CAIRN_CA_CREATOR=false", "CAIRN_CA_KEEPER=true",
 		"CAIRN_JOIN_URLS=https://192.0.2.10:7443,https://192.0.2.11:7443,https://192.0.2.12:7443",
 		"CAIRN_GATEWAYS=https://192.0.2.10:8443,https://192.0.2.11:8443",
 		"CAIRN_TARGET_PORT_NUMBER=2", "CAIRN_TARGET_GROUP_PORTS=1,2,3",

@@ -36,7 +36,7 @@ import (
 	"github.com/cairn-storage/cairn/appliance/internal/pki"
 )
 
-const prefix = "cj1"
+const prefix = contract.JoinTokenPrefix
 
 // Token lifetimes the gateway accepts.
 const (
