@@ -61,8 +61,12 @@ func pkiServe(ctx context.Context, args []string) error {
 		if err != nil {
 			return fmt.Errorf("--bootstrap-token-file: %w", err)
 		}
-		if boot, err = join.NewBootstrap(string(b), ca); err != nil {
-			return fmt.Errorf("--bootstrap-token-file %s: %w", *bootstrapFile, err)
+		// An MDM member added to an existing system was given a join token,
+		// spent at its first boot: no bootstrap window is keyed to it.
+		if !contract.IsJoinToken(string(b)) {
+			if boot, err = join.NewBootstrap(string(b), ca); err != nil {
+				return fmt.Errorf("--bootstrap-token-file %s: %w", *bootstrapFile, err)
+			}
 		}
 	}
 	cli, err := c.dialEtcd(ctx)
@@ -77,7 +81,7 @@ func pkiServe(ctx context.Context, args []string) error {
 	log.Info("join service listening", "address", ln.Addr().String(), "ca_sha256", pki.InfoOf(ca.Cert).Fingerprint)
 	switch {
 	case boot == nil:
-		log.Info("join service: join tokens only (no --bootstrap-token-file)")
+		log.Info("join service: join tokens only (no bootstrap token: none given, or this member joined with a join token)")
 	case time.Now().Before(boot.Until):
 		log.Info("join service: bootstrap window open", "until", boot.Until.UTC().Format(time.RFC3339))
 	default:

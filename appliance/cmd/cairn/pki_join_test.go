@@ -239,3 +239,51 @@ func freeAddr(t *testing.T) string {
 	defer ln.Close()
 	return ln.Addr().String()
 }
+
+// TestPKIServeJoinTokenFileOpensNoWindow: an MDM member added to an existing
+// system was given a cj1 join token (its --bootstrap-token-file): its join
+// service opens no bootstrap window keyed to it, however young the CA.
+func TestPKIServeJoinTokenFileOpensNoWindow(t *testing.T) {
+	kit := pkitest.New(t)
+	dir := t.TempDir()
+	tok, _, err := join.New(pki.InfoOf(kit.CA.Cert).Fingerprint, []string{pki.RoleMDM}, join.DefaultTTL, "admin", time.Now())
+	if err != nil {
+		t.Fatal(err)
+	}
+	spent := filepath.Join(dir, "join-token")
+	bootstrap := filepath.Join(dir, "bootstrap-token")
+	if err := os.WriteFile(spent, []byte(tok.String()+"\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(bootstrap, []byte("first-boot-token-of-the-deployer\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	addr := freeAddr(t)
+	ctx, cancel := context.WithCancel(context.Background())
+	served := make(chan error, 1)
+	go func() {
+		served <- pkiServe(ctx, []string{"--ca", kit.CADir(), "--pki", kit.Identity(pki.RoleMDM, "svm-2").Dir(), "--mdm", "https://" + freeAddr(t),
+			"--listen", addr, "--bootstrap-token-file", spent, "--log-level", "warn"})
+	}()
+	defer func() {
+		cancel()
+		if err := <-served; err != nil {
+			t.Errorf("pki serve: %v", err)
+		}
+	}()
+	deadline := time.Now().Add(8 * time.Second)
+	for {
+		err := pkiJoin(ctx, []string{"--url", "https://" + addr, "--token-file", bootstrap, "--out", filepath.Join(dir, "pki"),
+			"--role", pki.RoleSDS, "--name", "svm-9"})
+		if err != nil && join.Final(err) {
+			if !strings.Contains(err.Error(), "has no bootstrap window") {
+				t.Fatalf("a bootstrap join at a member that joined with a join token: %v", err)
+			}
+			return
+		}
+		if err == nil || time.Now().After(deadline) {
+			t.Fatalf("a bootstrap join at a member that joined with a join token: %v", err)
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+}
