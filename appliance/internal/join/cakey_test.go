@@ -12,7 +12,6 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
@@ -21,32 +20,14 @@ import (
 	"github.com/cairn-storage/cairn/appliance/internal/pki"
 	"github.com/cairn-storage/cairn/appliance/internal/pki/pkitest"
 	"github.com/cairn-storage/cairn/appliance/internal/refusals"
+	"github.com/cairn-storage/cairn/appliance/internal/testlog"
 )
-
-// lockedBuffer is a log sink the server's goroutines write to while the
-// test reads it.
-type lockedBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (l *lockedBuffer) Write(p []byte) (int, error) {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.b.Write(p)
-}
-
-func (l *lockedBuffer) String() string {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.b.String()
-}
 
 // caServer is the join service of kit's CA as the MDM mdm1, its log and its
 // refusals kept for the test.
-func caServer(t *testing.T, kit *pkitest.Kit) (string, *refusals.Reporter, *lockedBuffer) {
+func caServer(t *testing.T, kit *pkitest.Kit) (string, *refusals.Reporter, *testlog.Buffer) {
 	t.Helper()
-	logs := &lockedBuffer{}
+	logs := &testlog.Buffer{}
 	log := slog.New(slog.NewTextHandler(logs, &slog.HandlerOptions{Level: slog.LevelDebug}))
 	rep := refusals.New(pki.RoleMDM, "mdm1", log)
 	url := jointest.Serve(t, &join.Server{CA: kit.CA, Identity: kit.Identity(pki.RoleMDM, "mdm1"),
