@@ -133,17 +133,25 @@ func pkiJoin(ctx context.Context, args []string) error {
 	if err != nil {
 		return fmt.Errorf("--token-file: %w", err)
 	}
-	deadline := time.Now().Add(*wait)
-	for {
+	return retry(ctx, "cairn pki join", *wait, func(err error) bool { return !join.Final(err) }, func() error {
 		cert, err := join.Join(ctx, strings.Split(*urls, ","), string(tok), r, *out)
 		if err == nil {
 			fmt.Printf("%s: certificate of %s/%s, expires %s\n", *out, r.Role, r.Name, cert.NotAfter.UTC().Format(time.RFC3339))
-			return nil
 		}
-		if join.Final(err) || time.Now().After(deadline) {
+		return err
+	})
+}
+
+// retry runs try until it succeeds, fails in a way again says is not worth
+// another try, or wait is over, every 5 s, saying so on stderr as cmd.
+func retry(ctx context.Context, cmd string, wait time.Duration, again func(error) bool, try func() error) error {
+	deadline := time.Now().Add(wait)
+	for {
+		err := try()
+		if err == nil || !again(err) || time.Now().After(deadline) {
 			return err
 		}
-		fmt.Fprintf(os.Stderr, "cairn pki join: %v; trying again in 5 s\n", err)
+		fmt.Fprintf(os.Stderr, "%s: %v; trying again in 5 s\n", cmd, err)
 		select {
 		case <-ctx.Done():
 			return errors.Join(err, ctx.Err())
@@ -169,39 +177,28 @@ func pkiFetchCA(ctx context.Context, args []string) error {
 	if *urls == "" || *pkiDir == "" || *caDir == "" {
 		return errorf("--url, --pki and --ca are required")
 	}
-	deadline := time.Now().Add(*wait)
-	for {
+	return retry(ctx, "cairn pki fetch-ca", *wait, join.Unanswered, func() error {
 		ca, fetched, err := join.FetchCA(ctx, strings.Split(*urls, ","), *pkiDir, *caDir)
-		if err == nil {
-			fp := pki.InfoOf(ca.Cert).Fingerprint
-			if fetched {
-				fmt.Printf("%s: the cluster CA (SHA-256 %s), fetched; its key is kept there (mode 0600)\n", *caDir, fp)
-			} else {
-				fmt.Printf("%s: holds the cluster CA already (SHA-256 %s): nothing fetched\n", *caDir, fp)
-			}
-			return nil
+		switch {
+		case err != nil:
+		case fetched:
+			fmt.Printf("%s: the cluster CA (SHA-256 %s), fetched; its key is kept there (mode 0600)\n", *caDir, pki.InfoOf(ca.Cert).Fingerprint)
+		default:
+			fmt.Printf("%s: holds the cluster CA already (SHA-256 %s): nothing fetched\n", *caDir, pki.InfoOf(ca.Cert).Fingerprint)
 		}
-		if !join.Unanswered(err) || time.Now().After(deadline) {
-			return err
-		}
-		fmt.Fprintf(os.Stderr, "cairn pki fetch-ca: %v; trying again in 5 s\n", err)
-		select {
-		case <-ctx.Done():
-			return errors.Join(err, ctx.Err())
-		case <-time.After(5 * time.Second):
-		}
-	}
+		return err
+	})
 }
 
 // pkiRenew gives the PKI directories a new certificate each, for a new key,
 // when due (the last third of its life) or with --force: at the join
-// service, presenting the current certificate, or from --ca on the node that
-// keeps the CA.
+// service, presenting the current certificate, or from --ca on an MDM
+// member, which keeps the CA.
 func pkiRenew(ctx context.Context, args []string) error {
 	fs := flag.NewFlagSet("pki renew", flag.ContinueOnError)
 	dirs := fs.String("pki", "", "comma-separated PKI directories to renew (each a daemon's --pki)")
 	urls := fs.String("url", os.Getenv("CAIRN_JOIN_URLS"), "comma-separated join services, https://MDM:7443 ($CAIRN_JOIN_URLS)")
-	caDir := fs.String("ca", "", "renew from this CA directory instead (on the MDM that keeps the CA)")
+	caDir := fs.String("ca", "", "renew from this CA directory instead (on an MDM member, which keeps the CA)")
 	force := fs.Bool("force", false, "renew even when not due")
 	if err := parse(fs, args); err != nil {
 		return err
