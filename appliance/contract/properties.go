@@ -48,7 +48,7 @@ const (
 // contract carries addresses only; these complete them into URLs.
 const (
 	MDMClientPort = 2379
-	// JoinPort is the join service's (cairn pki serve), on the first MDM member:
+	// JoinPort is the join service's (cairn pki serve), on every MDM member:
 	// nodes get their certificates there with a join token.
 	JoinPort    = 7443
 	MDMPeerPort = 2380
@@ -134,7 +134,7 @@ var properties = []Property{
 		Description: "Machines outside the SVMs that run Cairn data clients (cairn nbd on a Linux host): addresses or networks (address/prefix), comma separated. The firewall lets them reach etcd and the SDS data port. Empty: none.",
 		Qualifiers:  "MaxLen(1024)"},
 	{Key: KeyJoinToken, Category: "Cluster", Label: "Join token", Password: true,
-		Description: "One-time token from the deployer. In a new system's SVMs, the deployer's bootstrap token: each SVM proves it to the first MDM member for its certificates, within 30 minutes of the cluster CA's creation, and the first gateway accepts it once so the deployer can set the admin credential. In an SVM added later, a join token (cj1.…) created for its roles, spent at its first boot and valid for an hour. Useless afterwards.",
+		Description: "One-time token from the deployer. In a new system's SVMs, the deployer's bootstrap token: each SVM proves it to an MDM member's join service for its certificates, within 30 minutes of the cluster CA's creation, and the first gateway accepts it once so the deployer can set the admin credential. In an SVM added later, a join token (cj1.…) created for its roles, spent at its first boot and valid for an hour. Useless afterwards.",
 		Qualifiers:  "MaxLen(512)", RequiredFor: AllRoles},
 	{Key: KeyTargetPortID, Default: "1", Category: "iSCSI", Label: "Relative target port",
 		Description: "This SVM's relative target port id (1-65535), unique in the system: reported in VPD page 0x83 and REPORT TARGET PORT GROUPS.",

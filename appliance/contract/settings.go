@@ -103,13 +103,35 @@ func (m Member) ClientURL() string { return "https://" + hostPort(m.Addr, MDMCli
 // PeerURL is where the other members reach it.
 func (m Member) PeerURL() string { return "https://" + hostPort(m.Addr, MDMPeerPort) }
 
-// JoinURL is its join service's (served by the first member, the CA keeper).
+// JoinURL is its join service's (every member keeps the CA and serves joins).
 func (m Member) JoinURL() string { return "https://" + hostPort(m.Addr, JoinPort) }
 
-// Keeper reports whether this SVM keeps the cluster CA: the first MDM member
-// creates it at first boot and serves joins (JoinURL).
+// Keeper reports whether this SVM keeps a copy of the cluster CA and serves
+// joins (JoinURL): every MDM member (role mdm or tiebreaker; Validate holds
+// each among the members), so that nodes join and renew while any one
+// member is down.
 func (s *Settings) Keeper() bool {
-	return (s.HasRole(RoleMDM) || s.HasRole(RoleTiebreaker)) && len(s.MDMMembers) > 0 && s.MDMMembers[0].Name == s.Hostname
+	return s.HasRole(RoleMDM) || s.HasRole(RoleTiebreaker)
+}
+
+// CreatesCA reports whether this SVM creates the cluster CA at first boot:
+// the first MDM member of a new system. The other members fetch a copy from
+// a member that has it once they hold their mdm certificate (`cairn pki
+// fetch-ca`). An SVM given a join token joins an existing system, whose CA
+// it must never replace, even as the first member (its host rebuilt).
+func (s *Settings) CreatesCA() bool {
+	return s.Keeper() && len(s.MDMMembers) > 0 && s.MDMMembers[0].Name == s.Hostname && !IsJoinToken(s.JoinToken)
+}
+
+// JoinURLs are the join services of every MDM member, the first member's
+// (which creates the CA, so it serves first at a new system's first boot)
+// first.
+func (s *Settings) JoinURLs() []string {
+	out := make([]string, len(s.MDMMembers))
+	for i, m := range s.MDMMembers {
+		out[i] = m.JoinURL()
+	}
+	return out
 }
 
 func hostPort(a netip.Addr, port int) string {
@@ -576,6 +598,14 @@ func checkSSHKey(k string) error {
 // (KeyJoinToken): 16-512 characters from A-Z a-z 0-9 . _ ~ + / = : -. The
 // gateway, the join service and first boot all hold a token to this one rule.
 func ValidBootstrapToken(s string) bool { return joinTokenRE.MatchString(s) }
+
+// JoinTokenPrefix begins every join token (internal/join: cj1.<id>.<secret>.<ca>),
+// which the gateway makes for an SVM added to an existing system.
+const JoinTokenPrefix = "cj1"
+
+// IsJoinToken reports whether a cluster.join_token value is a join token rather
+// than a new system's bootstrap token: anything that begins like one is one.
+func IsJoinToken(s string) bool { return strings.HasPrefix(strings.TrimSpace(s), JoinTokenPrefix+".") }
 
 // clip shortens a value for an error message, so a huge hostile value does not flood
 // the console and the journal.

@@ -184,6 +184,24 @@ names=$(jq -r 'map(.name) | sort | join(",")' <<<"$members")
   fail "want 3 voting MDM members cairn-esx1..3 with one leader, got: $members"
 echo "ok   one MDM cluster of 3 members ($names), one leader"
 
+# Every MDM member keeps the CA (svm1 created it, the others fetched it with their mdm
+# certificate) and serves joins: the same certificate and key, 0700/0600, on each, and
+# a node joins with a one-time join token at svm2's join service alone.
+svm() { in_ns ssh -i "$W/id" -o StrictHostKeyChecking=no -o UserKnownHostsFile=/dev/null -o LogLevel=ERROR -o BatchMode=yes \
+  -o ConnectTimeout=10 "cairn@$SUBNET.1$1" "$2"; }
+sums=
+for i in 1 2 3; do
+  s=$(svm "$i" 'sudo stat -c %a /var/lib/cairn/ca /var/lib/cairn/ca/ca.key | tr "\n" " "; sudo cat /var/lib/cairn/ca/ca.crt /var/lib/cairn/ca/ca.key | sha256sum') ||
+    fail "svm$i: no CA in /var/lib/cairn/ca"
+  [[ $s == "700 600 "* ]] || fail "svm$i: CA directory and key modes: $s"
+  sums="$sums${s##* 600 }"$'\n'
+done
+[ "$(sort -u <<<"$sums" | grep -c .)" = 1 ] || fail "the MDM members hold different CAs: $sums"
+ctl join-token create --role client --out "$W/second.token" >/dev/null || fail "no join token"
+in_ns "$CAIRN" pki join --url "https://$SUBNET.12:7443" --token-file "$W/second.token" --role client --name join-test-second \
+  --out "$W/second" >"$W/second.out" 2>&1 || fail "join at svm2's join service: $(cat "$W/second.out")"
+echo "ok   every MDM member holds the same CA (0700, key 0600) and serves joins: a node joined at svm2's"
+
 ctl system bootstrap --name isojoin >/dev/null
 ctl pd create pd1 >/dev/null
 ctl pool create pool1 --pd pd1 --spare-percent 0 >/dev/null

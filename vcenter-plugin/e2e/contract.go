@@ -4,7 +4,10 @@
 package main
 
 import (
+	"cmp"
 	"context"
+	"crypto/sha256"
+	"encoding/hex"
 	"encoding/pem"
 	"errors"
 	"fmt"
@@ -47,6 +50,7 @@ func (h *harness) checkContract(ctx context.Context, vc *vim25.Client, p *plan.P
 		return err
 	}
 	finder.SetDatacenter(dc)
+	caCopies := map[string]string{} // SVM -> SHA-256 of its CA certificate and key
 	for _, x := range p.Hosts {
 		name := p.SVMName(x.Name)
 		dir := filepath.Join(h.state, "svm", name)
@@ -72,6 +76,13 @@ func (h *harness) checkContract(ctx context.Context, vc *vim25.Client, p *plan.P
 			}
 			h.check(derr != nil && strings.Contains(string(fw), "ip saddr { 10.232.0.1 } tcp dport 2379 accept"),
 				"%s: the SVM firewall drops etcd peer connections from this core (%v) and lets it reach etcd as a data client", name, derr)
+			// Every MDM member keeps the CA (the first created it, the others
+			// fetched it with their mdm certificate) and serves joins.
+			sum, why := caCopy(filepath.Join(dir, "root", "var-lib", "cairn", "ca"))
+			caCopies[name] = sum
+			jcmd := unitCmdline(dir, "cairn-join.service")
+			h.check(why == "" && strings.Contains(jcmd, "pki serve --ca /var/lib/cairn/ca"),
+				"%s: keeps the cluster CA (0700 directory, key 0600: %s) and runs the join service: %s", name, cmp.Or(why, "ok"), jcmd)
 		}
 
 		vm, err := finder.VirtualMachine(ctx, name)
@@ -129,7 +140,67 @@ func (h *harness) checkContract(ctx context.Context, vc *vim25.Client, p *plan.P
 			h.check(errors.As(rerr, &se) && se.Status == 401, "%s: the bootstrap token from its vApp properties is refused now: %v", name, rerr)
 		}
 	}
+	sums := map[string]bool{}
+	for _, s := range caCopies {
+		sums[s] = true
+	}
+	h.check(len(caCopies) == len(p.MDMMembers()) && len(sums) == 1,
+		"every MDM member (%d of %d) holds the same CA, certificate and key (%d distinct)", len(caCopies), len(p.MDMMembers()), len(sums))
+	// A node joins at another member than the first, whose join service is
+	// then not involved at all: only that member's URL is given.
+	if len(p.MDMMembers()) > 1 && h.api != nil {
+		tok, err := h.api.CreateJoinToken(ctx, []string{"client"}, 10*time.Minute)
+		if err != nil {
+			return fmt.Errorf("join token: %w", err)
+		}
+		dir := filepath.Join(h.state, "pki-client-second-member")
+		cctx, cancel := context.WithTimeout(ctx, time.Minute)
+		out, err := h.pkiJoinAt(cctx, joinURL(p, 1), tok.Token, "client", "e2e-second-member", dir)
+		cancel()
+		crt, _ := os.ReadFile(filepath.Join(dir, "ca.crt"))
+		blk, _ := pem.Decode(crt)
+		same := blk != nil && caCopies[p.SVMName(mdmHost(p, 1))] != "" && strings.HasPrefix(caCopies[p.SVMName(mdmHost(p, 1))], sha256Hex(blk.Bytes))
+		h.check(err == nil && same, "a node joins with a one-time join token at the second MDM member's join service alone (%s), and trusts the same CA: %v %s",
+			joinURL(p, 1), err, head(string(out), 300))
+	}
 	return nil
+}
+
+// caCopy checks a CA directory as an MDM member keeps it and returns the
+// SHA-256 of its certificate's DER and of its key file ("cert/key"), or why
+// it is not one.
+func caCopy(dir string) (string, string) {
+	if st, err := os.Stat(dir); err != nil || st.Mode().Perm() != 0o700 {
+		return "", fmt.Sprintf("%s: not a 0700 directory (%v)", dir, err)
+	}
+	if st, err := os.Stat(filepath.Join(dir, "ca.key")); err != nil || st.Mode().Perm() != 0o600 {
+		return "", fmt.Sprintf("ca.key: not 0600 (%v)", err)
+	}
+	crt, err := os.ReadFile(filepath.Join(dir, "ca.crt"))
+	blk, _ := pem.Decode(crt)
+	if err != nil || blk == nil {
+		return "", fmt.Sprintf("ca.crt: %v", err)
+	}
+	key, err := os.ReadFile(filepath.Join(dir, "ca.key"))
+	if err != nil {
+		return "", err.Error()
+	}
+	return sha256Hex(blk.Bytes) + "/" + sha256Hex(key), ""
+}
+
+func sha256Hex(b []byte) string {
+	s := sha256.Sum256(b)
+	return hex.EncodeToString(s[:])
+}
+
+// mdmHost is the host whose SVM is the i-th MDM member.
+func mdmHost(p *plan.Plan, i int) string {
+	for _, x := range p.Hosts {
+		if x.SVMIP == p.MDMMembers()[i] {
+			return x.Name
+		}
+	}
+	return ""
 }
 
 // joinRefused tries to get a certificate with token (read from an SVM's vApp

@@ -140,14 +140,23 @@ func (h *harness) joinAs(ctx context.Context, p *plan.Plan, role, name string) (
 // pkiJoin runs `cairn pki join` with token (through a 0600 file, as an admin
 // would hand it over) at the first MDM member's join service, writing dir.
 func (h *harness) pkiJoin(ctx context.Context, p *plan.Plan, token, role, name, dir string, extra ...string) ([]byte, error) {
+	return h.pkiJoinAt(ctx, joinURL(p, 0), token, role, name, dir, extra...)
+}
+
+// pkiJoinAt is pkiJoin at the join service url only.
+func (h *harness) pkiJoinAt(ctx context.Context, url, token, role, name, dir string, extra ...string) ([]byte, error) {
 	tf := dir + ".token"
 	if err := os.WriteFile(tf, []byte(token), 0o600); err != nil {
 		return nil, err
 	}
 	defer os.Remove(tf)
-	keeper := "https://" + net.JoinHostPort(p.MDMMembers()[0], strconv.Itoa(contract.JoinPort))
-	args := append([]string{"pki", "join", "--url", keeper, "--token-file", tf, "--role", role, "--name", name, "--out", dir}, extra...)
+	args := append([]string{"pki", "join", "--url", url, "--token-file", tf, "--role", role, "--name", name, "--out", dir}, extra...)
 	return exec.CommandContext(ctx, filepath.Join(h.bin, "cairn"), args...).CombinedOutput()
+}
+
+// joinURL is the join service of the i-th MDM member (every member runs one).
+func joinURL(p *plan.Plan, i int) string {
+	return "https://" + net.JoinHostPort(p.MDMMembers()[i], strconv.Itoa(contract.JoinPort))
 }
 
 func head(s string, n int) string {

@@ -14,17 +14,17 @@ import (
 )
 
 func init() {
-	register("pki", "the cluster's certificates: init (CA), issue (a daemon's), serve (the join service, on an MDM), join (a node's certificate with a join token), renew (a new certificate for a valid one), show (expiry), backup|restore (the CA key, sealed, in etcd)", runPKI)
+	register("pki", "the cluster's certificates: init (CA), issue (a daemon's), serve (the join service, on an MDM), join (a node's certificate with a join token), fetch-ca (an MDM member's copy of the CA), renew (a new certificate for a valid one), show (expiry), backup|restore (the CA key, sealed, in etcd)", runPKI)
 }
 
 func runPKI(ctx context.Context, args []string) error {
 	if len(args) == 0 {
-		return errorf("usage: cairn pki init|issue|serve|join|renew|show|backup|restore [flags] (cairn pki SUBCOMMAND -h for its flags)")
+		return errorf("usage: cairn pki init|issue|serve|join|fetch-ca|renew|show|backup|restore [flags] (cairn pki SUBCOMMAND -h for its flags)")
 	}
 	switch args[0] {
 	case "init":
 		fs := flag.NewFlagSet("pki init", flag.ContinueOnError)
-		dir := fs.String("dir", "", "CA directory to create (ca.crt, ca.key 0600); keep it on the MDMs only")
+		dir := fs.String("dir", "", "CA directory to create (ca.crt, ca.key 0600); keep it on the MDM members only (the others get it with cairn pki fetch-ca)")
 		cluster := fs.String("cluster", "", "cluster name, written into the CA's name")
 		validity := fs.Duration("validity", pki.DefaultCAValidity, "CA lifetime")
 		if err := parse(fs, args[1:]); err != nil {
@@ -77,6 +77,8 @@ func runPKI(ctx context.Context, args []string) error {
 		return pkiServe(ctx, args[1:])
 	case "join":
 		return pkiJoin(ctx, args[1:])
+	case "fetch-ca":
+		return pkiFetchCA(ctx, args[1:])
 	case "renew":
 		return pkiRenew(ctx, args[1:])
 	case "restore":
@@ -101,5 +103,5 @@ func runPKI(ctx context.Context, args []string) error {
 		}
 		return tw.Flush()
 	}
-	return errorf("unknown subcommand %q: use init, issue, serve, join, renew, show, backup or restore", args[0])
+	return errorf("unknown subcommand %q: use init, issue, serve, join, fetch-ca, renew, show, backup or restore", args[0])
 }

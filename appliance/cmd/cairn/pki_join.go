@@ -1,6 +1,7 @@
 package main
 
-// cairn pki serve | join: certificates at join time (internal/join).
+// cairn pki serve | join | renew | fetch-ca: certificates at join time, and
+// the CA for every MDM member (internal/join).
 
 import (
 	"context"
@@ -60,8 +61,12 @@ func pkiServe(ctx context.Context, args []string) error {
 		if err != nil {
 			return fmt.Errorf("--bootstrap-token-file: %w", err)
 		}
-		if boot, err = join.NewBootstrap(string(b), ca); err != nil {
-			return fmt.Errorf("--bootstrap-token-file %s: %w", *bootstrapFile, err)
+		// An MDM member added to an existing system was given a join token,
+		// spent at its first boot: no bootstrap window is keyed to it.
+		if !contract.IsJoinToken(string(b)) {
+			if boot, err = join.NewBootstrap(string(b), ca); err != nil {
+				return fmt.Errorf("--bootstrap-token-file %s: %w", *bootstrapFile, err)
+			}
 		}
 	}
 	cli, err := c.dialEtcd(ctx)
@@ -76,7 +81,7 @@ func pkiServe(ctx context.Context, args []string) error {
 	log.Info("join service listening", "address", ln.Addr().String(), "ca_sha256", pki.InfoOf(ca.Cert).Fingerprint)
 	switch {
 	case boot == nil:
-		log.Info("join service: join tokens only (no --bootstrap-token-file)")
+		log.Info("join service: join tokens only (no bootstrap token: none given, or this member joined with a join token)")
 	case time.Now().Before(boot.Until):
 		log.Info("join service: bootstrap window open", "until", boot.Until.UTC().Format(time.RFC3339))
 	default:
@@ -128,17 +133,25 @@ func pkiJoin(ctx context.Context, args []string) error {
 	if err != nil {
 		return fmt.Errorf("--token-file: %w", err)
 	}
-	deadline := time.Now().Add(*wait)
-	for {
+	return retry(ctx, "cairn pki join", *wait, func(err error) bool { return !join.Final(err) }, func() error {
 		cert, err := join.Join(ctx, strings.Split(*urls, ","), string(tok), r, *out)
 		if err == nil {
 			fmt.Printf("%s: certificate of %s/%s, expires %s\n", *out, r.Role, r.Name, cert.NotAfter.UTC().Format(time.RFC3339))
-			return nil
 		}
-		if join.Final(err) || time.Now().After(deadline) {
+		return err
+	})
+}
+
+// retry runs try until it succeeds, fails in a way again says is not worth
+// another try, or wait is over, every 5 s, saying so on stderr as cmd.
+func retry(ctx context.Context, cmd string, wait time.Duration, again func(error) bool, try func() error) error {
+	deadline := time.Now().Add(wait)
+	for {
+		err := try()
+		if err == nil || !again(err) || time.Now().After(deadline) {
 			return err
 		}
-		fmt.Fprintf(os.Stderr, "cairn pki join: %v; trying again in 5 s\n", err)
+		fmt.Fprintf(os.Stderr, "%s: %v; trying again in 5 s\n", cmd, err)
 		select {
 		case <-ctx.Done():
 			return errors.Join(err, ctx.Err())
@@ -147,15 +160,45 @@ func pkiJoin(ctx context.Context, args []string) error {
 	}
 }
 
+// pkiFetchCA gives an MDM member its copy of the cluster CA (--ca) from the
+// join service of a member that has it, presenting its mdm certificate
+// (--pki): every MDM member keeps the CA and serves joins, so nodes join and
+// renew while any one member is down. When --ca holds that CA already,
+// nothing is fetched (first boot runs it on every boot).
+func pkiFetchCA(ctx context.Context, args []string) error {
+	fs := flag.NewFlagSet("pki fetch-ca", flag.ContinueOnError)
+	urls := fs.String("url", os.Getenv("CAIRN_JOIN_URLS"), "comma-separated join services of the MDM members, https://MDM:7443 ($CAIRN_JOIN_URLS)")
+	pkiDir := fs.String("pki", "", "this MDM member's PKI directory of role mdm: its certificate is presented, and names the CA to fetch")
+	caDir := fs.String("ca", "", "the CA directory to write (ca.crt, ca.key 0600, the directory 0700)")
+	wait := fs.Duration("wait", 0, "keep trying while no join service answers, up to this long")
+	if err := parse(fs, args); err != nil {
+		return err
+	}
+	if *urls == "" || *pkiDir == "" || *caDir == "" {
+		return errorf("--url, --pki and --ca are required")
+	}
+	return retry(ctx, "cairn pki fetch-ca", *wait, join.Unanswered, func() error {
+		ca, fetched, err := join.FetchCA(ctx, strings.Split(*urls, ","), *pkiDir, *caDir)
+		switch {
+		case err != nil:
+		case fetched:
+			fmt.Printf("%s: the cluster CA (SHA-256 %s), fetched; its key is kept there (mode 0600)\n", *caDir, pki.InfoOf(ca.Cert).Fingerprint)
+		default:
+			fmt.Printf("%s: holds the cluster CA already (SHA-256 %s): nothing fetched\n", *caDir, pki.InfoOf(ca.Cert).Fingerprint)
+		}
+		return err
+	})
+}
+
 // pkiRenew gives the PKI directories a new certificate each, for a new key,
 // when due (the last third of its life) or with --force: at the join
-// service, presenting the current certificate, or from --ca on the node that
-// keeps the CA.
+// service, presenting the current certificate, or from --ca on an MDM
+// member, which keeps the CA.
 func pkiRenew(ctx context.Context, args []string) error {
 	fs := flag.NewFlagSet("pki renew", flag.ContinueOnError)
 	dirs := fs.String("pki", "", "comma-separated PKI directories to renew (each a daemon's --pki)")
 	urls := fs.String("url", os.Getenv("CAIRN_JOIN_URLS"), "comma-separated join services, https://MDM:7443 ($CAIRN_JOIN_URLS)")
-	caDir := fs.String("ca", "", "renew from this CA directory instead (on the MDM that keeps the CA)")
+	caDir := fs.String("ca", "", "renew from this CA directory instead (on an MDM member, which keeps the CA)")
 	force := fs.Bool("force", false, "renew even when not due")
 	if err := parse(fs, args); err != nil {
 		return err

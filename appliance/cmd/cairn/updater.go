@@ -50,8 +50,9 @@ func init() {
 // keepCertificates renews, in the background, the appliance's certificates
 // (CAIRN_PKI, one directory per role) when due: the updater runs on every
 // SVM for as long as the SVM does, and a new version of it reaches old SVMs
-// through the same upgrades. The first MDM member (CAIRN_CA_KEEPER) signs
-// its own from the CA it keeps; the others ask the join service.
+// through the same upgrades. An MDM member (CAIRN_CA_KEEPER) signs its own
+// from its copy of the CA; the others, and a member whose copy does not
+// load, ask the members' join services (CAIRN_JOIN_URLS, any that answers).
 func keepCertificates(ctx context.Context, every time.Duration, log *slog.Logger) {
 	base := os.Getenv("CAIRN_PKI")
 	if base == "" {
@@ -61,13 +62,14 @@ func keepCertificates(ctx context.Context, every time.Duration, log *slog.Logger
 	if os.Getenv("CAIRN_CA_KEEPER") == "true" {
 		var err error
 		if ca, err = pki.LoadCA(caKeptDir); err != nil {
-			log.Warn("this SVM keeps the CA but cannot load it: its certificates are not renewed", "err", err)
-			return
+			log.Warn("this SVM keeps the CA but cannot load it: its certificates are renewed at the other MDM members' join services",
+				"err", err, "fix", "journalctl -u cairn-certs (cairn pki fetch-ca fetches the CA again)")
+			ca = nil
 		}
 	}
 	go join.Keep(ctx, base, strings.Split(os.Getenv("CAIRN_JOIN_URLS"), ","), ca, every, log)
 }
 
-// caKeptDir is where the first MDM member of an appliance keeps the CA
+// caKeptDir is where every MDM member of an appliance keeps the CA
 // (packer/files/cairn-role, CA).
 const caKeptDir = "/var/lib/cairn/ca"

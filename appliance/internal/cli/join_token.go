@@ -59,7 +59,7 @@ func init() {
 					return printJSON(s.out, b)
 				}
 				fmt.Fprintf(s.out, "join token %s for %s, until %s, written to %s\n", text(v["id"]), text(v["roles"]), text(v["expires"]), out)
-				fmt.Fprintf(s.out, "on the new node: cairn pki join --url https://MDM:7443 --token-file FILE --role ROLE --name NAME --out PKI_DIR\n")
+				fmt.Fprintf(s.out, "on the new node: cairn pki join --url https://MDM:7443[,https://MDM2:7443...] --token-file FILE --role ROLE --name NAME --out PKI_DIR\n")
 				return nil
 			}
 		}})

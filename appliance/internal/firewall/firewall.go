@@ -18,7 +18,7 @@
 //	                          + data clients                         cairn nbd outside the SVMs
 //	3260/tcp  target          the iSCSI network (data NIC/subnet)    the ESXi software initiators' vmknics
 //	8443/tcp  gateway         anything on the management NIC         vCenter plugin, installer, cairnctl, Ansible
-//	7443/tcp  first MDM       the management NIC + data clients      join service: certificates for a join token
+//	7443/tcp  mdm, tiebreaker the management NIC + data clients      join service: certificates for a join token
 //
 // Without cluster.svms the etcd client port is open to the management network and
 // the SDS port to the data network (the network a daemon's peers reach it on):
@@ -153,9 +153,9 @@ func Rules(s *contract.Settings, p Peers) []Rule {
 		}
 	}
 	if s.Keeper() {
-		// Token-authenticated (one-time tokens, each refusal paused and an
-		// event): new SVMs, whose addresses no peer knows yet, and data
-		// clients' hosts reach it.
+		// Every MDM member keeps the CA and serves joins. Token-authenticated
+		// (one-time tokens, each refusal paused and an event): new SVMs,
+		// whose addresses no peer knows yet, and data clients' hosts reach it.
 		out = append(out, Rule{Port: contract.JoinPort, Service: "join", Iface: MgmtInterface,
 			Why: "join service (nodes with a join token), via the management NIC"})
 		if len(clients) > 0 {

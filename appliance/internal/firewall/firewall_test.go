@@ -92,10 +92,18 @@ func TestRulesPerRole(t *testing.T) {
 			"22 eth0 any",
 			"3260 eth1 198.51.100.0/24",
 		}},
-		{"tiebreaker: etcd ports only", map[string]string{contract.KeyRoles: "tiebreaker", contract.KeyHostname: "svm3", contract.KeyMgmtAddress: "192.0.2.12/24"}, []string{
+		{"tiebreaker: etcd ports, and the join service as every MDM member", map[string]string{contract.KeyRoles: "tiebreaker", contract.KeyHostname: "svm3", contract.KeyMgmtAddress: "192.0.2.12/24"}, []string{
 			"22 eth0 any",
 			"2379 any " + allSVMs,
 			"2380 eth0 192.0.2.10,192.0.2.11,192.0.2.12",
+			"7443 eth0 any",
+		}},
+		{"an MDM member not the first: the join service too (it keeps a copy of the CA)", map[string]string{contract.KeyRoles: "mdm,sds", contract.KeyHostname: "svm2", contract.KeyMgmtAddress: "192.0.2.11/24", contract.KeyDataAddress: "198.51.100.11/24"}, []string{
+			"22 eth0 any",
+			"2379 any " + allSVMs,
+			"2380 eth0 192.0.2.10,192.0.2.11,192.0.2.12",
+			"7443 eth0 any",
+			"7100 any " + allSVMs,
 		}},
 		{"gateway only", map[string]string{contract.KeyRoles: "gateway", contract.KeyHostname: "svm4", contract.KeyMgmtAddress: "192.0.2.13/24"}, []string{
 			"22 eth0 any",

@@ -79,9 +79,10 @@ const PeerSyncUnit = "cairn-peersync.service"
 const ReadyUnit = "cairn-ready.service"
 
 // CertsUnit gives the SVM a certificate per role before its daemons start: the
-// CA keeper (the first MDM member) creates the cluster CA and issues its own;
-// every other SVM joins with its join token (cairn-role certs). JoinUnit runs
-// the join service on the keeper (cairn pki serve).
+// first MDM member creates the cluster CA and issues its own; every other SVM
+// joins with its join token, and every other MDM member then fetches its copy
+// of the CA (cairn-role certs). JoinUnit runs the join service on every MDM
+// member (cairn pki serve), each a CA keeper.
 const (
 	CertsUnit = "cairn-certs.service"
 	JoinUnit  = "cairn-join.service"
@@ -191,11 +192,13 @@ func Render(s *contract.Settings) *Plan {
 		{"CAIRN_GATEWAYS", strings.Join(gateways, ",")},
 		{"CAIRN_TARGET_PORT_NUMBER", strconv.Itoa(int(port))},
 		{"CAIRN_TARGET_GROUP_PORTS", strings.Join(portList, ",")},
-		// Certificates (cairn-role certs): the keeper creates the CA, the others
-		// join at its join service.
+		// Certificates (cairn-role certs): the first MDM member creates the CA;
+		// every MDM member keeps a copy and serves joins; every SVM joins at the
+		// first of the members' join services that answers.
 		{"CAIRN_PKI", PKIDir},
+		{"CAIRN_CA_CREATOR", fmt.Sprint(s.CreatesCA())},
 		{"CAIRN_CA_KEEPER", fmt.Sprint(s.Keeper())},
-		{"CAIRN_JOIN_URLS", joinURL(s)},
+		{"CAIRN_JOIN_URLS", strings.Join(s.JoinURLs(), ",")},
 	}
 	if s.JoinToken != "" {
 		vars = append(vars, [2]string{"CAIRN_JOIN_TOKEN_FILE", JoinTokenFile})
@@ -233,15 +236,6 @@ func Render(s *contract.Settings) *Plan {
 	// orders reach an SVM only through the updater (internal/update).
 	p.Units = append(p.Units, PeerSyncUnit, update.UpdaterUnit, ReadyUnit)
 	return p
-}
-
-// joinURL is the keeper's join service ("" without MDM members, which
-// contract.Validate refuses).
-func joinURL(s *contract.Settings) string {
-	if len(s.MDMMembers) == 0 {
-		return ""
-	}
-	return s.MDMMembers[0].JoinURL()
 }
 
 // hostAddr is the address a daemon binds: the static address, "dhcp" (the daemon takes

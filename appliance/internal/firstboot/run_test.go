@@ -170,8 +170,11 @@ func TestRunFromSeedDir(t *testing.T) {
 	for _, want := range []string{"CAIRN_CLUSTER_NAME=prod-cluster.1", "CAIRN_ROLES=mdm,sds,target,gateway", "CAIRN_MGMT_ADDRESS=192.0.2.10", "CAIRN_DATA_ADDRESS=198.51.100.10", "CAIRN_MDM_TIEBREAKER=false",
 		"CAIRN_MDM=https://192.0.2.10:2379,https://192.0.2.11:2379,https://192.0.2.12:2379",
 		"CAIRN_MDM_INITIAL_CLUSTER=svm-esx01.lab.example=https://192.0.2.10:2380,svm-esx02=https://192.0.2.11:2380,svm-esx03=https://192.0.2.12:2380",
-		// The first MDM member keeps the CA and serves joins; every SVM joins there.
-		"CAIRN_PKI=/etc/cairn/pki", "CAIRN_CA_KEEPER=true", "CAIRN_JOIN_URLS=https://192.0.2.10:7443",
+		// Every MDM member keeps the CA and serves joins; every SVM is given every
+		// member's join service. Given a join token (cj1.), even the first member
+		// joins the existing system rather than create a CA.
+		"CAIRN_PKI=/etc/cairn/pki", "CAIRN_CA_CREATOR=false", "CAIRN_CA_KEEPER=true",
+		"CAIRN_JOIN_URLS=https://192.0.2.10:7443,https://192.0.2.11:7443,https://192.0.2.12:7443",
 		"CAIRN_GATEWAYS=https://192.0.2.10:8443,https://192.0.2.11:8443",
 		"CAIRN_TARGET_PORT_NUMBER=2", "CAIRN_TARGET_GROUP_PORTS=1,2,3",
 		"CAIRN_JOIN_TOKEN_FILE=" + JoinTokenFile, "CAIRN_CONTRACT=3"} {
@@ -301,8 +304,9 @@ func TestRunSeedDisk(t *testing.T) {
 	must(t, err)
 	if !strings.Contains(string(env), "CAIRN_MDM_TIEBREAKER=true\n") || !strings.Contains(string(env), "CAIRN_HOSTNAME=tb1\n") ||
 		!strings.Contains(string(env), "CAIRN_MDM_INITIAL_CLUSTER=m1=https://192.0.2.11:2380,m2=https://192.0.2.12:2380,tb1=https://192.0.2.13:2380\n") ||
-		// Not the first member: it joins at m1's join service with its token.
-		!strings.Contains(string(env), "CAIRN_CA_KEEPER=false\nCAIRN_JOIN_URLS=https://192.0.2.11:7443\nCAIRN_JOIN_TOKEN_FILE=/etc/cairn/join-token\n") {
+		// Not the first member: it joins at the members' join services with
+		// its token, then keeps a copy of the CA and serves joins too.
+		!strings.Contains(string(env), "CAIRN_CA_CREATOR=false\nCAIRN_CA_KEEPER=true\nCAIRN_JOIN_URLS=https://192.0.2.11:7443,https://192.0.2.12:7443,https://192.0.2.13:7443\nCAIRN_JOIN_TOKEN_FILE=/etc/cairn/join-token\n") {
 		t.Errorf("env:\n%s", env)
 	}
 	var mounted, unmounted bool

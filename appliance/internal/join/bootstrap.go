@@ -52,7 +52,7 @@ func NewBootstrap(token string, ca *pki.CA) (*Bootstrap, error) {
 // than a join token. Anything that begins like a join token is one (a
 // mistyped join token must be reported as such, not sent as a proof).
 func isBootstrapToken(s string) bool {
-	return !strings.HasPrefix(s, prefix+".") && contract.ValidBootstrapToken(s)
+	return !contract.IsJoinToken(s) && contract.ValidBootstrapToken(s)
 }
 
 const (

@@ -21,7 +21,8 @@ import (
 	"github.com/cairn-storage/cairn/appliance/internal/pki"
 )
 
-// maxAnswer bounds the service's reply (two PEM certificates).
+// maxAnswer bounds the service's reply (two PEM certificates, or the CA's
+// certificate and key).
 const maxAnswer = 64 << 10
 
 // Join asks the join service at urls (https://MDM:PORT, tried in order) for
@@ -85,19 +86,7 @@ func newCSR(role string) (*ecdsa.PrivateKey, []byte, string, error) {
 func exchange(ctx context.Context, urls []string, path string, body []byte, fp string, cert *tls.Certificate,
 	key *ecdsa.PrivateKey, r pki.Request, bootstrap, dir string) (*x509.Certificate, error) {
 	var ca *x509.Certificate
-	cfg := &tls.Config{
-		MinVersion:         tls.VersionTLS13,
-		InsecureSkipVerify: true, // verified below: against the pinned CA, or the answer's proof
-		VerifyConnection: func(cs tls.ConnectionState) error {
-			c, err := serverCA(cs.PeerCertificates, fp)
-			ca = c
-			return err
-		},
-	}
-	if cert != nil {
-		cfg.GetClientCertificate = func(*tls.CertificateRequestInfo) (*tls.Certificate, error) { return cert, nil }
-	}
-	hc := &http.Client{Timeout: 30 * time.Second, Transport: &http.Transport{TLSClientConfig: cfg}}
+	hc := newClient(fp, cert, &ca)
 	defer hc.CloseIdleConnections()
 	var errs []error
 	for _, u := range urls {
@@ -122,18 +111,42 @@ func exchange(ctx context.Context, urls []string, path string, body []byte, fp s
 		}
 		return c, nil
 	}
-	return nil, failed{errs}
+	return nil, failed{"join: no service gave a certificate", errs}
 }
 
-// failed is every service's refusal or silence.
-type failed struct{ errs []error }
+// newClient is an HTTP client of the join service over TLS 1.3 that accepts
+// only an MDM certificate issued by the CA whose fingerprint is fp (with no
+// fp, a bootstrap join: by a CA the chain holds, trusted once the answer's
+// proof verifies), and presents cert if not nil. Each handshake stores the
+// server's CA in *ca.
+func newClient(fp string, cert *tls.Certificate, ca **x509.Certificate) *http.Client {
+	cfg := &tls.Config{
+		MinVersion:         tls.VersionTLS13,
+		InsecureSkipVerify: true, // verified here: against the pinned CA, or by the answer's proof
+		VerifyConnection: func(cs tls.ConnectionState) error {
+			c, err := serverCA(cs.PeerCertificates, fp)
+			*ca = c
+			return err
+		},
+	}
+	if cert != nil {
+		cfg.GetClientCertificate = func(*tls.CertificateRequestInfo) (*tls.Certificate, error) { return cert, nil }
+	}
+	return &http.Client{Timeout: 30 * time.Second, Transport: &http.Transport{TLSClientConfig: cfg}}
+}
+
+// failed is every service's refusal or silence; what says to what.
+type failed struct {
+	what string
+	errs []error
+}
 
 func (f failed) Error() string {
 	m := make([]string, len(f.errs))
 	for i, e := range f.errs {
 		m[i] = e.Error()
 	}
-	return "join: no service gave a certificate (" + strings.Join(m, "; ") + ")"
+	return f.what + " (" + strings.Join(m, "; ") + ")"
 }
 
 func (f failed) Unwrap() []error { return f.errs }
@@ -150,22 +163,37 @@ var errImpostor = errors.New("the join service does not hold the CA the token na
 var errBootstrapImpostor = errors.New("the join service's answer does not prove it holds this system's bootstrap token: an impostor, or another system's MDM; nothing was written")
 
 func ask(ctx context.Context, hc *http.Client, url string, body []byte) (Answer, error) {
-	req, err := http.NewRequestWithContext(ctx, http.MethodPost, url, bytes.NewReader(body))
+	b, err := post(ctx, hc, url, body)
 	if err != nil {
 		return Answer{}, err
+	}
+	var a Answer
+	if err := json.Unmarshal(b, &a); err != nil {
+		return Answer{}, fmt.Errorf("malformed answer: %v", err)
+	}
+	return a, nil
+}
+
+// post sends body to url and returns the body of a 200 answer (at most
+// maxAnswer bytes); any other status is an error with the service's
+// message, final (errFinal) for a refusal another MDM would repeat.
+func post(ctx context.Context, hc *http.Client, url string, body []byte) ([]byte, error) {
+	req, err := http.NewRequestWithContext(ctx, http.MethodPost, url, bytes.NewReader(body))
+	if err != nil {
+		return nil, err
 	}
 	req.Header.Set("Content-Type", "application/json")
 	resp, err := hc.Do(req)
 	if err != nil {
-		return Answer{}, err
+		return nil, err
 	}
 	defer resp.Body.Close()
 	b, err := io.ReadAll(io.LimitReader(resp.Body, maxAnswer+1))
 	if err != nil {
-		return Answer{}, err
+		return nil, err
 	}
 	if len(b) > maxAnswer {
-		return Answer{}, fmt.Errorf("answer larger than %d bytes", maxAnswer)
+		return nil, fmt.Errorf("answer larger than %d bytes", maxAnswer)
 	}
 	if resp.StatusCode != http.StatusOK {
 		msg := strings.TrimSpace(string(b))
@@ -176,13 +204,9 @@ func ask(ctx context.Context, hc *http.Client, url string, body []byte) (Answer,
 		if resp.StatusCode == http.StatusForbidden || resp.StatusCode == http.StatusBadRequest {
 			err = fmt.Errorf("%w: %v", errFinal, err)
 		}
-		return Answer{}, err
+		return nil, err
 	}
-	var a Answer
-	if err := json.Unmarshal(b, &a); err != nil {
-		return Answer{}, fmt.Errorf("malformed answer: %v", err)
-	}
-	return a, nil
+	return b, nil
 }
 
 // serverCA finds, in the chain a server sent, the CA certificate that issued
@@ -252,6 +276,14 @@ func check(a Answer, ca *x509.Certificate, key *ecdsa.PrivateKey, r pki.Request,
 // as opposed to no service answering yet.
 func Final(err error) bool {
 	return errors.Is(err, errFinal) || errors.Is(err, errImpostor)
+}
+
+// Unanswered reports whether err is only that no join service answered
+// (none listening yet, or none reachable): worth trying again later, unlike
+// a refusal or an error of this node's own files.
+func Unanswered(err error) bool {
+	var f failed
+	return errors.As(err, &f) && !Final(err)
 }
 
 // issuedBy verifies that c chains to ca alone and may be used for usage.

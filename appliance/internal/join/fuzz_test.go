@@ -10,6 +10,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/cairn-storage/cairn/appliance/internal/pki"
 )
 
 // FuzzDecode: any body from the network is refused or accepted without
@@ -54,6 +56,33 @@ func FuzzParse(f *testing.F) {
 			if back, err := Parse(tk.String()); err != nil || back != tk {
 				t.Fatalf("%q parsed but does not round-trip", s)
 			}
+		}
+	})
+}
+
+// FuzzDecodeCA: any answer to a CA request is refused or is exactly the CA
+// trusted, with its key, without panicking.
+func FuzzDecodeCA(f *testing.F) {
+	ca, err := pki.InitCA(f.TempDir()+"/ca", "fuzz", 0)
+	if err != nil {
+		f.Fatal(err)
+	}
+	key, _ := ca.KeyPEM()
+	good, _ := json.Marshal(CAAnswer{Format: caFormat, Cert: string(ca.CertPEM()), Key: string(key)})
+	f.Add(good)
+	f.Add([]byte(`{"format":2}`))
+	f.Add([]byte(`{"format":1,"ca_cert":"","ca_key":""} {}`))
+	other, _ := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
+	otherPEM, _ := pki.EncodeKey(other)
+	mismatched, _ := json.Marshal(CAAnswer{Format: caFormat, Cert: string(ca.CertPEM()), Key: string(otherPEM)})
+	f.Add(mismatched)
+	f.Fuzz(func(t *testing.T, b []byte) {
+		got, err := decodeCA(b, ca.Cert)
+		if err == nil && !got.Cert.Equal(ca.Cert) {
+			t.Fatal("accepted another CA")
+		}
+		if err != nil && strings.Contains(err.Error(), "PRIVATE KEY") {
+			t.Fatal("an error quotes the key")
 		}
 	})
 }

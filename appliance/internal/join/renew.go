@@ -111,7 +111,7 @@ func Renew(ctx context.Context, urls []string, dir string) (*x509.Certificate, e
 }
 
 // RenewIfDue renews the certificate in dir when RenewDue (or force): from
-// ca when this node keeps the CA (the first MDM member signs its own), else
+// ca when this node keeps the CA (every MDM member signs its own), else
 // from the join service at urls. It returns the new certificate, or nil
 // when none was due.
 func RenewIfDue(ctx context.Context, dir string, urls []string, ca *pki.CA, now time.Time, force bool) (*x509.Certificate, error) {
@@ -152,7 +152,7 @@ func Keep(ctx context.Context, base string, urls []string, ca *pki.CA, every tim
 			switch {
 			case err != nil:
 				log.Warn("certificate renewal failed; trying again later", "dir", dir, "err", err,
-					"next", every.String(), "fix", "check that the first MDM member's join service (cairn-join) answers")
+					"next", every.String(), "fix", "check that an MDM member's join service (cairn-join) answers")
 			case cert != nil:
 				log.Info("certificate renewed", "dir", dir, "not_after", cert.NotAfter.UTC().Format(time.RFC3339))
 			}

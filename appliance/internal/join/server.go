@@ -147,7 +147,8 @@ func validDNSName(h string) bool {
 	return true
 }
 
-// Server is the join service. It runs where the CA's key is: on an MDM.
+// Server is the join service. It runs where the CA's key is: on every MDM
+// member (cakey.go).
 type Server struct {
 	CA       *pki.CA
 	Identity *pki.Identity // the MDM's: presented, with the CA, to joining nodes
@@ -175,14 +176,18 @@ func (s *Server) now() time.Time {
 	return time.Now()
 }
 
-// ServeHTTP answers POST Path and POST RenewPath.
+// ServeHTTP answers POST Path, RenewPath and CAPath.
 func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	if r.URL.Path == RenewPath && r.Method == http.MethodPost {
 		s.renew(w, r)
 		return
 	}
+	if r.URL.Path == CAPath && r.Method == http.MethodPost {
+		s.handToMDM(w, r)
+		return
+	}
 	if r.URL.Path != Path {
-		http.Error(w, "not found: the join service answers POST "+Path+" and "+RenewPath, http.StatusNotFound)
+		http.Error(w, "not found: the join service answers POST "+Path+", "+RenewPath+" and "+CAPath, http.StatusNotFound)
 		return
 	}
 	if r.Method != http.MethodPost {
@@ -269,8 +274,14 @@ func (s *Server) checkProof(ctx context.Context, p parsed) error {
 }
 
 func (s *Server) refuse(w http.ResponseWriter, r *http.Request, code int, tokenID string, err error) {
-	s.Log.Warn("join: refused", "from", r.RemoteAddr, "token", tokenID, "err", err)
-	s.Refusals.Refused("join service", r.RemoteAddr, "", err.Error())
+	s.refusePeer(w, r, code, tokenID, "", err)
+}
+
+// refusePeer is refuse for a caller whose certificate claims to be peer
+// (role/name, not verified: shown to the administrators as claimed).
+func (s *Server) refusePeer(w http.ResponseWriter, r *http.Request, code int, tokenID, peer string, err error) {
+	s.Log.Warn("join: refused", "from", r.RemoteAddr, "token", tokenID, "peer", peer, "err", err)
+	s.Refusals.Refused("join service", r.RemoteAddr, peer, err.Error())
 	s.refusing.Lock()
 	pause := s.Pause
 	if pause == 0 {

@@ -36,7 +36,7 @@ import (
 	"github.com/cairn-storage/cairn/appliance/internal/pki"
 )
 
-const prefix = "cj1"
+const prefix = contract.JoinTokenPrefix
 
 // Token lifetimes the gateway accepts.
 const (
@@ -92,7 +92,8 @@ func New(ca string, roles []string, ttl time.Duration, by string, now time.Time)
 }
 
 // checkRoles accepts 1-7 distinct node roles. A token for mdm is allowed (a
-// new MDM needs a certificate too); the CA key is never handed out.
+// new MDM needs a certificate too), and its certificate then also gets the
+// CA from the join service (cakey.go): give one only to a new MDM member.
 func checkRoles(roles []string) error {
 	if len(roles) == 0 || len(roles) > len(pki.Roles) {
 		return fmt.Errorf("join token roles: give 1-%d of %s", len(pki.Roles), strings.Join(pki.Roles, ", "))

@@ -182,6 +182,10 @@ func (ca *CA) WriteTo(dir string) error {
 	if err := os.MkdirAll(dir, 0o700); err != nil {
 		return err
 	}
+	// Only root reads a CA directory, whoever made it beforehand.
+	if err := os.Chmod(dir, 0o700); err != nil {
+		return err
+	}
 	keyPEM, err := encodeKey(ca.key)
 	if err != nil {
 		return err

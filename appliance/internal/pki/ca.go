@@ -101,25 +101,46 @@ func LoadCA(dir string) (*CA, error) {
 	if err != nil {
 		return nil, fmt.Errorf("load the CA: %w (create one with 'cairn pki init --dir %s')", err, dir)
 	}
-	cert, err := parseCert(certPEM)
-	if err != nil {
-		return nil, fmt.Errorf("%s: %w", filepath.Join(dir, CACertFile), err)
-	}
-	if !cert.IsCA {
-		return nil, fmt.Errorf("%s is not a CA certificate", filepath.Join(dir, CACertFile))
-	}
-	key, err := readKey(filepath.Join(dir, CAKeyFile))
+	keyPEM, err := os.ReadFile(filepath.Join(dir, CAKeyFile))
 	if err != nil {
 		return nil, fmt.Errorf("load the CA key: %w (only the CA directory the MDMs keep has it)", err)
 	}
-	if !publicEqual(key.Public(), cert.PublicKey) {
-		return nil, fmt.Errorf("%s does not belong to %s", CAKeyFile, CACertFile)
+	ca, err := ParseCA(certPEM, keyPEM)
+	if err != nil {
+		return nil, fmt.Errorf("CA directory %s: %w", dir, err)
 	}
-	return &CA{Cert: cert, key: key, pem: certPEM}, nil
+	return ca, nil
 }
 
 // CertPEM is the CA certificate, PEM-encoded.
 func (ca *CA) CertPEM() []byte { return ca.pem }
+
+// KeyPEM is the CA's private key, PEM (PKCS#8), as ca.key holds it: only
+// for handing the CA to another MDM member (internal/join, CAPath). It is
+// the cluster's master secret: never log it, never store it anywhere but a
+// CA directory (0600).
+func (ca *CA) KeyPEM() ([]byte, error) { return encodeKey(ca.key) }
+
+// ParseCA is the CA of a CA certificate and its key (PEM, as a CA
+// directory holds them), the key checked against the certificate. Its
+// errors never quote the key.
+func ParseCA(certPEM, keyPEM []byte) (*CA, error) {
+	cert, err := parseCert(certPEM)
+	if err != nil {
+		return nil, fmt.Errorf("the CA certificate: %w", err)
+	}
+	if !cert.IsCA {
+		return nil, errors.New("the CA certificate is not a CA's")
+	}
+	key, err := parseKey(keyPEM)
+	if err != nil {
+		return nil, fmt.Errorf("the CA key: %w", err)
+	}
+	if !publicEqual(key.Public(), cert.PublicKey) {
+		return nil, errors.New("the CA key does not belong to the CA certificate")
+	}
+	return &CA{Cert: cert, key: key, pem: certPEM}, nil
+}
 
 // Request is what a node certificate is issued for.
 type Request struct {
@@ -231,22 +252,20 @@ func encodeKey(k crypto.PrivateKey) ([]byte, error) {
 	return pem.EncodeToMemory(&pem.Block{Type: "PRIVATE KEY", Bytes: der}), nil
 }
 
-func readKey(path string) (crypto.Signer, error) {
-	b, err := os.ReadFile(path)
-	if err != nil {
-		return nil, err
-	}
+// parseKey reads a PEM "PRIVATE KEY" (PKCS#8). Its errors never quote the
+// input: it is a secret.
+func parseKey(b []byte) (crypto.Signer, error) {
 	blk, _ := pem.Decode(b)
 	if blk == nil || blk.Type != "PRIVATE KEY" {
-		return nil, fmt.Errorf("%s: not a PEM \"PRIVATE KEY\"", path)
+		return nil, errors.New("not a PEM \"PRIVATE KEY\"")
 	}
 	k, err := x509.ParsePKCS8PrivateKey(blk.Bytes)
 	if err != nil {
-		return nil, fmt.Errorf("%s: %w", path, err)
+		return nil, errors.New("the key does not parse as PKCS#8")
 	}
 	s, ok := k.(crypto.Signer)
 	if !ok {
-		return nil, fmt.Errorf("%s: unsupported key type %T", path, k)
+		return nil, fmt.Errorf("unsupported key type %T", k)
 	}
 	return s, nil
 }

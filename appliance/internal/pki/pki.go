@@ -10,7 +10,9 @@
 //	node.crt   this daemon's certificate (PEM), signed by the CA
 //	node.key   its private key (PEM, PKCS#8), mode 0600
 //	ca.key     the CA's private key (PEM, PKCS#8), mode 0600: only in the
-//	           CA directory the MDMs keep; never copied to another node
+//	           CA directory every MDM member keeps; copied to nothing else
+//	           (a member gets it from another over the join service,
+//	           internal/join, presenting its mdm certificate)
 //
 // A node certificate names its role twice: as the subject's common name
 // (etcd maps a client certificate's CN to its user, so the role is the
