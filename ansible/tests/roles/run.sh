@@ -181,10 +181,10 @@ say "cluster built by the site playbook in $FIRST_S s"
 say "checking the units"
 gssh 1 systemctl is-active cairn-mdm cairn-sds cairn-gateway cairn-target cairn-nbd cairn-nbd-attach@nbd0 nftables \
 	cairn-certs cairn-join cairn-pki-renew.timer
-for n in 2 3; do gssh "$n" systemctl is-active cairn-mdm cairn-sds nftables cairn-certs cairn-pki-renew.timer; done
+for n in 2 3; do gssh "$n" systemctl is-active cairn-mdm cairn-sds nftables cairn-certs cairn-join cairn-pki-renew.timer; done
 gssh 1 cairnctl system info
 
-say "certificates: every daemon runs with its own, node1 keeps the CA"
+say "certificates: every daemon runs with its own, every MDM member keeps the one CA"
 for n in 1 2 3; do
 	units="cairn-mdm cairn-sds"
 	[ "$n" = 1 ] && units="$units cairn-gateway cairn-target cairn-nbd"
@@ -193,9 +193,10 @@ for n in 1 2 3; do
 		case "$cmd" in *" --pki /etc/cairn/pki/"*) ;; *) die "node$n: $u runs without a certificate: $cmd" ;; esac
 	done
 done
-[ "$(gssh 1 stat -c %a /var/lib/cairn/ca/ca.key)" = 600 ] || die "node1: the CA key is not mode 0600"
-for n in 2 3; do
-	gssh "$n" test ! -e /var/lib/cairn/ca || die "node$n holds a CA directory: only the keeper (node1) may"
+ca1=$(gssh 1 sha256sum /var/lib/cairn/ca/ca.crt | cut -c1-64)
+for n in 1 2 3; do
+	[ "$(gssh "$n" stat -c %a /var/lib/cairn/ca/ca.key)" = 600 ] || die "node$n: the CA key is not mode 0600"
+	[ "$(gssh "$n" sha256sum /var/lib/cairn/ca/ca.crt | cut -c1-64)" = "$ca1" ] || die "node$n keeps another CA than node1 (the creator)"
 	[ "$(gssh "$n" stat -c %a /etc/cairn/pki/sds/node.key)" = 600 ] || die "node$n: its sds key is not mode 0600"
 done
 # etcd: https with client certificates. From node2, with its sds certificate etcd answers;
@@ -220,12 +221,12 @@ case "$with" in "HTTP/1.0 200"* | "HTTP/1.1 200"*) ;; *) die "etcd did not answe
 case "$without" in refused:*) ;; *) die "etcd answered a client without a certificate: $without" ;; esac
 say "etcd: with node2's certificate '$with'; without one '$without'"
 
-say "renewal: the timer's service runs; forced, node1 (the keeper, from its CA) and node2 (at the join service) renew"
+say "renewal: the timer's service runs; forced, node1 (from its CA) and node2 (at node3's join service) renew"
 gssh 2 systemctl start cairn-pki-renew.service
 serial() { gssh "$1" "cairn pki show --dir /etc/cairn/pki/sds" | awk 'NR==2{print $3}'; }
 s1=$(serial 1) s2=$(serial 2)
 gssh 1 /usr/local/lib/cairn/cairn-pki-renew --force
-gssh 2 /usr/local/lib/cairn/cairn-pki-renew --force
+gssh 2 cairn pki renew --pki /etc/cairn/pki/sds --url https://10.77.0.13:7443 --force
 if [ "$(serial 1)" = "$s1" ] || [ "$(serial 2)" = "$s2" ]; then die "a forced renewal left a certificate unchanged"; fi
 
 # The role serves plain NBD on the guest's loopback only (to the host's own
