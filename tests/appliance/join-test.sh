@@ -142,8 +142,15 @@ done
 GW=https://$SUBNET.11:8443
 tp=$(grep -a "Cairn gateway certificate SHA-256:" "$W/serial1.log" | tr -d '\r' | tail -1 | awk '{print $NF}')
 [ -n "$tp" ] || fail "svm1 published no gateway thumbprint on its console"
-in_ns openssl s_client -connect "$SUBNET.11:8443" </dev/null 2>/dev/null | openssl x509 >"$W/gw.pem" ||
-  fail "no certificate from the gateway at $GW"
+# Ready means the SVM's units started; on a loaded host the first gateway can still time
+# out creating the first admin while etcd settles, and restart (systemd): give it minutes.
+TG=$(date +%s)
+for ((k = 0; k < 60; k++)); do
+  in_ns openssl s_client -connect "$SUBNET.11:8443" </dev/null 2>/dev/null | openssl x509 >"$W/gw.pem" 2>/dev/null && break
+  sleep 5
+done
+[ -s "$W/gw.pem" ] || fail "no certificate from the gateway at $GW within 300 s of svm1's readiness"
+log "gateway answers ($(elapsed "$TG") after the SVMs were ready)"
 served=$(openssl x509 -in "$W/gw.pem" -noout -fingerprint -sha256 | cut -d= -f2 | tr -d : | tr 'A-F' 'a-f')
 [ "$served" = "$tp" ] || fail "the gateway serves certificate $served, the SVM published $tp"
 echo "ok   the gateway's certificate matches the thumbprint its SVM published ($tp)"
