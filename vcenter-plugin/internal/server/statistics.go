@@ -3,6 +3,7 @@ package server
 import (
 	"fmt"
 	"math"
+	"math/big"
 	"net/http"
 	"sync"
 	"time"
@@ -162,9 +163,23 @@ func (t *rebuildTracker) observe(system string, r gateway.Rebuild) RebuildProgre
 		return out
 	}
 	rate := float64(last.done-first.done) / span.Seconds()
-	eta := math.Ceil(float64(r.PendingBytes) / rate)
+	eta := etaSeconds(r.PendingBytes, last.done-first.done, span)
 	out.ObservedRateBytesPerSecond, out.ObservedETASeconds, out.ETAState = &rate, &eta, ETAKnown
 	return out
+}
+
+// etaSeconds is pending / (copied / span), rounded up to whole seconds,
+// in exact integers: the float quotient of an exact 30 s came out as
+// 30.000000000000004 and showed 31.
+func etaSeconds(pending, copied int64, span time.Duration) float64 {
+	q := new(big.Int).Mul(big.NewInt(pending), big.NewInt(int64(span)))
+	d := new(big.Int).Mul(big.NewInt(copied), big.NewInt(int64(time.Second)))
+	q.Add(q, d).Sub(q, big.NewInt(1)) // ceiling division
+	q.Quo(q, d)
+	if !q.IsInt64() {
+		return math.MaxInt64
+	}
+	return float64(q.Int64())
 }
 
 func (s *Server) rebuild(w http.ResponseWriter, r *http.Request, us *userSession) {

@@ -40,6 +40,16 @@ func TestRebuildETAFromTheObservedRate(t *testing.T) {
 	if p := at(4*time.Second, 410, 400); p.ETAState != ETAKnown || *p.ObservedETASeconds != 4 {
 		t.Fatalf("after the reset: %+v", p)
 	}
+	// An exact quotient is not rounded up (the float one gave 31 here).
+	tr.observe("c3", gateway.Rebuild{DoneBytes: 0, PendingBytes: 690159616})
+	now = now.Add(10 * time.Second)
+	if p := tr.observe("c3", gateway.Rebuild{DoneBytes: 172539904, PendingBytes: 517619712}); *p.ObservedETASeconds != 30 {
+		t.Fatalf("exact 30 s: %v", *p.ObservedETASeconds)
+	}
+	now = now.Add(10 * time.Second)
+	if p := tr.observe("c3", gateway.Rebuild{DoneBytes: 172539905, PendingBytes: 517619711}); *p.ObservedETASeconds != 60 {
+		t.Fatalf("a byte over: %v", *p.ObservedETASeconds)
+	}
 	// Other systems are apart.
 	if p := tr.observe("c2", gateway.Rebuild{DoneBytes: 5, PendingBytes: 5}); p.ETAState != ETAEstimating {
 		t.Fatalf("c2: %+v", p)
