@@ -63,6 +63,7 @@ func main() {
 		usage()
 		os.Exit(2)
 	}
+	keepSysmonAwake(os.Args[1])
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
 	if err := cmd.run(ctx, os.Args[2:]); err != nil {
@@ -72,6 +73,51 @@ func main() {
 		fmt.Fprintf(os.Stderr, "cairn %s: %v\n", os.Args[1], err)
 		os.Exit(1)
 	}
+}
+
+// sysmonSetting keeps Go's sysmon thread out of its deep sleep: with a
+// scheduler trace interval set, sysmon never parks on its note, it only
+// backs off to 10 ms naps while there is nothing to retake. The interval
+// is the largest the runtime takes (2^31-1 ms, 24.8 days): the trace line
+// it would print comes at most once per 24.8 days of uptime.
+//
+// Why: a daemon that serves one request at a time goes fully idle between
+// requests, sysmon parks, and the next system call (a socket write) must
+// wake it with a futex; it then polls every 20 µs until the process idles
+// again. A perf trace of sched_switch at QD 1 put about half of the NBD
+// server's context switches in sysmon. Kept awake, the data path's context
+// switches per I/O halve and its CPU per I/O falls by about a third
+// (docs/benchmarks.md, "sysmon"); an idle daemon pays about 100 naps a
+// second.
+const sysmonSetting = "schedtrace=2147483647"
+
+// keepSysmonAwake re-executes the data-path daemons (the same binary,
+// /proc/self/exe, same pid, arguments and descriptors) with sysmonSetting
+// added to GODEBUG, which the runtime reads only at start. GODEBUG that
+// already names schedtrace is left alone, and so is
+// CAIRN_SYSMON_DEEP_SLEEP=1 (the runtime's default). If the exec fails,
+// the daemon runs on as it is.
+func keepSysmonAwake(command string) {
+	switch command {
+	case "sds", "nbd", "target":
+	default:
+		return
+	}
+	godebug := os.Getenv("GODEBUG")
+	if strings.Contains(godebug, "schedtrace=") || os.Getenv("CAIRN_SYSMON_DEEP_SLEEP") == "1" {
+		return
+	}
+	if godebug != "" {
+		godebug += ","
+	}
+	env := []string{"GODEBUG=" + godebug + sysmonSetting}
+	for _, kv := range os.Environ() {
+		if !strings.HasPrefix(kv, "GODEBUG=") {
+			env = append(env, kv)
+		}
+	}
+	err := syscall.Exec("/proc/self/exe", os.Args, env)
+	fmt.Fprintf(os.Stderr, "cairn %s: could not restart with GODEBUG=%s (%v); running with Go's default scheduler settings\n", command, sysmonSetting, err)
 }
 
 // common flags of the daemons.
