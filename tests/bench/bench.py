@@ -711,12 +711,13 @@ def cmd_report(a):
              "`BENCH_WRITE_DOCS=1` (then `docs/`). See `tests/bench/README.md` for the knobs.")
     out = os.path.join(a.dest, a.prefix + ".md")
     # Sections other suites write into the same page are kept (the QoS
-    # section, by tests/qos/run.sh), and the hand-written analysis of the
-    # missed goals ("Where the time goes ..."): from their heading to the next one.
+    # section, by tests/qos/run.sh), and the hand-written analysis: the
+    # goals across days ("Across days ...") and of the missed goals ("Where
+    # the time goes ..."), each from its heading to the next one.
     if os.path.exists(out):
         old = open(out).read().split("\n## ")
         L.extend("\n## " + s.rstrip("\n") + "\n" for s in old[1:]
-                 if s.startswith("QoS") or s.startswith("Where the time goes"))
+                 if s.startswith(("QoS", "Where the time goes", "Across days")))
     with open(out, "w") as f:
         f.write("\n".join(L) + "\n")
     print(f"report: {os.path.join(a.dest, a.prefix + '.md')} ({len(meas)} measurements, {len(ratios)} ratios, "
