@@ -92,7 +92,7 @@ func main() {
 const sysmonSetting = "schedtrace=2147483647"
 
 // keepSysmonAwake re-executes the data-path daemons (the same binary,
-// /proc/self/exe, same pid, arguments and descriptors) with sysmonSetting
+// same pid, arguments and descriptors) with sysmonSetting
 // added to GODEBUG, which the runtime reads only at start. GODEBUG that
 // already names schedtrace is left alone, and so is
 // CAIRN_SYSMON_DEEP_SLEEP=1 (the runtime's default). If the exec fails,
@@ -116,7 +116,12 @@ func keepSysmonAwake(command string) {
 			env = append(env, kv)
 		}
 	}
-	err := syscall.Exec("/proc/self/exe", os.Args, env)
+	// The binary's own path, not /proc/self/exe: the process name (comm,
+	// what ps, top and pgrep show) comes from it.
+	exe, err := os.Executable()
+	if err == nil {
+		err = syscall.Exec(exe, os.Args, env)
+	}
 	fmt.Fprintf(os.Stderr, "cairn %s: could not restart with GODEBUG=%s (%v); running with Go's default scheduler settings\n", command, sysmonSetting, err)
 }
 

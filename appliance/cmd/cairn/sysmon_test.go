@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"os"
 	"os/exec"
+	"path/filepath"
 	"strings"
 	"testing"
 )
@@ -14,7 +15,8 @@ import (
 func TestKeepSysmonAwake(t *testing.T) {
 	if os.Getenv("CAIRN_SYSMON_CHILD") != "" {
 		keepSysmonAwake(os.Getenv("CAIRN_SYSMON_CHILD"))
-		fmt.Printf("pid=%d GODEBUG=%s\n", os.Getpid(), os.Getenv("GODEBUG"))
+		comm, _ := os.ReadFile("/proc/self/comm")
+		fmt.Printf("pid=%d GODEBUG=%s\n%s", os.Getpid(), os.Getenv("GODEBUG"), comm)
 		return
 	}
 	run := func(command string, env ...string) (pid int, godebug string) {
@@ -25,7 +27,12 @@ func TestKeepSysmonAwake(t *testing.T) {
 		if err != nil {
 			t.Fatalf("%s: %v: %s", command, err, out)
 		}
-		line := strings.SplitN(string(out), "\n", 2)[0]
+		lines := strings.SplitN(string(out), "\n", 3)
+		line := lines[0]
+		// The process keeps its name (ps, pgrep), not "exe".
+		if want := filepath.Base(os.Args[0]); len(lines) < 2 || !strings.HasPrefix(want, lines[1]) {
+			t.Fatalf("%s: process name %q, want %q", command, lines[1:], want)
+		}
 		if _, err := fmt.Sscanf(line, "pid=%d GODEBUG=%s", &pid, &godebug); err != nil && !strings.HasSuffix(line, "GODEBUG=") {
 			t.Fatalf("%s: %q: %v", command, line, err)
 		}
