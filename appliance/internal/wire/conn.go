@@ -611,6 +611,7 @@ func (sc *serverConn) serve(ctx context.Context, h Handler, inline func(*Request
 			}
 			return
 		}
+		req.Alone = br.Buffered() < ReqHeader
 		if inline != nil && inline(req) {
 			resp, release := h(ctx, req)
 			sc.send(req, resp, release, false)

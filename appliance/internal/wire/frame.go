@@ -166,6 +166,9 @@ type Request struct {
 	// attempt failed without a definite answer, before the request is sent
 	// again.
 	OnRetry func(*Request)
+	// Alone is set by the server (not sent): no other request was buffered
+	// behind this one on its connection when it was read.
+	Alone bool
 }
 
 // Response is one decoded response.
