@@ -132,3 +132,41 @@ func FuzzParseRequest(f *testing.F) {
 		})
 	})
 }
+
+// TestAloneMarksQueueDepthOne: the server tells the inline decision whether
+// another request was already buffered behind this one.
+func TestAloneMarksQueueDepthOne(t *testing.T) {
+	var mu sync.Mutex
+	alone := map[uint64]bool{}
+	addr := startServer(t, func(ctx context.Context, r *Request) (Response, func()) { return Response{}, nil },
+		func(r *Request) bool {
+			mu.Lock()
+			alone[r.Offset] = r.Alone
+			mu.Unlock()
+			return true
+		})
+	c := NewClient(addr, 1)
+	defer c.Close()
+	ctx := context.Background()
+	if _, err := c.Do(ctx, &Request{Op: OpRead, Offset: 100, Length: 1}, nil); err != nil {
+		t.Fatal(err)
+	}
+	// A burst sent in one write: all but the last have company.
+	var wg sync.WaitGroup
+	for i := uint64(0); i < 4; i++ {
+		wg.Add(1)
+		c.Go(&Request{Op: OpRead, Offset: i, Length: 1}, nil, 5*time.Second, true, func(_ *Response, err error) {
+			if err != nil {
+				t.Error(err)
+			}
+			wg.Done()
+		})
+	}
+	c.FlushHeld()
+	wg.Wait()
+	mu.Lock()
+	defer mu.Unlock()
+	if !alone[100] || alone[0] || alone[1] || alone[2] || !alone[3] {
+		t.Fatalf("alone by request: %v (want only 100 and 3)", alone)
+	}
+}
