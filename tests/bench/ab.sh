@@ -76,19 +76,8 @@ job_args() { # the fio options of a job in workloads.conf
 for j in $JOBS; do [ -n "$(job_args "$j")" ] || die "no job $j in workloads.conf"; done
 
 server_pids() { cat "$TMP/state-$1"/pids/nbd.pid "$TMP/state-$1"/pids/sds*.pid; }
-# sample PIDS...: "cpu_ticks context_switches" of those processes.
-sample() {
-	local p t=0 cs=0 f
-	for p in "$@"; do
-		read -r -a st <"/proc/$p/stat" || die "process $p is gone"
-		# Fields 14 and 15 (utime, stime); the command (field 2) has no spaces here.
-		t=$((t + st[13] + st[14]))
-		for f in /proc/"$p"/task/*/status; do
-			cs=$((cs + $(awk '/ctxt_switches/ { n += $2 } END { print n + 0 }' "$f" 2>/dev/null || echo 0)))
-		done
-	done
-	echo "$t $cs"
-}
+# shellcheck source=sample.sh
+. "$REPO/tests/bench/sample.sh"
 
 start() { # start VARIANT: start (or resume) its cluster; sets URI
 	running=$1

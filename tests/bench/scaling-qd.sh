@@ -31,17 +31,8 @@ cleanup() {
 trap cleanup EXIT
 trap 'exit 130' INT TERM
 
-sample() { # "cpu_ticks context_switches" of the servers (NBD server, SDSs)
-	local p t=0 cs=0 f
-	for p in $(cat "$state"/pids/nbd.pid "$state"/pids/sds*.pid); do
-		read -r -a st <"/proc/$p/stat" || die "process $p is gone"
-		t=$((t + st[13] + st[14]))
-		for f in /proc/"$p"/task/*/status; do
-			cs=$((cs + $(awk '/ctxt_switches/ { n += $2 } END { print n + 0 }' "$f" 2>/dev/null || echo 0)))
-		done
-	done
-	echo "$t $cs"
-}
+# shellcheck source=sample.sh
+. "$REPO/tests/bench/sample.sh"
 
 echo "| SDSs | job | queue depth | per SDS | IOPS | server CPU µs / I/O | context switches / I/O |"
 echo "|--:|---|--:|--:|--:|--:|--:|"
@@ -52,6 +43,7 @@ for n in 2 3 4; do
 		die "cluster of $n SDSs did not start: $(tail -5 "$TMP/start.err")"
 	fio --name=fill --ioengine=nbd --uri="$URI" --size=1g --rw=write --bs=1M --iodepth=8 >/dev/null 2>&1 ||
 		die "fio could not fill the volume"
+	mapfile -t pids < <(cat "$state"/pids/nbd.pid "$state"/pids/sds*.pid) # the servers: NBD server, SDSs
 	# Read it once: the SDSs' read cache (the page cache) is warm for every
 	# job, not only for the ones that run later.
 	fio --name=warm --ioengine=nbd --uri="$URI" --size=1g --rw=read --bs=1M --iodepth=8 >/dev/null 2>&1 ||
@@ -60,10 +52,10 @@ for n in 2 3 4; do
 		qds=32
 		[ $((16 * n)) = 32 ] || qds="32 $((16 * n))"
 		for qd in $qds; do
-			read -r t0 c0 < <(sample)
+			read -r t0 c0 < <(sample "${pids[@]}")
 			out=$(fio --name=s --ioengine=nbd --uri="$URI" --size=1g --rw=$rw --bs=4k --iodepth="$qd" --norandommap=1 \
 				--time_based=1 --runtime="$RUNTIME" --output-format=json 2>/dev/null) || die "fio failed ($rw QD $qd)"
-			read -r t1 c1 < <(sample)
+			read -r t1 c1 < <(sample "${pids[@]}")
 			python3 - "$out" "$n" "$rw" "$qd" $((t1 - t0)) $((c1 - c0)) "$HZ" <<'EOF'
 import json, sys
 text, n, rw, qd, ticks, cs, hz = sys.argv[1:]
