@@ -9,7 +9,6 @@ import (
 	"os"
 	"strings"
 	"sync/atomic"
-	"syscall"
 	"time"
 
 	"golang.org/x/sys/unix"
@@ -112,13 +111,11 @@ type device struct {
 	f    *os.File
 	// rc reads chunk data through the page cache (the read cache), when
 	// enabled and f is O_DIRECT; nil otherwise.
-	rc *os.File
-	// fc, rcc: f's and rc's RawConn for small raw I/O (rawio.go).
-	fc, rcc syscall.RawConn
-	align   int64 // I/O alignment the file accepts (512 or 4096)
-	block   bool  // a block device (else a regular file)
-	super   *superblock
-	dirty   atomic.Bool // written since the last sync
+	rc    *os.File
+	align int64 // I/O alignment the file accepts (512 or 4096)
+	block bool  // a block device (else a regular file)
+	super *superblock
+	dirty atomic.Bool // written since the last sync
 	// failed is set at the first I/O error: the device takes no more I/O
 	// and its copies are rebuilt elsewhere.
 	failed atomic.Bool
@@ -182,7 +179,7 @@ func openDevice(path string, readCache bool) (*device, error) {
 		f.Close()
 		return nil, deviceTaken("device %s is in use by another process (locked): stop it, or choose another device", path)
 	}
-	d := &device{path: path, f: f, fc: rawConn(f), block: block, align: 1}
+	d := &device{path: path, f: f, block: block, align: 1}
 	if direct {
 		d.align = 512
 		probe := bufpool.Aligned(4096)
@@ -198,7 +195,6 @@ func openDevice(path string, readCache bool) (*device, error) {
 			// Chunk reads are random: without this, every miss would read
 			// ahead (128 KiB or more for a 4 KiB read).
 			_ = unix.Fadvise(int(d.rc.Fd()), 0, 0, unix.FADV_RANDOM)
-			d.rcc = rawConn(d.rc)
 		}
 	}
 	return d, nil
@@ -256,7 +252,8 @@ func (d *device) readAt(p []byte, off int64) error {
 		return errInjected
 	}
 	if d.aligned(p, off) {
-		return pio(d.f, d.fc, false, p, off)
+		_, err := d.f.ReadAt(p, off)
+		return err
 	}
 	start := off &^ (d.align - 1)
 	end := (off + int64(len(p)) + d.align - 1) &^ (d.align - 1)
@@ -282,7 +279,8 @@ func (d *device) readCachedAt(p []byte, off int64) error {
 	if d.injected() {
 		return errInjected
 	}
-	return pio(d.rc, d.rcc, false, p, off)
+	_, err := d.rc.ReadAt(p, off)
+	return err
 }
 
 // writeAt writes p at device offset off; unaligned writes read-modify-write
@@ -293,7 +291,8 @@ func (d *device) writeAt(p []byte, off int64) error {
 	}
 	d.dirty.Store(true)
 	if d.aligned(p, off) {
-		return pio(d.f, d.fc, true, p, off)
+		_, err := d.f.WriteAt(p, off)
+		return err
 	}
 	start := off &^ (d.align - 1)
 	end := (off + int64(len(p)) + d.align - 1) &^ (d.align - 1)
