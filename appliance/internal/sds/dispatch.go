@@ -87,9 +87,6 @@ func inlineOp(req *wire.Request) bool {
 	case wire.OpRead:
 		return req.Length <= 128<<10
 	case wire.OpWrite:
-		// A primary's write is served here only when nothing waits behind
-		// it (queue depth 1 on the connection): no goroutine to start and
-		// wake, and the reader would otherwise only park.
 		return (req.Flags&wire.FlagReplica != 0 || req.Alone) && req.Flags&wire.FlagFUA == 0 && req.Length <= 128<<10
 	}
 	return false
