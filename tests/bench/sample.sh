@@ -1,5 +1,5 @@
 # shellcheck shell=bash
-# Sourced by ab.sh and scaling-qd.sh.
+# Sourced by ab.sh, scaling-qd.sh and idle.sh.
 #
 # sample PIDS...: "cpu_ticks context_switches" of those processes: utime +
 # stime from /proc/PID/stat, voluntary + involuntary context switches summed

@@ -10,34 +10,9 @@
 # Needs root, iproute2, nftables, python3, go (or appliance/bin/cairn).
 set -euo pipefail
 
-ROOT=$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)
-CAIRN=${CAIRN:-$ROOT/appliance/bin/cairn}
-P=cairn-fw$$
-SVM=$P-svm MGMT=$P-mgmt DATA=$P-data
-passed=0 failed=0
-ok() { echo "ok   $*"; passed=$((passed + 1)); }
-bad() { echo "FAIL $*"; failed=$((failed + 1)); }
-
-for tool in ip nft python3; do
-	command -v "$tool" >/dev/null || { echo "FAIL $tool is not installed (scripts/deps.sh security)"; exit 1; }
-done
-[ "$(id -u)" -eq 0 ] || { echo "FAIL the firewall test needs root (network namespaces, nft)"; exit 1; }
-
-W=$(mktemp -d "${TMPDIR:-/tmp}/cairn-fw.XXXXXX")
-cleanup() {
-	local f
-	for f in "$W"/*.pid; do
-		[ -e "$f" ] && kill "$(cat "$f")" 2>/dev/null
-	done
-	for ns in "$SVM" "$MGMT" "$DATA"; do ip netns del "$ns" 2>/dev/null || true; done
-	rm -rf "$W"
-}
-trap cleanup EXIT
-
-if [ ! -x "$CAIRN" ]; then
-	(cd "$ROOT/appliance" && go build -o "$W/cairn" ./cmd/cairn) || { echo "FAIL cairn does not build"; exit 1; }
-	CAIRN=$W/cairn
-fi
+# shellcheck source=netns.sh
+. "$(dirname "${BASH_SOURCE[0]}")/netns.sh"
+netns_test cairn-fw "the firewall test"
 
 # The settings of SVM svm1: MDM, SDS, target and gateway. svm2 (.11) is an MDM
 # member, svm4 (.13) an SVM but no member, .50 runs cairn nbd outside the SVMs,

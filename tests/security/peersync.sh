@@ -11,36 +11,9 @@
 # Needs root, iproute2, nftables, python3, go (or appliance/bin/cairn).
 set -euo pipefail
 
-ROOT=$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)
-CAIRN=${CAIRN:-$ROOT/appliance/bin/cairn}
-P=cairn-ps$$
-SVM=$P-svm MGMT=$P-mgmt DATA=$P-data
-passed=0 failed=0
-ok() { echo "ok   $*"; passed=$((passed + 1)); }
-bad() { echo "FAIL $*"; failed=$((failed + 1)); }
-
-for tool in ip nft python3; do
-	command -v "$tool" >/dev/null || { echo "FAIL $tool is not installed (scripts/deps.sh security)"; exit 1; }
-done
-[ "$(id -u)" -eq 0 ] || { echo "FAIL the peer sync test needs root (network namespaces, nft)"; exit 1; }
-
-W=$(mktemp -d "${TMPDIR:-/tmp}/cairn-ps.XXXXXX")
-cleanup() {
-	local f
-	for f in "$W"/*.pid; do
-		[ -e "$f" ] && kill "$(cat "$f")" 2>/dev/null
-	done
-	sleep 0.2
-	for ns in "$SVM" "$MGMT" "$DATA"; do ip netns del "$ns" 2>/dev/null || true; done
-	[ "${PEERSYNC_KEEP:-0}" = 1 ] && { echo "state kept in $W"; return; }
-	rm -rf "$W"
-}
-trap cleanup EXIT
-
-if [ ! -x "$CAIRN" ]; then
-	(cd "$ROOT/appliance" && go build -o "$W/cairn" ./cmd/cairn) || { echo "FAIL cairn does not build"; exit 1; }
-	CAIRN=$W/cairn
-fi
+# shellcheck source=netns.sh
+. "$(dirname "${BASH_SOURCE[0]}")/netns.sh"
+netns_test cairn-ps "the peer sync test" PEERSYNC_KEEP
 
 # svm1 of a three-SVM system: svm2 (.11) is in its settings, svm9 (.20) is not.
 mkdir -p "$W/seed"
