@@ -153,7 +153,7 @@ test-qos: build
 # the site playbook's cluster configuration against daemons on loopback (NBD at the end).
 test-ansible: build
 	@scripts/deps.sh ansible
-	@s=$$(date +%s); ansible/tests/sanity.sh && ansible/tests/integration/run.sh && ansible/tests/integration/vsphere.sh && \
+	@s=$$(date +%s); ansible/tests/sanity.sh && ansible/tests/roles/render-units.sh && ansible/tests/integration/run.sh && ansible/tests/integration/vsphere.sh && \
 	ansible/tests/roles/configure-local.sh; \
 	rc=$$?; echo "test-ansible: $$(($$(date +%s) - s)) s"; exit $$rc
 
