@@ -263,7 +263,7 @@ say "vol1: 1 GiB over NBD; host -> guest and guest -> host data match"
 # Limited to node3 (the gateway host is reached by delegation), to keep the test short.
 say "a lost certificate on a running system: node3's sds certificate removed, the playbook again (--limit node3)"
 old3=$(serial 3)
-gssh 1 touch -d '-1 hour' /var/lib/cairn/ca/ca.crt
+gssh 1 "touch -d '-1 hour' /var/lib/cairn/ca/ca.crt" # one word: ssh joins its arguments for the remote shell
 gssh 3 rm -r /etc/cairn/pki/sds
 t=$(now)
 play rejoin --limit node3
