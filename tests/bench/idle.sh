@@ -62,8 +62,8 @@ for ((r = 1; r <= ROUNDS; r++)); do
 		sleep "$SECONDS_IDLE"
 		read -r t1 c1 < <(sample "${pids[@]}")
 		s1=$(date +%s.%N)
-		python3 -c 'import sys; v, r, t, c, hz, s = sys.argv[1:]; s = float(s); print(f"{v}\t{r}\t{s:.1f}\t{int(t) * 1000 / int(hz) / s:.2f}\t{int(c) / s:.0f}")' \
-			"$v" "$r" $((t1 - t0)) $((c1 - c0)) "$HZ" "$(python3 -c "print($s1 - $s0)")" >>"$OUT/results.tsv"
+		python3 -c 'import sys; v, r, t, c, hz, s0, s1 = sys.argv[1:]; s = float(s1) - float(s0); print(f"{v}\t{r}\t{s:.1f}\t{int(t) * 1000 / int(hz) / s:.2f}\t{int(c) / s:.0f}")' \
+			"$v" "$r" $((t1 - t0)) $((c1 - c0)) "$HZ" "$s0" "$s1" >>"$OUT/results.tsv"
 		say "$v round $r: $(tail -1 "$OUT/results.tsv" | cut -f4,5 | tr '\t' ' ') (CPU ms per s, context switches per s; NBD server + 3 SDSs)"
 		"$REPO/tests/lib/cluster.sh" stop "$TMP/state-$v" >/dev/null 2>&1 || true
 		running=""

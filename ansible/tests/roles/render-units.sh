@@ -8,7 +8,7 @@
 # "Restart=on-failure", cairn nbd got "--pki /etc/cairn/pki/nbdRestart=on-failure"
 # and the unit lost its Restart=. Only the qemu roles test (run.sh) saw it.
 #
-# Env: none. About 10 s.
+# Env: none. About 5 s.
 set -euo pipefail
 HERE=$(cd "$(dirname "$0")" && pwd)
 ROOT=$(cd "$HERE/../../.." && pwd)
