@@ -132,6 +132,11 @@ def load_workloads():
     return out
 
 
+# Jobs run once per target over the whole region before the measured ones;
+# recorded with their own kind, never as measurements.
+UNMEASURED = ("fill", "warm")
+
+
 def workload_args(name):
     for n, _, args in load_workloads():
         if n == name:
@@ -332,7 +337,7 @@ def run_fio(cmd, timeout, err_path, server_pids):
 
 
 def cmd_job(a):
-    fill = a.workload == "fill"
+    fill = a.workload in UNMEASURED  # fill or warm: once over the region, not timed
     cmd = [a.fio, f"--name={a.workload}", f"--size={a.size_mib}m"] + COMMON_FIO_ARGS
     if not fill:
         cmd += ["--time_based=1", f"--runtime={a.runtime}", f"--ramp_time={a.ramp}"]
@@ -361,7 +366,7 @@ def cmd_job(a):
     if sampler.vanished:
         die(f"{a.target} {name}: server process(es) {sorted(sampler.vanished)} exited during the job; "
             f"look at the target's logs")
-    record = {"kind": "fill" if fill else "measurement", "target": a.target, "workload": name}
+    record = {"kind": a.workload if fill else "measurement", "target": a.target, "workload": name}
     record.update(rec)
     if a.sds:
         record["sds"] = a.sds
@@ -587,6 +592,7 @@ def cmd_report(a):
     meas = sorted((r for r in records if r["kind"] == "measurement"), key=order_key)
     figures = [r for r in records if r["kind"] == "figure"]
     fills = [r for r in records if r["kind"] == "fill"]
+    warms = [r for r in records if r["kind"] == "warm"]
     os.makedirs(a.dest, exist_ok=True)
 
     with open(os.path.join(a.dest, a.prefix + ".json"), "w") as f:
@@ -612,7 +618,9 @@ def cmd_report(a):
     L.append("")
     L.append("## Parameters\n")
     L.append(f"- Region per target: **{meta.get('size_mib', '?')} MiB**, filled first with 1 MiB sequential "
-             "writes at queue depth 8 (not time based).")
+             "writes at queue depth 8, then read back once the same way (neither time based nor measured). "
+             "The read-back puts every target's reads in its steady state: nbdkit-file's fill stays in the "
+             "page cache it writes through, Cairn's SDSs write with O_DIRECT and keep none of it.")
     L.append(f"- Each job: **{meta.get('ramp_s', '?')} s warm-up** (`ramp_time`, excluded from every figure) "
              f"then **{meta.get('runtime_s', '?')} s measured** (`runtime`); 1 job, `norandommap`, "
              "latency = submission to completion.")
@@ -634,6 +642,10 @@ def cmd_report(a):
         L.append("- Fill rate: " + "; ".join(
             f"{r['target']}{'' if r['workload'] == 'fill' else ' (' + r['workload'][5:] + ')'} {r['mbps']:.0f} MB/s"
             for r in sorted(fills, key=order_key)))
+    if warms:
+        L.append("- Read-back rate: " + "; ".join(
+            f"{r['target']}{'' if r['workload'] == 'warm' else ' (' + r['workload'][5:] + ')'} {r['mbps']:.0f} MB/s"
+            for r in sorted(warms, key=order_key)))
     if meta.get("failed"):
         L.append("- **FAILED in this run** (results incomplete): " + "; ".join(f"{t}: {why}" for t, why in meta["failed"].items()))
     if meta.get("skipped"):

@@ -85,8 +85,14 @@ if "iscsi" in targets:
         check(len([r for r in meas if r["target"] == t]) == 4, f"{t} records")
     for v in ("lio-fileio", "tcmu-runner"):
         check(("randread-4k-qd16", v, "iops") in ratios, f"iscsi ratio against {v}")
+# every target (and each scaling size) was filled and read back once, neither a measurement
+raw = [json.loads(l) for l in open(os.path.join(out, "records.jsonl"))]
+for kind in ("fill", "warm"):
+    prep = sorted((r["target"], r.get("sds") or 0) for r in raw if r["kind"] == kind)
+    want = sorted({(r["target"], r.get("sds") or 0) for r in meas})
+    check(prep == want, f"{kind} records {prep} != one per measured target {want}")
 md = open(os.path.join(out, "benchmarks.md")).read()
-for s in ("2 cores" if os.cpu_count() == 2 else "cores", "warm-up", "| randread-4k-qd128 | raw |", "## Goals", "rebuild"):
+for s in ("2 cores" if os.cpu_count() == 2 else "cores", "warm-up", "| randread-4k-qd128 | raw |", "## Goals", "rebuild", "- Read-back rate: raw "):
     check(s in md, f"benchmarks.md lacks {s!r}")
 for p in ("benchmarks-iops-vs-qd.png", "benchmarks-latency-vs-qd.png"):
     check(open(os.path.join(out, p), "rb").read(8) == b"\x89PNG\r\n\x1a\n", f"{p} is not a PNG")

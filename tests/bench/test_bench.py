@@ -173,6 +173,18 @@ class TestWorkloads(unittest.TestCase):
                   "seqwrite-1m-qd8", "seqread-1m-qd8"):
             self.assertIn(w, names["full"])
 
+    def test_fill_then_read_back_unmeasured(self):
+        # prepare (lib.sh) runs fill then warm; both over the whole region,
+        # in no suite, so never timed nor reported as workloads.
+        w = bench.load_workloads()
+        self.assertEqual([(n, s) for n, s, _ in w[:2]], [("fill", {"-"}), ("warm", {"-"})])
+        self.assertIn("--rw=write", w[0][2])
+        self.assertIn("--rw=read", w[1][2])
+        self.assertEqual(bench.UNMEASURED, ("fill", "warm"))
+        for n, suites, _ in w[2:]:
+            self.assertNotIn(n, bench.UNMEASURED)
+            self.assertNotIn("-", suites)
+
     def test_fio_accepts_every_job(self):
         # fio parses each job definition (null engine, no I/O): catches typos
         # in workloads.conf before a 20 minute run does.

@@ -107,8 +107,7 @@ bench_security() {
       mode=${all[$(( (round - 1 + i) % 3 ))]}
       state=$BENCH_WORK/cairn-$mode-r$round
       CAIRN_DATA_SECURITY=$mode cairn_start "$state"
-      log "cairn-nbd-$mode, round $round: fill $CAIRN_SIZE_MIB MiB"
-      run_job "cairn-nbd-$mode" fill "$CAIRN_PIDS" --size-mib "$CAIRN_SIZE_MIB" --round "$round" -- --ioengine=nbd --uri="$CAIRN_URI"
+      prepare "cairn-nbd-$mode" "$CAIRN_SIZE_MIB" "$CAIRN_PIDS" --round "$round" -- --ioengine=nbd --uri="$CAIRN_URI"
       for w in $("$PYTHON" "$BENCH_DIR/bench.py" workloads security); do
         run_job "cairn-nbd-$mode" "$w" "$CAIRN_PIDS" --size-mib "$CAIRN_SIZE_MIB" --round "$round" -- --ioengine=nbd --uri="$CAIRN_URI"
       done
@@ -126,14 +125,7 @@ bench_scaling() {
     else
       cairn_start "$state" --sds "$n"
     fi
-    log "cairn-nbd scaling, $n SDS: fill $CAIRN_SIZE_MIB MiB"
-    run_job cairn-nbd fill "$CAIRN_PIDS" --size-mib "$CAIRN_SIZE_MIB" --sds "$n" -- --ioengine=nbd --uri="$CAIRN_URI"
-    # Read the region once (not measured): the fill wrote past the SDSs'
-    # read cache (O_DIRECT), and the first random-read job would otherwise
-    # measure the cache warming, as the main cairn-nbd run (whose QD sweep
-    # warms it) does not. tests/bench/scaling-qd.sh showed the difference.
-    timeout 300 "${FIO_BIN:-fio}" --name=warm --ioengine=nbd --uri="$CAIRN_URI" --size="${CAIRN_SIZE_MIB}m" \
-      --rw=read --bs=1M --iodepth=8 >/dev/null 2>&1 || die "cairn-nbd scaling, $n SDS: the warm-up read failed"
+    prepare cairn-nbd "$CAIRN_SIZE_MIB" "$CAIRN_PIDS" --sds "$n" -- --ioengine=nbd --uri="$CAIRN_URI"
     for w in $("$PYTHON" "$BENCH_DIR/bench.py" workloads scaling); do
       run_job cairn-nbd "$w" "$CAIRN_PIDS" --size-mib "$CAIRN_SIZE_MIB" --sds "$n" -- --ioengine=nbd --uri="$CAIRN_URI"
     done
