@@ -70,14 +70,11 @@ for v in base current; do
 	build $v "$TMP/src-$v"
 done
 
-job_args() { # the fio options of a job in workloads.conf
-	awk -v j="$1" '$1 == j { for (i = 3; i <= NF; i++) printf "%s ", $i }' "$REPO/tests/bench/workloads.conf"
-}
+# shellcheck source=sample.sh
+. "$REPO/tests/bench/sample.sh"
 for j in $JOBS; do [ -n "$(job_args "$j")" ] || die "no job $j in workloads.conf"; done
 
 server_pids() { cat "$TMP/state-$1"/pids/nbd.pid "$TMP/state-$1"/pids/sds*.pid; }
-# shellcheck source=sample.sh
-. "$REPO/tests/bench/sample.sh"
 
 start() { # start VARIANT: start (or resume) its cluster; sets URI
 	running=$1

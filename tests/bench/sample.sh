@@ -1,6 +1,12 @@
 # shellcheck shell=bash
-# Sourced by ab.sh, scaling-qd.sh and idle.sh.
+# Sourced by ab.sh, scaling-qd.sh, idle.sh and profile.sh.
 #
+# job_args JOB: the fio options of JOB in workloads.conf (empty if unknown).
+# Needs REPO (the repository's root).
+job_args() {
+	awk -v j="$1" '$1 == j { for (i = 3; i <= NF; i++) printf "%s ", $i }' "$REPO/tests/bench/workloads.conf"
+}
+
 # sample PIDS...: "cpu_ticks context_switches" of those processes: utime +
 # stime from /proc/PID/stat, voluntary + involuntary context switches summed
 # over /proc/PID/task/*/status. The caller defines die.
