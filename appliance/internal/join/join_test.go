@@ -72,7 +72,7 @@ func TestJoin(t *testing.T) {
 		t.Fatalf("token form %d chars", len(tok.String()))
 	}
 	dir := filepath.Join(t.TempDir(), "sds")
-	cert, err := join.Join(ctx, []string{f.url}, tok.String(), pki.Request{Role: pki.RoleSDS, Name: "svm-4", Hosts: []string{"10.0.0.4", "svm-4.lab"}}, dir)
+	cert, err := join.Join(ctx, []string{f.url}, tok.String(), pki.Request{Role: pki.RoleSDS, Name: "svm-4", Hosts: []string{"10.0.0.4", "SVM-4.Lab"}}, dir)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -81,7 +81,7 @@ func TestJoin(t *testing.T) {
 		t.Fatalf("the written directory: %v", err)
 	}
 	if id.Peer() != (pki.Peer{Role: pki.RoleSDS, Name: "svm-4"}) || !id.Leaf().Equal(cert) ||
-		len(id.Leaf().IPAddresses) != 1 || len(id.Leaf().DNSNames) != 1 {
+		len(id.Leaf().IPAddresses) != 1 || len(id.Leaf().DNSNames) != 1 || id.Leaf().DNSNames[0] != "svm-4.lab" {
 		t.Fatalf("joined as %v (%v %v)", id.Peer(), id.Leaf().IPAddresses, id.Leaf().DNSNames)
 	}
 	if st, _ := os.Stat(filepath.Join(dir, pki.NodeKeyFile)); st.Mode().Perm() != 0o600 {
