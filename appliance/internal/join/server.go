@@ -129,23 +129,8 @@ func parseCSR(s string) (*x509.CertificateRequest, error) {
 	return csr, nil
 }
 
-// canonicalHosts gives DNS names in lower case, the form the appliance
-// contract takes host names in (contract.checkHostname), so that a name
-// typed "SVM-4.Lab" and the contract's "svm-4.lab" are one name in every
-// certificate. DNS names compare without case, so the request (and a
-// bootstrap proof computed over it) may carry any case.
-func canonicalHosts(hosts []string) []string {
-	out := make([]string, len(hosts))
-	for i, h := range hosts {
-		if net.ParseIP(h) == nil {
-			h = strings.ToLower(h)
-		}
-		out[i] = h
-	}
-	return out
-}
-
-// validDNSName accepts a host name of RFC 1123 labels, in any case.
+// validDNSName accepts a host name of RFC 1123 labels, in any case (the
+// certificate carries it in lower case: pki.CA.Sign).
 func validDNSName(h string) bool {
 	if h == "" || len(h) > 253 {
 		return false
@@ -239,7 +224,7 @@ func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		}
 		tokenID, createdBy = rec.ID, rec.CreatedBy
 	}
-	certPEM, err := s.CA.Sign(pki.Request{Role: p.req.Role, Name: p.req.Name, Hosts: canonicalHosts(p.req.Hosts)}, p.csr.PublicKey)
+	certPEM, err := s.CA.Sign(pki.Request{Role: p.req.Role, Name: p.req.Name, Hosts: p.req.Hosts}, p.csr.PublicKey)
 	if err != nil {
 		if !p.bootstrap {
 			// The token is spent: a name the CA refuses needs a new one,

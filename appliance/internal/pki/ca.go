@@ -18,6 +18,7 @@ import (
 	"net/url"
 	"os"
 	"path/filepath"
+	"strings"
 	"time"
 )
 
@@ -197,7 +198,10 @@ func (ca *CA) Sign(r Request, pub crypto.PublicKey) ([]byte, error) {
 		if ip := net.ParseIP(h); ip != nil {
 			tmpl.IPAddresses = append(tmpl.IPAddresses, ip)
 		} else {
-			tmpl.DNSNames = append(tmpl.DNSNames, h)
+			// DNS names compare without case; certificates carry them in
+			// lower case, the form the appliance contract takes host names
+			// in, so that "SVM-4.Lab" and "svm-4.lab" are one name.
+			tmpl.DNSNames = append(tmpl.DNSNames, strings.ToLower(h))
 		}
 	}
 	der, err := x509.CreateCertificate(rand.Reader, tmpl, ca.Cert, pub, ca.key)
