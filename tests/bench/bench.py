@@ -337,12 +337,12 @@ def run_fio(cmd, timeout, err_path, server_pids):
 
 
 def cmd_job(a):
-    fill = a.workload in UNMEASURED  # fill or warm: once over the region, not timed
+    unmeasured = a.workload in UNMEASURED  # once over the region, not timed
     cmd = [a.fio, f"--name={a.workload}", f"--size={a.size_mib}m"] + COMMON_FIO_ARGS
-    if not fill:
+    if not unmeasured:
         cmd += ["--time_based=1", f"--runtime={a.runtime}", f"--ramp_time={a.ramp}"]
     cmd += workload_args(a.workload) + a.engine
-    timeout = a.timeout or (a.runtime + a.ramp + 60 if not fill else 600)
+    timeout = a.timeout or (a.runtime + a.ramp + 60 if not unmeasured else 600)
     fio_dir = os.path.join(a.out, "fio", a.target)
     os.makedirs(fio_dir, exist_ok=True)
     name = a.workload + (f"-sds{a.sds}" if a.sds else "") + (f"-r{a.round}" if a.round else "")
@@ -366,7 +366,7 @@ def cmd_job(a):
     if sampler.vanished:
         die(f"{a.target} {name}: server process(es) {sorted(sampler.vanished)} exited during the job; "
             f"look at the target's logs")
-    record = {"kind": a.workload if fill else "measurement", "target": a.target, "workload": name}
+    record = {"kind": a.workload if unmeasured else "measurement", "target": a.target, "workload": name}
     record.update(rec)
     if a.sds:
         record["sds"] = a.sds
@@ -591,8 +591,6 @@ def cmd_report(a):
     ratios = compute_ratios(records)
     meas = sorted((r for r in records if r["kind"] == "measurement"), key=order_key)
     figures = [r for r in records if r["kind"] == "figure"]
-    fills = [r for r in records if r["kind"] == "fill"]
-    warms = [r for r in records if r["kind"] == "warm"]
     os.makedirs(a.dest, exist_ok=True)
 
     with open(os.path.join(a.dest, a.prefix + ".json"), "w") as f:
@@ -638,14 +636,12 @@ def cmd_report(a):
              "(mdm, sds, nbd); the qemu process for the iSCSI targets.")
     L.append("- MB/s are 10^6 bytes/s. For the mixed job, latency is the I/O-weighted mean and the larger p99 "
              "of reads and writes.")
-    if fills:
-        L.append("- Fill rate: " + "; ".join(
-            f"{r['target']}{'' if r['workload'] == 'fill' else ' (' + r['workload'][5:] + ')'} {r['mbps']:.0f} MB/s"
-            for r in sorted(fills, key=order_key)))
-    if warms:
-        L.append("- Read-back rate: " + "; ".join(
-            f"{r['target']}{'' if r['workload'] == 'warm' else ' (' + r['workload'][5:] + ')'} {r['mbps']:.0f} MB/s"
-            for r in sorted(warms, key=order_key)))
+    for kind, label in (("fill", "Fill rate"), ("warm", "Read-back rate")):
+        done = sorted((r for r in records if r["kind"] == kind), key=order_key)
+        if done:  # workload: KIND, or KIND-sdsN / KIND-rN
+            L.append(f"- {label}: " + "; ".join(
+                f"{r['target']}{'' if r['workload'] == kind else ' (' + r['workload'][len(kind) + 1:] + ')'} {r['mbps']:.0f} MB/s"
+                for r in done))
     if meta.get("failed"):
         L.append("- **FAILED in this run** (results incomplete): " + "; ".join(f"{t}: {why}" for t, why in meta["failed"].items()))
     if meta.get("skipped"):

@@ -65,10 +65,30 @@ ipis() { awk '$1 == "RES:" || $1 == "CAL:" { for (i = 2; i <= NF && $i ~ /^[0-9]
 # ticks PID: "user system" clock ticks of a process
 ticks() { awk '{ sub(/.*\) /, ""); print $12, $13 }' "/proc/$1/stat"; }
 
-profile() { # profile TARGET URI NAMES... (NAME=PID)
-	local target=$1 uri=$2 j n p pids=() names=()
+# snap_ticks NAME=PID...: "name user system" per process
+snap_ticks() {
+	local n
+	for n in "$@"; do echo "${n%%=*} $(ticks "${n#*=}")"; done
+}
+
+# under_perf PIDS URI JOB OUT PERF ARGS...: JOB (fio, RUNTIME s) with perf
+# attached to PIDS (comma separated) for its whole run
+under_perf() {
+	local plist=$1 uri=$2 job=$3 out=$4 pid
+	shift 4
+	perf "$@" -p "$plist" >/dev/null 2>&1 &
+	pid=$!
+	sleep 0.5 # attached before fio starts
+	# shellcheck disable=SC2046 # job_args is several words on purpose
+	fio_run "$uri" "$out" --time_based=1 --runtime="$RUNTIME" $(job_args "$job")
+	kill -INT $pid 2>/dev/null || true
+	wait $pid || true
+}
+
+profile() { # profile TARGET URI NAME=PID...
+	local target=$1 uri=$2 j n p pids=()
 	shift 2
-	for n in "$@"; do names+=("${n%%=*}"); pids+=("${n#*=}"); done
+	for n in "$@"; do pids+=("${n#*=}"); done
 	local plist
 	plist=$(IFS=,; echo "${pids[*]}")
 	fio_run "$uri" "$TMP/fill.json" --rw=write --bs=1M --iodepth=8
@@ -76,27 +96,15 @@ profile() { # profile TARGET URI NAMES... (NAME=PID)
 	for j in $JOBS; do
 		say "$target: $j, $RUNTIME s"
 		local base=$TMP/$target-$j
-		# Pass 1 counts (perf stat only: cheap); pass 2 samples stacks, whose
-		# own cost would inflate pass 1's CPU figures.
-		for i in "${!pids[@]}"; do echo "${names[$i]} $(ticks "${pids[$i]}")"; done >"$base.t0"
-		perf stat -e raw_syscalls:sys_enter,context-switches -x, -o "$base.stat" -p "$plist" &
-		local spid=$!
-		sleep 0.5 # attached before fio starts
-		# shellcheck disable=SC2046 # job_args is several words on purpose
-		fio_run "$uri" "$base.json" --time_based=1 --runtime="$RUNTIME" $(job_args "$j")
-		kill -INT $spid 2>/dev/null || true
-		wait $spid || true
-		for i in "${!pids[@]}"; do echo "${names[$i]} $(ticks "${pids[$i]}")"; done >"$base.t1"
-		perf record -F 999 -g -o "$base.data" -p "$plist" >/dev/null 2>&1 &
-		local rpid=$!
-		sleep 0.5
-		# shellcheck disable=SC2046
-		fio_run "$uri" "$base.rec.json" --time_based=1 --runtime="$RUNTIME" $(job_args "$j")
-		kill -INT $rpid 2>/dev/null || true
-		wait $rpid || true
-		perf report -i "$base.data" --no-children --sort sym -g none --stdio -q 2>/dev/null |
+		# Pass 1 counts (perf stat only: cheap); pass 2 samples, whose own
+		# cost would inflate pass 1's CPU figures.
+		snap_ticks "$@" >"$base.t0"
+		under_perf "$plist" "$uri" "$j" "$base.json" stat -e raw_syscalls:sys_enter,context-switches -x, -o "$base.stat"
+		snap_ticks "$@" >"$base.t1"
+		under_perf "$plist" "$uri" "$j" "$base.rec.json" record -F 999 -o "$base.data"
+		perf report -i "$base.data" --sort sym --stdio -q 2>/dev/null |
 			grep -v '^$' | head -15 >"$base.syms" || true
-		perf report -i "$base.data" --no-children --sort dso -g none --stdio -q 2>/dev/null |
+		perf report -i "$base.data" --sort dso --stdio -q 2>/dev/null |
 			grep -v '^$' >"$base.dsos" || true
 	done
 	# Placement: a read at queue depth 1 with the servers' threads and fio
