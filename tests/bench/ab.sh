@@ -18,6 +18,10 @@
 #   AB_JOBS     fio jobs, names from workloads.conf
 #               (default: randwrite-4k-qd1 randwrite-4k-qd32 randread-4k-qd1)
 #   AB_OUT      where results.tsv and the summary go (default: a temp dir, removed)
+#   AB_ENV_BASE, AB_ENV_CURRENT
+#               VAR=value words for that variant's cluster.sh, e.g. to compare
+#               two layouts of one build: AB_ENV_CURRENT=CAIRN_COLOCATE=1
+#               tests/bench/ab.sh HEAD
 #
 # Server = the NBD server and the SDSs (not the MDMs or the gateway). CPU is
 # utime+stime of /proc/PID/stat; context switches are voluntary+involuntary
@@ -74,11 +78,16 @@ done
 . "$REPO/tests/bench/sample.sh"
 for j in $JOBS; do [ -n "$(job_args "$j")" ] || die "no job $j in workloads.conf"; done
 
-server_pids() { cat "$TMP/state-$1"/pids/nbd.pid "$TMP/state-$1"/pids/sds*.pid; }
+# (no nbd.pid with CAIRN_COLOCATE=1: the NBD server is in sds1's process)
+server_pids() { cat "$TMP/state-$1"/pids/sds*.pid; [ ! -f "$TMP/state-$1/pids/nbd.pid" ] || cat "$TMP/state-$1/pids/nbd.pid"; }
+variant_env() { # variant_env VARIANT: its AB_ENV_* words
+	if [ "$1" = base ]; then echo "${AB_ENV_BASE:-}"; else echo "${AB_ENV_CURRENT:-}"; fi
+}
 
 start() { # start VARIANT: start (or resume) its cluster; sets URI
 	running=$1
-	URI=$(CAIRN_BIN=$TMP/$1 timeout 180 "$REPO/tests/lib/cluster.sh" start "$TMP/state-$1" \
+	# shellcheck disable=SC2046 # VAR=value words on purpose
+	URI=$(env $(variant_env "$1") CAIRN_BIN=$TMP/$1 timeout 180 "$REPO/tests/lib/cluster.sh" start "$TMP/state-$1" \
 		--sds 3 --devices-per-sds 1 --device-size 4G --volume-size 1GiB 2>"$TMP/$1.start.err" | grep '^nbd://') ||
 		die "cluster of $1 did not start: see $TMP/$1.start.err (kept only while running)"
 }
@@ -152,7 +161,7 @@ EOF
 	done
 done
 
-python3 - "$OUT/results.tsv" "$(git -C "$REPO" rev-parse --short "$BASE")" "${CURRENT:-working tree}" <<'EOF' | tee "$OUT/summary.md"
+python3 - "$OUT/results.tsv" "$(git -C "$REPO" rev-parse --short "$BASE") $(variant_env base)" "${CURRENT:-working tree} $(variant_env current)" <<'EOF' | tee "$OUT/summary.md"
 import csv, sys
 from statistics import mean
 rows = list(csv.DictReader(open(sys.argv[1]), delimiter="\t"))

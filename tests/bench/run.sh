@@ -10,7 +10,7 @@
 # and to docs/ only with --docs or BENCH_WRITE_DOCS=1, so that tests and
 # development runs never overwrite the committed figures. Knobs (environment):
 #   BENCH_TARGETS      space/comma separated subset of:
-#                      raw nbdkit-file ceph-rbd cairn-nbd scaling security iscsi failure
+#                      raw nbdkit-file ceph-rbd cairn-nbd cairn-colocated scaling security iscsi failure
 #   BENCH_RUNTIME / BENCH_RAMP   measured seconds / warm-up seconds per job
 #   BENCH_SIZE_MIB     region every target is filled and tested over
 #   BENCH_ALLOW_MISSING=1        skip (and say so in the report) targets whose
@@ -43,7 +43,7 @@ done
 
 case $MODE in
   full)
-    DEF_TARGETS="raw nbdkit-file ceph-rbd cairn-nbd scaling security iscsi failure"
+    DEF_TARGETS="raw nbdkit-file ceph-rbd cairn-nbd cairn-colocated scaling security iscsi failure"
     DEF_RUNTIME=8 DEF_RAMP=2 DEF_SIZE=1024 DEF_DEADLINE=2100 ;;
   smoke)
     DEF_TARGETS="raw nbdkit-file cairn-nbd"
@@ -94,7 +94,7 @@ if ! msg=$(check_tool_basics); then
 fi
 for t in $BENCH_TARGETS; do
   fn=check_${t//-/_}
-  declare -F "$fn" >/dev/null || die "unknown target '$t' in BENCH_TARGETS (known: raw nbdkit-file ceph-rbd cairn-nbd scaling security iscsi failure)"
+  declare -F "$fn" >/dev/null || die "unknown target '$t' in BENCH_TARGETS (known: raw nbdkit-file ceph-rbd cairn-nbd cairn-colocated scaling security iscsi failure)"
   if msg=$($fn 2>&1); then
     SELECTED+=("$t")
   elif [ "${BENCH_ALLOW_MISSING:-0}" = 1 ]; then

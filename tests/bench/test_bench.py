@@ -163,12 +163,20 @@ class TestRatios(unittest.TestCase):
 class TestWorkloads(unittest.TestCase):
     def test_suites(self):
         names = {s: [n for n, suites, _ in bench.load_workloads() if s in suites]
-                 for s in ("smoke", "full", "iscsi", "scaling", "security")}
+                 for s in ("smoke", "full", "iscsi", "scaling", "security", "colocated")}
         self.assertEqual(names["security"], names["smoke"])
         self.assertEqual(names["smoke"], ["randread-4k-qd1", "randread-4k-qd32",
                                           "randwrite-4k-qd1", "randwrite-4k-qd32"])
         for qd in (1, 2, 4, 8, 16, 32, 64, 128):
             self.assertIn(f"randread-4k-qd{qd}", names["full"])
+        # cairn-colocated runs the jobs of the issue-18 goals against nbdkit-file, and has a
+        # goal row for each
+        self.assertEqual(names["colocated"], ["randread-4k-qd1", "randread-4k-qd32", "randrw-64k32k-mix45-qd16",
+                                              "randwrite-4k-qd1", "randwrite-4k-qd32"])
+        for w in names["colocated"]:
+            self.assertIn(w, names["full"])
+        self.assertEqual({g[2] for g in bench.RATIO_GOALS if g[0] == "cairn-colocated"},
+                         {g[2] for g in bench.RATIO_GOALS if g[0] == "cairn-nbd" and g[1] == "nbdkit-file"} - {"randread-4k-qd32"})
         for w in ("randwrite-4k-qd1", "randwrite-4k-qd32", "randrw-64k32k-mix45-qd16",
                   "seqwrite-1m-qd8", "seqread-1m-qd8"):
             self.assertIn(w, names["full"])

@@ -4,7 +4,9 @@
 # are refused; libnbd (nbdinfo, nbdcopy) and qemu (qemu-io, qemu-nbd) connect
 # with the host's certificate; fio (nbd engine) random writes with crc32c
 # verification from several jobs, a full restart of every daemon and a
-# verify-only pass over the same data, and a trim.
+# verify-only pass over the same data, and a trim; then the whole cluster
+# restarted with the NBD server in sds1's process (cairn colocate): the same
+# data, no connection from that process to its own SDS, and new writes.
 #
 # fio's nbd engine (fio 3.33 with libnbd 1.14) refuses tls-certificates in a
 # URI ("local file access is not allowed"), so fio reaches the TLS server
@@ -126,5 +128,26 @@ fio --name=trim --ioengine=nbd --uri="$fio_uri" --rw=trim --bs=1m --size=4m --ou
 { nbdcopy "$uri" - 2>/dev/null || true; } | head -c 4M >"$tmp/back"
 cmp -s "$tmp/back" <(head -c 4M /dev/zero) || fail "trimmed range does not read back as zeros"
 ok "nbdcopy over TLS reads back what it wrote; trim reads back zeros"
+
+# 7. colocated: the cluster restarted with the NBD server inside sds1's
+# process (CAIRN_COLOCATE=1, cairn colocate sds ... -- nbd ...). The data
+# written above reads back; sds1 serves the NBD server's requests without the
+# network (no TCP connection from its own process to its port, while the
+# other SDSs have connections from it); new writes verify.
+stop_bridge
+"$ROOT/tests/lib/cluster.sh" stop "$STATE" >/dev/null
+CAIRN_COLOCATE=1 "$ROOT/tests/lib/cluster.sh" start "$STATE" >/dev/null || fail "restart colocated"
+[ ! -e "$STATE/pids/nbd.pid" ] || fail "a separate NBD server was started with CAIRN_COLOCATE=1"
+grep -q "NBD server listening" "$STATE/logs/sds1.log" || fail "the NBD server is not running in sds1's process (see $STATE/logs/sds1.log)"
+start_bridge
+if ! out=$(fiojob --bs=4k,64k --rw=randwrite --offset=1g --verify_only 2>&1); then echo "$out"; fail "colocated: verify of the data written before"; fi
+if ! out=$(fiojob --offset=512m --do_verify=1 2>&1); then echo "$out"; fail "colocated: fio write+verify"; fi
+# shellcheck disable=SC1091
+source "$STATE/ports.env"
+colo=$(cat "$STATE/pids/sds1.pid")
+conns_to() { ss -Htnp state established "( dport = :$1 )" | grep -c "pid=$colo," || true; }
+[ "$(conns_to "$SDS1_PORT")" = 0 ] || fail "sds1's process has TCP connections to its own SDS port: the colocated NBD server went through the network"
+[ "$(conns_to "$SDS2_PORT")" -gt 0 ] || fail "sds1's process has no connection to sds2: the check above proves nothing"
+ok "colocated (cairn colocate sds -- nbd): the data reads back, new writes verify, and sds1 is reached without the network"
 
 echo "$pass passed, 0 failed in $(($(date +%s) - T0)) s"

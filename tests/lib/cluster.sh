@@ -113,9 +113,29 @@ if [ ! -f "$STATE/cairnctl.json" ]; then
 		--password-file "$STATE/gateway/admin-password" >/dev/null
 fi
 
+# NBD for the host "local". CAIRN_NBD_TLS=require: TLS only, the URI is
+# nbds://...?tls-certificates=DIR with the host's certificate (DIR also holds
+# the GnuTLS names qemu and libnbd look for). Otherwise plain NBD on loopback,
+# explicitly allowed: fio's nbd engine (the benchmarks, the QoS suite) cannot
+# load a client certificate from a URI (see docs/operate.md).
+HOST_PKI=$(pki_dir "$STATE" host local)
+ln -sf ca.crt "$HOST_PKI/ca-cert.pem" && ln -sf node.crt "$HOST_PKI/client-cert.pem" && ln -sf node.key "$HOST_PKI/client-key.pem"
+if [ "${CAIRN_NBD_TLS:-off}" = require ]; then
+	NBD_TLS=(--tls require) NBD_URI="nbds://127.0.0.1:$NBD_PORT/$VOL?tls-certificates=$HOST_PKI"
+else
+	NBD_TLS=(--tls off --allow-plain-loopback) NBD_URI="nbd://127.0.0.1:$NBD_PORT/$VOL"
+fi
+NBD_ARGS=(nbd --pki "$(pki_dir "$STATE" nbd nbd-local)" --host local --listen "127.0.0.1:$NBD_PORT" "${NBD_TLS[@]}")
+# CAIRN_COLOCATE=1: the NBD server runs in sds1's process (cairn colocate), so
+# its requests for the chunks sds1 is primary of take no network hop.
 for ((i = 1; i <= SDS_COUNT; i++)); do
 	p=SDS${i}_PORT
-	spawn "$STATE" sds$i "$CAIRN" sds --name "sds$i" --pki "$(pki_dir "$STATE" sds "sds$i")" --listen "127.0.0.1:${!p}" --state-dir "$STATE/sds$i"
+	SDS_ARGS=(sds --name "sds$i" --pki "$(pki_dir "$STATE" sds "sds$i")" --listen "127.0.0.1:${!p}" --state-dir "$STATE/sds$i")
+	if [ "$i" = 1 ] && [ "${CAIRN_COLOCATE:-0}" = 1 ]; then
+		spawn "$STATE" sds$i "$CAIRN" colocate "${SDS_ARGS[@]}" -- "${NBD_ARGS[@]}"
+	else
+		spawn "$STATE" sds$i "$CAIRN" "${SDS_ARGS[@]}"
+	fi
 done
 
 if [ ! -f "$STATE/.configured" ]; then
@@ -148,19 +168,7 @@ else
 	for ((i = 1; i <= SDS_COUNT; i++)); do p=SDS${i}_PORT; wait_port --log "$STATE/logs/" 127.0.0.1 "${!p}" 30 "sds$i"; done
 fi
 
-# NBD for the host "local". CAIRN_NBD_TLS=require: TLS only, the URI is
-# nbds://...?tls-certificates=DIR with the host's certificate (DIR also holds
-# the GnuTLS names qemu and libnbd look for). Otherwise plain NBD on loopback,
-# explicitly allowed: fio's nbd engine (the benchmarks, the QoS suite) cannot
-# load a client certificate from a URI (see docs/operate.md).
-HOST_PKI=$(pki_dir "$STATE" host local)
-ln -sf ca.crt "$HOST_PKI/ca-cert.pem" && ln -sf node.crt "$HOST_PKI/client-cert.pem" && ln -sf node.key "$HOST_PKI/client-key.pem"
-if [ "${CAIRN_NBD_TLS:-off}" = require ]; then
-	NBD_TLS=(--tls require) NBD_URI="nbds://127.0.0.1:$NBD_PORT/$VOL?tls-certificates=$HOST_PKI"
-else
-	NBD_TLS=(--tls off --allow-plain-loopback) NBD_URI="nbd://127.0.0.1:$NBD_PORT/$VOL"
-fi
-spawn "$STATE" nbd "$CAIRN" nbd --pki "$(pki_dir "$STATE" nbd nbd-local)" --host local --listen "127.0.0.1:$NBD_PORT" "${NBD_TLS[@]}"
+[ "${CAIRN_COLOCATE:-0}" = 1 ] || spawn "$STATE" nbd "$CAIRN" "${NBD_ARGS[@]}"
 wait_port --log "$STATE/logs/" 127.0.0.1 "$NBD_PORT" 30 nbd
 say "cluster up in $(($(date +%s) - t0)) s"
 echo "$NBD_URI"

@@ -99,7 +99,7 @@ const sysmonSetting = "schedtrace=2147483647"
 // the daemon runs on as it is.
 func keepSysmonAwake(command string) {
 	switch command {
-	case "sds", "nbd", "target":
+	case "sds", "nbd", "target", "colocate":
 	default:
 		return
 	}

@@ -39,6 +39,6 @@ func runSDS(ctx context.Context, args []string) error {
 		return err
 	}
 	defer cli.Close()
-	cfg.Etcd, cfg.Logger, cfg.Security = cli, log, sec
+	cfg.Etcd, cfg.Logger, cfg.Security, cfg.Local = cli, log, sec, colocated
 	return sds.Run(ctx, cfg)
 }

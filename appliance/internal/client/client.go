@@ -386,7 +386,13 @@ func (v *Volume) async(ctx context.Context, req *wire.Request, dst []byte, hold 
 		return
 	}
 	req.Epoch = epoch
-	c.Peer(addr).Go(req, dst, c.AttemptTimeout, hold, func(resp *wire.Response, err error) {
+	p := c.Peer(addr)
+	if !hold && p.Local() {
+		// Served on this goroutine, maybe for a while (a mirrored write
+		// waits for its copy): the requests held before it go out first.
+		c.FlushHeld()
+	}
+	p.Go(req, dst, c.AttemptTimeout, hold, func(resp *wire.Response, err error) {
 		if err != nil || ctx.Err() != nil || (accept != nil && !accept(resp)) {
 			slow() // the sync path retries, waits for map changes and maps errors
 			return

@@ -50,6 +50,11 @@ type Config struct {
 	// (its mode is the floor clients must meet) and from it to other SDSs.
 	// nil: mode none, no handshake, no role checks.
 	Security *wire.Security
+	// Local also serves the data path to clients in this process without
+	// the network (wire.ServeLocal at the advertised address): a frontend
+	// run in the same process (cairn colocate) then reaches the chunks
+	// this SDS is primary of with no hop.
+	Local bool
 }
 
 // Server is a running SDS.
@@ -173,8 +178,14 @@ func Run(ctx context.Context, cfg Config) error {
 		sec = &c
 	}
 	log.Info("SDS serving", "id", s.id, "address", s.addr, "devices", len(s.devices), "data_security", cfg.Security.String())
+	stopLocal := func() {}
+	if cfg.Local {
+		stopLocal = wire.ServeLocal(s.addr, s.handle, inlineOp)
+		log.Info("SDS also serving this process's frontends without the network", "address", s.addr)
+	}
 	err = wire.ServeSecure(wctx, l, sec, s.handle, inlineOp, log)
 	cancel()
+	stopLocal()
 	if err2 := s.flush(); err2 != nil {
 		log.Error("final flush failed", "err", err2)
 	}

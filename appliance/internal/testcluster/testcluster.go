@@ -41,6 +41,7 @@ type Cluster struct {
 	Dir    string
 	SDSs   []*SDS
 	Log    *slog.Logger
+	local  map[int]bool
 	// PKI is the cluster's CA (nil with DataSecurity none): tests issue
 	// more certificates from it (Security).
 	PKI    *pkitest.Kit
@@ -68,6 +69,11 @@ type Options struct {
 	// DataSecurity of every SDS and of the client: "" is authenticated
 	// (certificates from a throw-away CA), or "secure", or "none".
 	DataSecurity string
+	// LocalSDSs are the indices of the SDSs that also serve the test's
+	// process without the network (sds.Config.Local): the client (and the
+	// other SDSs) reach them by a function call, as a frontend colocated
+	// with an SDS does (cairn colocate).
+	LocalSDSs []int
 	// LogTo receives the cluster's log (default stderr), at warning level
 	// unless CAIRN_TEST_LOG=info.
 	LogTo io.Writer
@@ -114,7 +120,10 @@ func Start(t testing.TB, o Options) *Cluster {
 	}
 	cli := etcdtest.Start(t)
 	ctx, cancel := context.WithCancel(context.Background())
-	c := &Cluster{T: t, Etcd: cli, Store: model.NewStore(cli), Dir: t.TempDir(), Log: log, mode: mode, ctx: ctx, cancel: cancel}
+	c := &Cluster{T: t, Etcd: cli, Store: model.NewStore(cli), Dir: t.TempDir(), Log: log, mode: mode, ctx: ctx, cancel: cancel, local: map[int]bool{}}
+	for _, i := range o.LocalSDSs {
+		c.local[i] = true
+	}
 	if mode != wire.ModeNone {
 		c.PKI = pkitest.New(t)
 	}
@@ -216,7 +225,7 @@ func (c *Cluster) StartSDS(i int) {
 	s.cancel, s.done = cancel, make(chan error, 1)
 	go func() {
 		s.done <- sds.Run(ctx, sds.Config{Name: s.Name, Listen: s.Addr, StateDir: s.State, Etcd: c.Etcd, Logger: c.Log, StatsInterval: 500 * time.Millisecond, ReadCache: true,
-			Security: s.sec})
+			Security: s.sec, Local: c.local[i]})
 	}()
 	if c.Cat != nil {
 		c.waitLive(s.ID)

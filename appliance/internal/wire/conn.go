@@ -36,7 +36,12 @@ type Client struct {
 	// about to wait for more, and after callbacks run elsewhere (timeouts,
 	// a failed connection): the idle hook of blockdev.AsyncVolume.
 	OnIdle func()
+	dialled atomic.Int64
 }
+
+// Dialled is the number of connections this client has opened: none for an
+// address served in this process (ServeLocal).
+func (c *Client) Dialled() int64 { return c.dialled.Load() }
 
 // NewClient returns a client for addr using n connections (n >= 1).
 func NewClient(addr string, n int) *Client {
@@ -77,6 +82,7 @@ func (c *Client) conn(ctx context.Context) (*clientConn, error) {
 	if err != nil {
 		return nil, fmt.Errorf("connect %s: %w", c.addr, err)
 	}
+	c.dialled.Add(1)
 	if tc, ok := nc.(*net.TCPConn); ok {
 		_ = tc.SetNoDelay(true)
 	}
@@ -103,6 +109,9 @@ func (c *Client) conn(ctx context.Context) (*clientConn, error) {
 // dst when it fits (dst may be nil); otherwise a new buffer is allocated.
 // Non-OK statuses are returned as *StatusError along with the response.
 func (c *Client) Do(ctx context.Context, req *Request, dst []byte) (*Response, error) {
+	if ls := c.local(); ls != nil {
+		return c.doLocal(ctx, ls, req, dst)
+	}
 	cc, err := c.conn(ctx)
 	if err != nil {
 		return nil, err
@@ -242,6 +251,10 @@ func (cc *clientConn) sweep() {
 // With hold, the request may stay in the send buffer until FlushHeld (or
 // any other send) writes it: blockdev.AsyncVolume's hold/flush scheme.
 func (c *Client) Go(req *Request, dst []byte, timeout time.Duration, hold bool, done func(*Response, error)) {
+	if ls := c.local(); ls != nil {
+		c.goLocal(ls, req, dst, timeout, hold, done)
+		return
+	}
 	cc, err := c.conn(context.Background())
 	if err != nil {
 		done(nil, err)

@@ -10,6 +10,8 @@
 #       MiB, prints its URI on a line starting with nbd://, and one line
 #       "pid NAME PID" per Cairn process (mdm, sds, nbd, ...), then returns
 #       with the daemons running.
+#       With CAIRN_COLOCATE=1 in its environment (target cairn-colocated) the
+#       NBD server runs in the process of an SDS (cairn colocate).
 #       The scaling run passes --sds N --devices-per-sds (BENCH_SCALING_DEVICES/N)
 #       so that the total number of devices stays the same.
 #       Without pid lines, STATEDIR/pids/*.pid files are used if present.
@@ -31,6 +33,7 @@ check_cairn_nbd() {
   need_fio_engine nbd || rc=1
   return $rc
 }
+check_cairn_colocated() { check_cairn_nbd; }
 check_scaling() { check_cairn_nbd; }
 check_security() { check_cairn_nbd; }
 check_failure() {
@@ -90,6 +93,17 @@ bench_cairn_nbd() {
   local state=$BENCH_WORK/cairn
   cairn_start "$state"
   run_suite cairn-nbd "$CAIRN_SIZE_MIB" "$CAIRN_PIDS" "$BENCH_SUITE" -- --ioengine=nbd --uri="$CAIRN_URI"
+  cairn_stop "$state"
+}
+
+# cairn-colocated: the same cluster with its NBD server inside sds1's process
+# (the hook is started with CAIRN_COLOCATE=1: cairn colocate sds ... -- nbd ...),
+# so the requests for the chunks sds1 is primary of take no network hop. The
+# jobs of the issue-18 goals against nbdkit-file (suite "colocated").
+bench_cairn_colocated() {
+  local state=$BENCH_WORK/cairn-colocated
+  CAIRN_COLOCATE=1 cairn_start "$state"
+  run_suite cairn-colocated "$CAIRN_SIZE_MIB" "$CAIRN_PIDS" colocated -- --ioengine=nbd --uri="$CAIRN_URI"
   cairn_stop "$state"
 }
 
