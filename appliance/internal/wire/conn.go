@@ -35,7 +35,7 @@ type Client struct {
 	// reader each time it has handled the answers that had arrived and is
 	// about to wait for more, and after callbacks run elsewhere (timeouts,
 	// a failed connection): the idle hook of blockdev.AsyncVolume.
-	OnIdle func()
+	OnIdle  func()
 	dialled atomic.Int64
 }
 
