@@ -564,19 +564,22 @@ def write_plots(meas, dest, prefix):
             for qd, r in series[t]:
                 f.write(f"{qd} {r['iops']} {r['mean_lat_us']} {r['p99_lat_us'] or 'NaN'}\n")
     iops_png, lat_png = prefix + "-iops-vs-qd.png", prefix + "-latency-vs-qd.png"
+    # a target measured at two depths only (cairn-colocated: QD 1 and 32) gets points, no line
+    # that would stand for the depths between
+    style = {t: "linespoints" if len(series[t]) >= 3 else "points ps 2" for t in targets}
     lines = [
         "set terminal pngcairo size 900,560 noenhanced",
         "set logscale x 2", "set xlabel 'queue depth'", "set grid", "set key left top",
         f"set output '{os.path.join(dest, iops_png)}'",
         "set title '4k random read: IOPS vs queue depth'", "set ylabel 'IOPS'",
-        "plot " + ", ".join(f"'{datdir}/{t}.dat' using 1:2 with linespoints lw 2 lc {i + 1} title '{t}'"
+        "plot " + ", ".join(f"'{datdir}/{t}.dat' using 1:2 with {style[t]} lw 2 lc {i + 1} title '{t}'"
                             for i, t in enumerate(targets)),
         f"set output '{os.path.join(dest, lat_png)}'",
         "set title '4k random read: latency vs queue depth (solid: mean, dashed: p99)'",
         "set ylabel 'latency (us)'", "set logscale y",
         "plot " + ", ".join(
-            f"'{datdir}/{t}.dat' using 1:3 with linespoints lw 2 lc {i + 1} title '{t} mean', "
-            f"'{datdir}/{t}.dat' using 1:4 with linespoints lw 1 dt 2 lc {i + 1} title '{t} p99'"
+            f"'{datdir}/{t}.dat' using 1:3 with {style[t]} lw 2 lc {i + 1} title '{t} mean', "
+            f"'{datdir}/{t}.dat' using 1:4 with {style[t]} lw 1 dt 2 lc {i + 1} title '{t} p99'"
             for i, t in enumerate(targets)),
     ]
     p = subprocess.run([gp], input="\n".join(lines) + "\n", capture_output=True, text=True, timeout=60)
@@ -630,6 +633,8 @@ def cmd_report(a):
     L.append("- raw: fio `io_uring`, `direct=1` on the backing file. nbdkit-file: nbdkit's file plugin "
              f"({meta.get('nbdkit_args', '')}) over NBD on 127.0.0.1, fio `nbd` engine. ceph-rbd: "
              f"{meta.get('ceph_desc', '')}. cairn-nbd: {meta.get('cairn_desc', 'tests/lib/cluster.sh')}, fio `nbd` engine. "
+             "cairn-colocated: the same on a fresh cluster with its NBD server inside an SDS's process "
+             "(`cairn colocate`, the hook started with CAIRN_COLOCATE=1). "
              "lio-fileio / tcmu-runner / cairn-iscsi: LIO in a qemu guest (TCG), one vCPU; fio `libiscsi` engine "
              "(absolute numbers are low under TCG; the ratios count). lio-fileio: LIO's fileio backstore on a "
              "tmpfs file; tcmu-runner: Debian's tcmu-runner (qcow handler, image on tmpfs) behind a LIO user "

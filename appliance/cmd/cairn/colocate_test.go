@@ -16,7 +16,8 @@ func TestColocateRefusesBadArguments(t *testing.T) {
 		{nil, "give the daemons to run"},
 		{[]string{"sds", "--name", "a", "--", "--", "nbd"}, "an empty daemon between two '--'"},
 		{[]string{"sds", "--", "mdm"}, `cannot colocate "mdm"`},
-		{[]string{"nbd", "--", "target"}, "runs an SDS with frontends"},
+		{[]string{"sds", "--", "target"}, `cannot colocate "target"`},
+		{[]string{"nbd", "--", "nbd"}, "runs an SDS with frontends"},
 		{[]string{"sds", "--name", "a"}, "runs an SDS with frontends"},
 	} {
 		err := runColocate(context.Background(), tc.args)
