@@ -4,7 +4,6 @@ import (
 	"bytes"
 	"context"
 	"errors"
-	"net"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -13,18 +12,10 @@ import (
 	"github.com/cairn-storage/cairn/appliance/internal/pki/pkitest"
 )
 
-// closedAddr is an address nothing listens on: a request that reaches the
-// network fails.
-func closedAddr(t *testing.T) string {
-	t.Helper()
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	addr := l.Addr().String()
-	l.Close()
-	return addr
-}
+// closedAddr is an address no connection can be made to (its port is not
+// a number): a request that reaches the network fails. Each test has its
+// own, since registrations are process-wide.
+func closedAddr(t *testing.T) string { return "127.0.0.1:1#" + t.Name() }
 
 // A server registered with ServeLocal answers this process's clients of
 // its address without the network: payloads land in dst, the handler's
