@@ -26,8 +26,8 @@ var colocatable = []string{"sds", "nbd"}
 // runColocate runs several daemons in one process, each with its own flags
 // (its own --pki, so its own certificate, etcd user and role), separated by
 // "--". A frontend's requests for the chunks whose primary is an SDS of the
-// same process are then served by a function call instead of two TCP hops
-// (wire.ServeLocal). When one daemon stops, the others are stopped too, and
+// same process are then served by a function call instead of a TCP round
+// trip (wire.ServeLocal). When one daemon stops, the others are stopped too, and
 // the first error is returned.
 func runColocate(ctx context.Context, args []string) error {
 	if len(args) == 0 {

@@ -12,6 +12,7 @@ import (
 	"net"
 	"os"
 	"path/filepath"
+	"slices"
 	"sync"
 	"testing"
 	"time"
@@ -41,7 +42,7 @@ type Cluster struct {
 	Dir    string
 	SDSs   []*SDS
 	Log    *slog.Logger
-	local  map[int]bool
+	local  []int // Options.LocalSDSs
 	// PKI is the cluster's CA (nil with DataSecurity none): tests issue
 	// more certificates from it (Security).
 	PKI    *pkitest.Kit
@@ -120,10 +121,7 @@ func Start(t testing.TB, o Options) *Cluster {
 	}
 	cli := etcdtest.Start(t)
 	ctx, cancel := context.WithCancel(context.Background())
-	c := &Cluster{T: t, Etcd: cli, Store: model.NewStore(cli), Dir: t.TempDir(), Log: log, mode: mode, ctx: ctx, cancel: cancel, local: map[int]bool{}}
-	for _, i := range o.LocalSDSs {
-		c.local[i] = true
-	}
+	c := &Cluster{T: t, Etcd: cli, Store: model.NewStore(cli), Dir: t.TempDir(), Log: log, mode: mode, ctx: ctx, cancel: cancel, local: o.LocalSDSs}
 	if mode != wire.ModeNone {
 		c.PKI = pkitest.New(t)
 	}
@@ -225,7 +223,7 @@ func (c *Cluster) StartSDS(i int) {
 	s.cancel, s.done = cancel, make(chan error, 1)
 	go func() {
 		s.done <- sds.Run(ctx, sds.Config{Name: s.Name, Listen: s.Addr, StateDir: s.State, Etcd: c.Etcd, Logger: c.Log, StatsInterval: 500 * time.Millisecond, ReadCache: true,
-			Security: s.sec, Local: c.local[i]})
+			Security: s.sec, Local: slices.Contains(c.local, i)})
 	}()
 	if c.Cat != nil {
 		c.waitLive(s.ID)

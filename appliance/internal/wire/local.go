@@ -17,6 +17,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"maps"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -54,33 +55,34 @@ var (
 // the requests it is serving have been answered.
 func ServeLocal(addr string, h Handler, inline func(*Request) bool) (stop func()) {
 	ls := &localServer{h: h, inline: inline}
-	localMu.Lock()
-	defer localMu.Unlock()
-	m := map[string]*localServer{}
-	if old := locals.Load(); old != nil {
-		for k, v := range *old {
-			m[k] = v
-		}
-	}
-	m[addr] = ls
-	locals.Store(&m)
+	setLocal(addr, ls, nil)
 	return func() {
-		localMu.Lock()
-		if old := locals.Load(); old != nil && (*old)[addr] == ls {
-			m := make(map[string]*localServer, len(*old))
-			for k, v := range *old {
-				if k != addr {
-					m[k] = v
-				}
-			}
-			locals.Store(&m)
-		}
-		localMu.Unlock()
+		setLocal(addr, nil, ls)
 		ls.stopped.Store(true)
 		for ls.busy.Load() > 0 {
 			time.Sleep(time.Millisecond)
 		}
 	}
+}
+
+// setLocal publishes a copy of the registrations with addr set to ls (nil:
+// removed), if addr is registered to was (nil: whatever it is).
+func setLocal(addr string, ls, was *localServer) {
+	localMu.Lock()
+	defer localMu.Unlock()
+	m := map[string]*localServer{}
+	if old := locals.Load(); old != nil {
+		if was != nil && (*old)[addr] != was {
+			return
+		}
+		maps.Copy(m, *old)
+	}
+	if ls == nil {
+		delete(m, addr)
+	} else {
+		m[addr] = ls
+	}
+	locals.Store(&m)
 }
 
 // local returns the server of this process at the client's address, if any.
@@ -143,7 +145,6 @@ func (c *Client) doLocal(ctx context.Context, ls *localServer, req *Request, dst
 	if c.closed.Load() {
 		return nil, ErrClosed
 	}
-	req.Alone = true
 	return ls.serve(c.peerContext(ctx), req, dst)
 }
 
