@@ -8,11 +8,13 @@ import (
 	"io"
 	"log/slog"
 	"math/rand"
+	"slices"
 	"strings"
 	"testing"
 	"time"
 
 	"github.com/cairn-storage/cairn/appliance/internal/model"
+	"github.com/cairn-storage/cairn/appliance/internal/placement"
 	"github.com/cairn-storage/cairn/appliance/internal/testcluster"
 	"github.com/cairn-storage/cairn/appliance/internal/testlog"
 	clientv3 "go.etcd.io/etcd/client/v3"
@@ -195,12 +197,33 @@ func TestMaintenanceOnCluster(t *testing.T) {
 	if st := sds(partner).State; st != model.SDSNormal {
 		t.Fatalf("refused %s is %s", partner, st)
 	}
-	// Writes keep working while it is away: change 6 chunks.
-	patch := bytes.Repeat([]byte{0xa5}, 6*MiB)
-	if err := vol.WriteAt(ctx, patch, 4*MiB, 0); err != nil {
-		t.Fatalf("write during maintenance: %v", err)
+	// Writes keep working while it is away: change 6 chunks, some in
+	// groups with a copy on sds1 and some not (placement is random, so the
+	// chunks are picked from the map: writing a fixed range left sds1 with
+	// nothing to resync in about one run of fifty).
+	var onSDS1, elsewhere []int64
+	for ch := int64(0); ch < int64(len(data))/MiB; ch++ {
+		holds := false
+		for _, cp := range m.PGs[placement.PG(vol.ID(), uint64(ch), m.PGCount)] {
+			holds = holds || cp.SDSID == c.SDSs[0].ID
+		}
+		if holds {
+			onSDS1 = append(onSDS1, ch)
+		} else {
+			elsewhere = append(elsewhere, ch)
+		}
 	}
-	copy(data[4*MiB:], patch)
+	if len(onSDS1) == 0 {
+		t.Fatal("test premise: no chunk of the volume is in sds1's groups")
+	}
+	onSDS1, elsewhere = onSDS1[:min(3, len(onSDS1))], elsewhere[:min(3, len(elsewhere))]
+	patch := bytes.Repeat([]byte{0xa5}, MiB)
+	for _, ch := range append(slices.Clip(onSDS1), elsewhere...) {
+		if err := vol.WriteAt(ctx, patch, ch*MiB, 0); err != nil {
+			t.Fatalf("write during maintenance: %v", err)
+		}
+		copy(data[ch*MiB:], patch)
+	}
 	// Exit: only the changed chunks are resynced.
 	v = e.ok(200, "DELETE", "/api/v1/sds/sds1/maintenance", op, "")
 	if v["state"] != model.SDSNormal {
@@ -210,11 +233,18 @@ func TestMaintenanceOnCluster(t *testing.T) {
 	if st := jobState(JobMaintenanceExit); st != JobSucceeded {
 		t.Errorf("maintenance-exit job of sds1: %s", st)
 	}
-	waitFor(t, 20*time.Second, "resync figures published", func() bool { return e.totalResync(mon) > resyncBefore })
+	// Each group's primary publishes its own figure every 500 ms: wait for
+	// all of them, then one more round, so that a resync of more than the
+	// changed chunks would show.
+	want := int64(len(onSDS1)) * MiB
+	waitFor(t, 20*time.Second, "resync figures published", func() bool { return e.totalResync(mon)-resyncBefore >= want })
+	time.Sleep(1200 * time.Millisecond)
 	resynced := e.totalResync(mon) - resyncBefore
 	t.Logf("instant maintenance: resynced %d bytes of sds1's %d", resynced, usedBefore)
-	if resynced <= 0 || resynced >= usedBefore || resynced > int64(len(patch)) {
-		t.Errorf("resynced %d bytes; sds1 holds %d, %d changed", resynced, usedBefore, len(patch))
+	// Exactly the changed chunks of sds1's groups: not those elsewhere,
+	// not the rest of what sds1 holds.
+	if resynced != want {
+		t.Errorf("resynced %d bytes; want %d (%d changed chunks in sds1's groups, %d elsewhere; sds1 holds %d)", resynced, want, len(onSDS1), len(elsewhere), usedBefore)
 	}
 	got := make([]byte, len(data))
 	if err := vol.ReadAt(ctx, got, 0); err != nil || !bytes.Equal(got, data) {
