@@ -150,10 +150,11 @@ test-qos: build
 # Python 3.11, --local), every module against a real local cluster (check mode leaves the
 # etcd revision alone, a second run changes nothing, diff, the gateway's errors), the
 # vSphere deployment playbook against the plugin server's -demo (simulated vCenter), and
-# the site playbook's cluster configuration against daemons on loopback (NBD at the end).
+# the site playbook's cluster configuration against daemons on loopback (NBD at the end), and
+# the common role's firewall rules loaded into network namespaces (root).
 test-ansible: build
 	@scripts/deps.sh ansible
-	@s=$$(date +%s); ansible/tests/sanity.sh && ansible/tests/roles/render-units.sh && ansible/tests/integration/run.sh && ansible/tests/integration/vsphere.sh && \
+	@s=$$(date +%s); ansible/tests/sanity.sh && ansible/tests/roles/render-units.sh && ansible/tests/roles/firewall.sh && ansible/tests/integration/run.sh && ansible/tests/integration/vsphere.sh && \
 	ansible/tests/roles/configure-local.sh; \
 	rc=$$?; echo "test-ansible: $$(($$(date +%s) - s)) s"; exit $$rc
 

@@ -58,56 +58,9 @@ else
 	bad "the loaded input chain is not the generated one:"; echo "$loaded"
 fi
 
-# listen NS PIDFILE PORT...: accept and close connections on every address.
-cat >"$W/listen.py" <<'EOF'
-import selectors, socket, sys
-sel = selectors.DefaultSelector()
-for port in sys.argv[1:]:
-    s = socket.socket(); s.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
-    s.bind(("0.0.0.0", int(port))); s.listen(64); sel.register(s, selectors.EVENT_READ)
-print("listening", flush=True)
-while True:
-    for key, _ in sel.select():
-        c, _ = key.fileobj.accept(); c.close()
-EOF
-# connect.py: lines "SRC DST PORT" on stdin -> "SRC DST PORT open|closed" (1 s each).
-cat >"$W/connect.py" <<'EOF'
-import socket, sys
-for line in sys.stdin:
-    src, dst, port = line.split()
-    s = socket.socket(); s.settimeout(1.0); s.bind((src, 0))
-    try:
-        s.connect((dst, int(port))); state = "open"
-    except OSError:
-        state = "closed"
-    finally:
-        s.close()
-    print(src, dst, port, state, flush=True)
-EOF
-listen() { # NS NAME PORT...
-	local ns=$1 name=$2; shift 2
-	ip netns exec "$ns" python3 "$W/listen.py" "$@" >"$W/$name.log" 2>&1 &
-	echo $! >"$W/$name.pid"
-	for _ in $(seq 1 50); do grep -q listening "$W/$name.log" && return 0; sleep 0.1; done
-	echo "FAIL listener $name did not start: $(cat "$W/$name.log")"; exit 1
-}
 listen "$SVM" svm 22 2379 2380 3260 7100 8443 10809
 listen "$MGMT" mgmt 9000
 
-# expect NS "SRC DST PORT open|closed WHY"...: one python run per namespace.
-expect() {
-	local ns=$1; shift
-	local line
-	printf '%s\n' "$@" | awk '{print $1, $2, $3}' | ip netns exec "$ns" python3 "$W/connect.py" >"$W/got" 2>&1 || true
-	for line in "$@"; do
-		set -- $line
-		local got
-		got=$(awk -v s="$1" -v d="$2" -v p="$3" '$1 == s && $2 == d && $3 == p {print $4}' "$W/got")
-		shift 3
-		local want=$1; shift
-		if [ "$got" = "$want" ]; then ok "$want: $*"; else bad "${got:-no answer} (want $want): $*"; fi
-	done
-}
 S=192.0.2.10 D=198.51.100.10
 expect "$MGMT" \
 	"192.0.2.11 $S 2380 open   etcd peer from MDM member svm2" \

@@ -52,19 +52,7 @@ t0=$(date +%s.%N)
 ip netns exec "$SVM" "$CAIRN" mdm --name svm1 --data-dir "$W/mdm" --client-url http://192.0.2.10:2379 \
 	--peer-url http://192.0.2.10:2380 >"$W/mdm.log" 2>&1 &
 echo $! >"$W/mdm.pid"
-cat >"$W/listen.py" <<'EOF'
-import selectors, socket, sys
-sel = selectors.DefaultSelector()
-for port in sys.argv[1:]:
-    s = socket.socket(); s.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
-    s.bind(("0.0.0.0", int(port))); s.listen(64); sel.register(s, selectors.EVENT_READ)
-print("listening", flush=True)
-while True:
-    for key, _ in sel.select():
-        c, _ = key.fileobj.accept(); c.close()
-EOF
-ip netns exec "$SVM" python3 "$W/listen.py" 7100 >"$W/listen.log" 2>&1 &
-echo $! >"$W/listen.pid"
+listen "$SVM" listen 7100
 
 # kv put|del KEY [VALUE]: etcd's JSON gateway, from inside the SVM (loopback path).
 cat >"$W/kv.py" <<'EOF'
@@ -95,32 +83,6 @@ else
 	bad "no record of svm1 in the model; peersync's log:"; cat "$W/peersync.log"
 fi
 
-cat >"$W/connect.py" <<'EOF'
-import socket, sys
-for line in sys.stdin:
-    src, dst, port = line.split()
-    s = socket.socket(); s.settimeout(1.0); s.bind((src, 0))
-    try:
-        s.connect((dst, int(port))); state = "open"
-    except OSError:
-        state = "closed"
-    finally:
-        s.close()
-    print(src, dst, port, state, flush=True)
-EOF
-expect() { # NS "SRC DST PORT open|closed WHY"...
-	local ns=$1; shift
-	local line
-	printf '%s\n' "$@" | awk '{print $1, $2, $3}' | ip netns exec "$ns" python3 "$W/connect.py" >"$W/got" 2>&1 || true
-	for line in "$@"; do
-		set -- $line
-		local got
-		got=$(awk -v s="$1" -v d="$2" -v p="$3" '$1 == s && $2 == d && $3 == p {print $4}' "$W/got")
-		shift 3
-		local want=$1; shift
-		if [ "$got" = "$want" ]; then ok "$want: $*"; else bad "${got:-no answer} (want $want): $*"; fi
-	done
-}
 # admitted ADDR: the loaded etcd rule names ADDR (waits up to 30 s for want=yes|no).
 admitted() {
 	local want=$1 addr=$2 i has
