@@ -434,14 +434,43 @@ try {
     return dialog;
   }
 
-  await step('upgrade the SVMs to a stored bundle: confirmed, followed unit by unit, every SVM on the new version', async () => {
+  await step('upgrade the SVMs to a stored bundle: one chosen host first, then every SVM left; confirmed, followed unit by unit, every SVM on the new version', async () => {
     await page.getByRole('link', { name: 'Upgrade' }).click();
     await page.getByRole('heading', { name: 'Upgrade', exact: true }).waitFor();
     await untilFooter(/^\d+ SVMs: \d+ on 0\.1\.0$/, 20_000, 'before the upgrade');
     await page.locator('clr-datagrid[aria-label="Stored bundles"]').getByText('0.3.0', { exact: true }).waitFor();
     await shot(page, 'upgrade');
     await axe(page, 'upgrade');
-    const dialog = await confirmUpgrade(page, '0.2.0');
+    // One host chosen: only its SVM is rolled; the others stay on 0.1.0.
+    const only = page.getByRole('checkbox', { name: 'esx-04.cairn.test', exact: true });
+    await only.check();
+    let dialog = await confirmUpgrade(page, '0.2.0');
+    await dialog.getByText(/^1 of the 1 chosen SVMs will be upgraded \(hosts esx-04\.cairn\.test; the other \d+ stay on their version\)/).waitFor();
+    await shot(page, 'upgrade-confirm-chosen');
+    await dialog.getByRole('button', { name: 'Upgrade to 0.2.0', exact: true }).click();
+    await dialog.waitFor({ state: 'hidden' });
+    // While it runs: one unit, and the choice cannot change.
+    let sawUnit = false;
+    for (const deadline = Date.now() + 120_000; !(await page.locator('.roll-state .label-success').isVisible()); ) {
+      assert(Date.now() < deadline, 'the upgrade of the chosen host did not finish in 120 s');
+      assert(!(await page.locator('.roll-state .label-danger').isVisible()), 'the upgrade of the chosen host failed: ' + (await page.locator('.roll').textContent()));
+      if (!sawUnit && (await page.locator('.roll-unit').getByText('SVM unit 1 of 1').isVisible())) {
+        sawUnit = true;
+        assert(await only.isDisabled(), 'the host choice can change while a roll runs');
+      }
+      await page.waitForTimeout(300);
+    }
+    assert(sawUnit, 'the page never showed the roll of the chosen host as "SVM unit 1 of 1"');
+    await untilFooter(/^\d+ SVMs: \d+ on 0\.1\.0, 1 on 0\.2\.0$/, 20_000, 'after the upgrade of the chosen host');
+    const chosenRow = page.locator('clr-datagrid[aria-label="SVM updaters"] clr-dg-row', { has: only });
+    assert(((await chosenRow.textContent()) ?? '').includes('0.2.0'), 'the chosen host\'s SVM does not run 0.2.0: ' + (await chosenRow.textContent()));
+    await page.locator('clr-datagrid[aria-label="Stored bundles"]').getByText('every chosen SVM runs it').waitFor();
+    await shot(page, 'upgrade-chosen-done');
+    await only.uncheck();
+    // None chosen: every SVM left.
+    dialog = await confirmUpgrade(page, '0.2.0');
+    const left = /^(\d+) of (\d+) SVMs will be upgraded/.exec(((await dialog.getByText(/SVMs will be upgraded/).textContent()) ?? '').trim());
+    assert(left && Number(left[1]) === Number(left[2]) - 1, 'with none chosen the upgrade should roll every SVM but the one done: ' + left);
     await dialog.getByText('MDM members').waitFor();
     await dialog.getByText('rolls back').waitFor();
     await shot(page, 'upgrade-confirm');

@@ -210,9 +210,13 @@ func TestServerExpandAndRemoveHost(t *testing.T) {
 		t.Fatalf("upgrade svms: %d %+v", code, svms)
 	}
 	for _, h := range systems[0].Hosts {
-		i := slices.IndexFunc(svms.SVMs, func(s gateway.UpgradeSVM) bool { return s.Name == plan.SVMHostname(h) })
+		i := slices.IndexFunc(svms.SVMs, func(s server.UpgradeSVM) bool { return s.Name == plan.SVMHostname(h) })
 		if i < 0 || svms.SVMs[i].Running != "0.2.0" || svms.SVMs[i].Ordered != "0.2.0" || svms.SVMs[i].State != gateway.UpgradeDone {
 			t.Fatalf("updater of %s: %+v", h, svms.SVMs)
+		}
+		// The host it runs on: what an upgrade request's hosts name.
+		if svms.SVMs[i].Host != h {
+			t.Fatalf("updater %s: host %q, want %q", svms.SVMs[i].Name, svms.SVMs[i].Host, h)
 		}
 	}
 	for _, path := range []string{"/api/v1/systems/other/upgrade/bundles", "/api/v1/systems/other/upgrade/svms"} {

@@ -183,7 +183,7 @@ func (s *Server) routeTable() []route {
 			handler: s.authed(s.upgradeStop)},
 		{method: "GET", path: "/api/v1/systems/{system}/upgrade/bundles", what: "the update bundles stored on the system's gateway (version, size, sha256, uploaded): what an upgrade can roll to",
 			handler: s.authed(s.upgradeBundles)},
-		{method: "GET", path: "/api/v1/systems/{system}/upgrade/svms", what: "each SVM's updater as the gateway last heard it: running and ordered version, state (idle, downloading, installing, done, failed, rolled-back), message",
+		{method: "GET", path: "/api/v1/systems/{system}/upgrade/svms", what: "each SVM's updater as the gateway last heard it: running and ordered version, state (idle, downloading, installing, done, failed, rolled-back), message, and the ESXi host it runs on (what an upgrade's hosts name)",
 			handler: s.authed(s.upgradeSVMs)},
 		{method: "GET", path: "/api/v1/systems/{system}/statistics", query: "kind=system|pool|volume|sds|device|host&name=NAME",
 			what:    "the gateway's I/O statistics of the system or one object: read/write IOPS, bytes/s, mean and p99 latency, throttled time, 10 minutes of history",

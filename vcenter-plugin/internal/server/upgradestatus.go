@@ -4,6 +4,7 @@ import (
 	"net/http"
 
 	"github.com/cairn-storage/cairn/vcenter-plugin/internal/gateway"
+	"github.com/cairn-storage/cairn/vcenter-plugin/internal/plan"
 )
 
 // The upgrade page's read side: what the system's gateway stores and what
@@ -20,8 +21,17 @@ type UpgradeBundles struct {
 // UpgradeSVMs is GET /api/v1/systems/{system}/upgrade/svms: one entry per
 // SVM whose updater has reported, by name.
 type UpgradeSVMs struct {
-	System string               `json:"system"`
-	SVMs   []gateway.UpgradeSVM `json:"svms"`
+	System string       `json:"system"`
+	SVMs   []UpgradeSVM `json:"svms"`
+}
+
+// UpgradeSVM is an SVM's updater as the gateway reports it, with the ESXi
+// host of the plan it runs on: the name an upgrade request's "hosts" take
+// (the UI chooses SVMs by it). Host is absent for an SVM the plan does not
+// know (its updater reports to the gateway, but no upgrade can order it).
+type UpgradeSVM struct {
+	gateway.UpgradeSVM
+	Host string `json:"host,omitempty"`
 }
 
 func (s *Server) upgradeBundles(w http.ResponseWriter, r *http.Request, us *userSession) {
@@ -45,13 +55,25 @@ func (s *Server) upgradeSVMs(w http.ResponseWriter, r *http.Request, us *userSes
 	if err != nil {
 		return
 	}
+	p, err := s.savedPlan(r.PathValue("system"))
+	if err != nil {
+		writeError(w, http.StatusNotFound, "%v", err)
+		return
+	}
 	svms, err := api.ListUpgradeSVMs(r.Context())
 	if err != nil {
 		writeGatewayError(w, err)
 		return
 	}
-	if svms == nil {
-		svms = []gateway.UpgradeSVM{}
+	hostOf := map[string]string{}
+	for _, h := range p.Hosts {
+		if h.HasSVM() {
+			hostOf[plan.SVMHostname(h.Name)] = h.Name
+		}
 	}
-	writeJSON(w, http.StatusOK, UpgradeSVMs{System: r.PathValue("system"), SVMs: svms})
+	out := []UpgradeSVM{} // [] rather than null: none reported
+	for _, u := range svms {
+		out = append(out, UpgradeSVM{UpgradeSVM: u, Host: hostOf[u.Name]})
+	}
+	writeJSON(w, http.StatusOK, UpgradeSVMs{System: r.PathValue("system"), SVMs: out})
 }

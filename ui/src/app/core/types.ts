@@ -343,6 +343,9 @@ export interface UpgradeSVM {
   state: UpdaterState;
   message: string;
   updated: string;
+  // The ESXi host it runs on (what an upgrade's hosts name); absent for an
+  // SVM the system's plan does not know.
+  host?: string;
 }
 
 export interface UpgradeBundles {

@@ -103,13 +103,27 @@ import { compareVersions, rollProgress, stateLabel } from './progress';
         }
 
         <h3>SVMs</h3>
+        <p class="cairn-muted choose-hint">
+          Choose hosts to upgrade only their SVMs (the hosts patched this week, say); with none chosen, an upgrade rolls every SVM.
+        </p>
         <clr-datagrid aria-label="SVM updaters" class="svms">
+          <clr-dg-column>Host</clr-dg-column>
           <clr-dg-column>SVM</clr-dg-column>
           <clr-dg-column>Running</clr-dg-column>
           <clr-dg-column>Ordered</clr-dg-column>
           <clr-dg-column>Updater</clr-dg-column>
           <clr-dg-column>Message</clr-dg-column>
           <clr-dg-row *clrDgItems="let u of svms(); trackBy: byName" [clrDgItem]="u">
+            <clr-dg-cell>
+              @if (u.host; as h) {
+                <clr-checkbox-wrapper>
+                  <input type="checkbox" clrCheckbox [id]="'up-' + u.name" [checked]="chosen().includes(h)" [disabled]="running()" (change)="choose(h, $any($event.target).checked)" />
+                  <label [for]="'up-' + u.name">{{ h }}</label>
+                </clr-checkbox-wrapper>
+              } @else {
+                <span class="cairn-muted" title="The system's plan has no host for this SVM: an upgrade cannot order it">not in the plan</span>
+              }
+            </clr-dg-cell>
             <clr-dg-cell>{{ u.name }}</clr-dg-cell>
             <clr-dg-cell><strong>{{ u.running || '—' }}</strong></clr-dg-cell>
             <clr-dg-cell>{{ u.ordered || '—' }}</clr-dg-cell>
@@ -132,7 +146,7 @@ import { compareVersions, rollProgress, stateLabel } from './progress';
             <clr-dg-cell><code [title]="b.sha256">{{ b.sha256 ? b.sha256.slice(0, 16) + '…' : '—' }}</code></clr-dg-cell>
             <clr-dg-cell>
               @if (toDo(b) === 0) {
-                <span class="cairn-muted">every SVM runs it</span>
+                <span class="cairn-muted">{{ chosen().length ? 'every chosen SVM runs it' : 'every SVM runs it' }}</span>
               } @else if (older(b)) {
                 <span class="cairn-muted">older than {{ newest() }}, which SVMs run</span>
               } @else {
@@ -152,7 +166,11 @@ import { compareVersions, rollProgress, stateLabel } from './progress';
     <clr-modal [(clrModalOpen)]="asking" [clrModalSize]="'md'">
       <h3 class="modal-title">Upgrade system {{ system() }} to {{ asked?.version }}?</h3>
       <div class="modal-body">
-        <p>{{ askedToDo() }} of {{ svms().length }} SVMs will be upgraded, one unit at a time:</p>
+        @if (chosen().length) {
+          <p>{{ askedToDo() }} of the {{ scope().length }} chosen SVMs will be upgraded (hosts {{ chosen().join(', ') }}; the other {{ svms().length - scope().length }} stay on their version), one unit at a time:</p>
+        } @else {
+          <p>{{ askedToDo() }} of {{ svms().length }} SVMs will be upgraded, one unit at a time:</p>
+        }
         <ol>
           <li>One <strong>fault set</strong> at a time (a host without a fault set alone): its SDSs enter <strong>instant maintenance</strong>, each SVM downloads and installs {{ asked?.version }} and restarts on it, the SDSs leave maintenance and the data resyncs before the next unit.</li>
           <li>The <strong>MDM members</strong> (and tie-breaker) last, one at a time, so the MDM keeps its quorum.</li>
@@ -174,6 +192,8 @@ import { compareVersions, rollProgress, stateLabel } from './progress';
     .roll-step { margin-top: 0.3rem; }
     .actions { margin: 0.6rem 0; }
     .message { white-space: normal; }
+    .choose-hint { margin-top: 0.3rem; }
+    clr-checkbox-wrapper { margin: 0; }
   `,
 })
 export class UpgradeComponent implements OnInit, OnDestroy {
@@ -192,6 +212,12 @@ export class UpgradeComponent implements OnInit, OnDestroy {
   });
   readonly svms = signal<UpgradeSVM[]>([]);
   readonly svmsRead = signal(false);
+  // chosen: the hosts whose SVMs an upgrade rolls (none: every SVM).
+  readonly chosen = signal<string[]>([]);
+  readonly scope = computed(() => {
+    const c = this.chosen();
+    return c.length ? this.svms().filter((u) => u.host && c.includes(u.host)) : this.svms();
+  });
   readonly bundles = signal<Bundle[]>([]);
   readonly readError = signal<string | null>(null);
   readonly msg = signal<string | null>(null);
@@ -227,6 +253,7 @@ export class UpgradeComponent implements OnInit, OnDestroy {
       const sys = this.system();
       this.svms.set([]);
       this.svmsRead.set(false);
+      this.chosen.set([]);
       this.bundles.set([]);
       this.readError.set(null);
       this.msg.set(null);
@@ -289,12 +316,17 @@ export class UpgradeComponent implements OnInit, OnDestroy {
   label = stateLabel;
   size = bytes;
 
-  // toDo counts the SVMs not running b's version yet (-1 while none is known).
+  // toDo counts the SVMs an upgrade to b would roll: those chosen (or all)
+  // not running b's version yet (-1 while none is known).
   toDo(b: Bundle): number {
     if (!this.svmsRead() || !this.svms().length) {
       return -1;
     }
-    return this.svms().filter((u) => u.running !== b.version).length;
+    return this.scope().filter((u) => u.running !== b.version).length;
+  }
+
+  choose(host: string, on: boolean): void {
+    this.chosen.update((c) => (on ? [...c.filter((h) => h !== host), host] : c.filter((h) => h !== host)));
   }
 
   // newest is the highest version an SVM runs.
@@ -342,7 +374,8 @@ export class UpgradeComponent implements OnInit, OnDestroy {
     }
     this.starting.set(true);
     try {
-      await this.api.startUpgrade(sys, { version: this.asked.version });
+      const hosts = this.chosen();
+      await this.api.startUpgrade(sys, hosts.length ? { version: this.asked.version, hosts } : { version: this.asked.version });
       this.asking = false;
       this.msgErr.set(false);
       this.msg.set(`Upgrade to ${this.asked.version} started: follow it above and in the SVMs table.`);
