@@ -13,6 +13,7 @@ set -euo pipefail
 # shellcheck source=netns.sh
 . "$(dirname "${BASH_SOURCE[0]}")/netns.sh"
 netns_test cairn-fw "the firewall test"
+netns_cairn
 
 # The settings of SVM svm1: MDM, SDS, target and gateway. svm2 (.11) is an MDM
 # member, svm4 (.13) an SVM but no member, .50 runs cairn nbd outside the SVMs,

@@ -6,13 +6,15 @@
 #   netns_test PREFIX WHAT [KEEP_VARIABLE]
 #
 # sets SVM, MGMT and DATA (the namespaces' names, unique per run), W (a work
-# directory), CAIRN (appliance/bin/cairn, or one built into W) and the
-# counters passed and failed with ok and bad; checks the tools and root
+# directory) and the counters passed and failed with ok and bad; checks the
+# tools and root
 # (WHAT names the test in that message); on exit stops the processes whose
 # pids are in W/*.pid, deletes the namespaces and W (kept when the variable
 # named KEEP_VARIABLE is 1). Its probes: listen NS NAME PORT... (a listener in
 # NS, pid in W/NAME.pid) and expect NS "SRC DST PORT open|closed WHY"...
 # (connections from NS, counted with ok and bad); IPv4 and IPv6 both.
+# netns_cairn sets CAIRN (appliance/bin/cairn, or one built into W), for the
+# tests that run it.
 
 ROOT=$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)
 CAIRN=${CAIRN:-$ROOT/appliance/bin/cairn}
@@ -31,6 +33,9 @@ netns_test() {
 	W=$(mktemp -d "${TMPDIR:-/tmp}/$prefix.XXXXXX")
 	trap netns_cleanup EXIT
 	netns_probes
+}
+
+netns_cairn() {
 	if [ ! -x "$CAIRN" ]; then
 		(cd "$ROOT/appliance" && go build -o "$W/cairn" ./cmd/cairn) || { echo "FAIL cairn does not build"; exit 1; }
 		CAIRN=$W/cairn

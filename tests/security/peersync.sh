@@ -14,6 +14,7 @@ set -euo pipefail
 # shellcheck source=netns.sh
 . "$(dirname "${BASH_SOURCE[0]}")/netns.sh"
 netns_test cairn-ps "the peer sync test" PEERSYNC_KEEP
+netns_cairn
 
 # svm1 of a three-SVM system: svm2 (.11) is in its settings, svm9 (.20) is not.
 mkdir -p "$W/seed"

@@ -18,7 +18,6 @@ HERE=$(cd "$(dirname "$0")" && pwd)
 ROOT=$(cd "$HERE/../../.." && pwd)
 VENV=$ROOT/.venv
 ROLE=$ROOT/ansible/ansible_collections/cairn/storage/roles/common
-CAIRN=/bin/true # netns.sh builds cairn when this is not executable; this test needs none
 # shellcheck source=../../../tests/security/netns.sh
 . "$ROOT/tests/security/netns.sh"
 netns_test cairn-afw "the Ansible firewall test" FIREWALL_KEEP

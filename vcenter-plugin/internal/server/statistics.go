@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/cairn-storage/cairn/vcenter-plugin/internal/gateway"
+	"github.com/cairn-storage/cairn/vcenter-plugin/internal/plan"
 )
 
 // The dashboards' read side: I/O statistics of a system or one of its
@@ -50,7 +51,7 @@ func (s *Server) statistics(w http.ResponseWriter, r *http.Request, us *userSess
 		writeError(w, http.StatusBadRequest, "kind %s needs name=<the %s's name or id>", kind, kind)
 		return
 	}
-	api, err := s.systemGateway(w, r, us, "read the statistics of system")
+	api, _, err := s.systemGateway(w, r, us, "read the statistics of system")
 	if err != nil {
 		return
 	}
@@ -64,20 +65,20 @@ func (s *Server) statistics(w http.ResponseWriter, r *http.Request, us *userSess
 
 // systemGateway connects to the gateway of the path's system for a read
 // (what, completed by the system's name, is said in a refusal), answering
-// the error itself when it cannot.
-func (s *Server) systemGateway(w http.ResponseWriter, r *http.Request, us *userSession, what string) (gateway.API, error) {
+// the error itself when it cannot. It returns the system's plan too.
+func (s *Server) systemGateway(w http.ResponseWriter, r *http.Request, us *userSession, what string) (gateway.API, *plan.Plan, error) {
 	system := r.PathValue("system")
 	if _, err := s.savedPlan(system); err != nil {
 		writeError(w, http.StatusNotFound, "%v", err)
-		return nil, err
+		return nil, nil, err
 	}
 	// The signed-in user's rights: Cairn.Monitor on the system's cluster.
-	api, _, err := s.systemFor(r.Context(), us, system, PrivMonitor, what+" "+system)
+	api, p, err := s.systemFor(r.Context(), us, system, PrivMonitor, what+" "+system)
 	if err != nil {
 		writeRightsError(w, err)
-		return nil, err
+		return nil, nil, err
 	}
-	return api, nil
+	return api, p, nil
 }
 
 // ETA states of RebuildProgress.
@@ -183,7 +184,7 @@ func etaSeconds(pending, copied int64, span time.Duration) float64 {
 }
 
 func (s *Server) rebuild(w http.ResponseWriter, r *http.Request, us *userSession) {
-	api, err := s.systemGateway(w, r, us, "read the rebuild progress of system")
+	api, _, err := s.systemGateway(w, r, us, "read the rebuild progress of system")
 	if err != nil {
 		return
 	}

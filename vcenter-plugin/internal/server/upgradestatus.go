@@ -35,7 +35,7 @@ type UpgradeSVM struct {
 }
 
 func (s *Server) upgradeBundles(w http.ResponseWriter, r *http.Request, us *userSession) {
-	api, err := s.systemGateway(w, r, us, "read the upgrade bundles of system")
+	api, _, err := s.systemGateway(w, r, us, "read the upgrade bundles of system")
 	if err != nil {
 		return
 	}
@@ -51,13 +51,8 @@ func (s *Server) upgradeBundles(w http.ResponseWriter, r *http.Request, us *user
 }
 
 func (s *Server) upgradeSVMs(w http.ResponseWriter, r *http.Request, us *userSession) {
-	api, err := s.systemGateway(w, r, us, "read the SVM updaters of system")
+	api, p, err := s.systemGateway(w, r, us, "read the SVM updaters of system")
 	if err != nil {
-		return
-	}
-	p, err := s.savedPlan(r.PathValue("system"))
-	if err != nil {
-		writeError(w, http.StatusNotFound, "%v", err)
 		return
 	}
 	svms, err := api.ListUpgradeSVMs(r.Context())
