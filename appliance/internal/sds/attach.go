@@ -43,7 +43,10 @@ func (s *Server) attachDevices() {
 		s.mu.Lock()
 		s.devices[d.ID] = dev
 		s.mu.Unlock()
-		s.log.Info("device attached", "device", d.Path, "id", d.ID, "slots", dev.super.Slots, "direct_io_align", dev.align)
+		if dev.ringErr != nil {
+			s.log.Warn("device I/O: io_uring unavailable, using pread/pwrite", "device", d.Path, "err", dev.ringErr)
+		}
+		s.log.Info("device attached", "device", d.Path, "id", d.ID, "slots", dev.super.Slots, "direct_io_align", dev.align, "io_uring", dev.ring != nil)
 	}
 }
 
@@ -79,7 +82,7 @@ func (s *Server) detachDevices(clusterID string) {
 }
 
 func (s *Server) openExisting(d model.Device, clusterID string) (*device, error) {
-	dev, err := openDevice(d.Path, s.cfg.ReadCache)
+	dev, err := openDevice(d.Path, s.cfg.ReadCache, s.cfg.DeviceIO)
 	if err != nil {
 		return nil, err
 	}
