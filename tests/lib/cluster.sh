@@ -131,8 +131,6 @@ NBD_ARGS=(nbd --pki "$(pki_dir "$STATE" nbd nbd-local)" --host local --listen "1
 for ((i = 1; i <= SDS_COUNT; i++)); do
 	p=SDS${i}_PORT
 	SDS_ARGS=(sds --name "sds$i" --pki "$(pki_dir "$STATE" sds "sds$i")" --listen "127.0.0.1:${!p}" --state-dir "$STATE/sds$i")
-	# CAIRN_DEVICE_IO=sync|uring: the SDSs' --device-io (default: the binary's)
-	[ -z "${CAIRN_DEVICE_IO:-}" ] || SDS_ARGS+=(--device-io "$CAIRN_DEVICE_IO")
 	if [ "$i" = 1 ] && [ "${CAIRN_COLOCATE:-0}" = 1 ]; then
 		spawn "$STATE" sds$i "$CAIRN" colocate "${SDS_ARGS[@]}" -- "${NBD_ARGS[@]}"
 	else

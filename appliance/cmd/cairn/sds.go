@@ -23,7 +23,6 @@ func runSDS(ctx context.Context, args []string) error {
 	fs.StringVar(&cfg.StateDir, "state-dir", "/var/lib/cairn/sds", "chunk index directory")
 	security := dataSecurityFlag(fs)
 	fs.BoolVar(&cfg.ReadCache, "read-cache", true, "serve reads through the page cache (writes stay direct); --read-cache=false reads the devices directly")
-	fs.StringVar(&cfg.DeviceIO, "device-io", sds.DeviceIOSync, "how the devices' direct I/O is done: sync (pread/pwrite) or uring (io_uring where the kernel allows it, else sync)")
 	if err := parse(fs, args); err != nil {
 		return err
 	}

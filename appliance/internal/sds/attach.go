@@ -43,10 +43,7 @@ func (s *Server) attachDevices() {
 		s.mu.Lock()
 		s.devices[d.ID] = dev
 		s.mu.Unlock()
-		if dev.ringErr != nil {
-			s.log.Warn("device I/O: io_uring unavailable, using pread/pwrite", "device", d.Path, "err", dev.ringErr)
-		}
-		s.log.Info("device attached", "device", d.Path, "id", d.ID, "slots", dev.super.Slots, "direct_io_align", dev.align, "io_uring", dev.ring != nil)
+		s.log.Info("device attached", "device", d.Path, "id", d.ID, "slots", dev.super.Slots, "direct_io_align", dev.align)
 	}
 }
 
@@ -82,7 +79,7 @@ func (s *Server) detachDevices(clusterID string) {
 }
 
 func (s *Server) openExisting(d model.Device, clusterID string) (*device, error) {
-	dev, err := openDevice(d.Path, s.cfg.ReadCache, s.cfg.DeviceIO)
+	dev, err := openDevice(d.Path, s.cfg.ReadCache)
 	if err != nil {
 		return nil, err
 	}

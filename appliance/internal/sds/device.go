@@ -17,7 +17,6 @@ import (
 	"github.com/cairn-storage/cairn/appliance/internal/bufpool"
 	"github.com/cairn-storage/cairn/appliance/internal/iostats"
 	"github.com/cairn-storage/cairn/appliance/internal/model"
-	"github.com/cairn-storage/cairn/appliance/internal/uring"
 )
 
 // Device on-disk format, version 1.
@@ -114,10 +113,6 @@ type device struct {
 	// enabled and f is O_DIRECT; nil otherwise.
 	rc    *os.File
 	align int64 // I/O alignment the file accepts (512 or 4096)
-	// ring does f's aligned direct I/O through io_uring (DeviceIOUring),
-	// nil for plain pread/pwrite; ringErr says why a wanted ring is absent.
-	ring    *uring.Ring
-	ringErr error
 	block bool  // a block device (else a regular file)
 	super *superblock
 	dirty atomic.Bool // written since the last sync
@@ -154,10 +149,8 @@ func foreignSignature(b []byte) string {
 // allows it. For block devices O_EXCL makes the kernel refuse a device that
 // is mounted or held by another user; for files an exclusive flock does.
 // With readCache, chunk reads go through a second, buffered, read-only
-// descriptor (see readCachedAt). With io DeviceIOUring, its direct I/O goes
-// through an io_uring where the kernel allows one (else pread/pwrite, and
-// ringErr says why).
-func openDevice(path string, readCache bool, io string) (*device, error) {
+// descriptor (see readCachedAt).
+func openDevice(path string, readCache bool) (*device, error) {
 	st, err := os.Stat(path)
 	if err != nil {
 		return nil, fmt.Errorf("device %s: %w", path, err)
@@ -202,9 +195,6 @@ func openDevice(path string, readCache bool, io string) (*device, error) {
 			// Chunk reads are random: without this, every miss would read
 			// ahead (128 KiB or more for a 4 KiB read).
 			_ = unix.Fadvise(int(d.rc.Fd()), 0, 0, unix.FADV_RANDOM)
-		}
-		if io == DeviceIOUring {
-			d.ring, d.ringErr = uring.New(f)
 		}
 	}
 	return d, nil
@@ -262,14 +252,14 @@ func (d *device) readAt(p []byte, off int64) error {
 		return errInjected
 	}
 	if d.aligned(p, off) {
-		_, err := d.pread(p, off)
+		_, err := d.f.ReadAt(p, off)
 		return err
 	}
 	start := off &^ (d.align - 1)
 	end := (off + int64(len(p)) + d.align - 1) &^ (d.align - 1)
 	b := bufpool.Get(int(end - start))
 	defer bufpool.Put(b)
-	if _, err := d.pread(b, start); err != nil {
+	if _, err := d.f.ReadAt(b, start); err != nil {
 		return err
 	}
 	copy(p, b[off-start:])
@@ -301,7 +291,7 @@ func (d *device) writeAt(p []byte, off int64) error {
 	}
 	d.dirty.Store(true)
 	if d.aligned(p, off) {
-		_, err := d.pwrite(p, off)
+		_, err := d.f.WriteAt(p, off)
 		return err
 	}
 	start := off &^ (d.align - 1)
@@ -309,28 +299,13 @@ func (d *device) writeAt(p []byte, off int64) error {
 	b := bufpool.Get(int(end - start))
 	defer bufpool.Put(b)
 	if start != off || end != off+int64(len(p)) {
-		if _, err := d.pread(b, start); err != nil {
+		if _, err := d.f.ReadAt(b, start); err != nil {
 			return err
 		}
 	}
 	copy(b[off-start:], p)
-	_, err := d.pwrite(b, start)
+	_, err := d.f.WriteAt(b, start)
 	return err
-}
-
-// pread and pwrite do f's I/O through the ring where there is one.
-func (d *device) pread(p []byte, off int64) (int, error) {
-	if d.ring != nil {
-		return d.ring.ReadAt(p, off)
-	}
-	return d.f.ReadAt(p, off)
-}
-
-func (d *device) pwrite(p []byte, off int64) (int, error) {
-	if d.ring != nil {
-		return d.ring.WriteAt(p, off)
-	}
-	return d.f.WriteAt(p, off)
 }
 
 func (d *device) aligned(p []byte, off int64) bool {
@@ -382,9 +357,6 @@ func (d *device) sync() error {
 }
 
 func (d *device) close() error {
-	if d.ring != nil {
-		d.ring.Close()
-	}
 	if d.rc != nil {
 		d.rc.Close()
 	}

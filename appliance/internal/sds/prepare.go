@@ -52,7 +52,7 @@ func (s *Server) prepareDevice(p sdsrpc.PrepareDeviceRequest) (int64, error) {
 	if d, ok := s.prepared[p.DeviceID]; ok && d.path == p.Path {
 		return int64(d.super.Slots) * model.ChunkSize, nil
 	}
-	dev, err := openDevice(p.Path, s.cfg.ReadCache, s.cfg.DeviceIO)
+	dev, err := openDevice(p.Path, s.cfg.ReadCache)
 	if err != nil {
 		return 0, err
 	}

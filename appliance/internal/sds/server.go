@@ -46,10 +46,6 @@ type Config struct {
 	// ReadCache serves chunk reads through the kernel's page cache (the
 	// SDS read cache, like ScaleIO's RAM read cache); writes stay direct.
 	ReadCache bool
-	// DeviceIO is how the devices' direct I/O is done: DeviceIOUring
-	// (io_uring, where the kernel allows it) or DeviceIOSync (pread and
-	// pwrite; also the fallback). Empty: DeviceIOSync.
-	DeviceIO string
 	// Security is the data path's handshake, for connections to this SDS
 	// (its mode is the floor clients must meet) and from it to other SDSs.
 	// nil: mode none, no handshake, no role checks.
@@ -60,12 +56,6 @@ type Config struct {
 	// this SDS is primary of with no hop.
 	Local bool
 }
-
-// The ways an SDS does its devices' direct I/O (Config.DeviceIO).
-const (
-	DeviceIOSync  = "sync"
-	DeviceIOUring = "uring"
-)
 
 // Server is a running SDS.
 type Server struct {
@@ -109,13 +99,6 @@ func Run(ctx context.Context, cfg Config) error {
 	}
 	if cfg.LeaseTTL == 0 {
 		cfg.LeaseTTL = 3
-	}
-	switch cfg.DeviceIO {
-	case "":
-		cfg.DeviceIO = DeviceIOSync
-	case DeviceIOSync, DeviceIOUring:
-	default:
-		return fmt.Errorf("sds %s: device I/O %q: give %q or %q", cfg.Name, cfg.DeviceIO, DeviceIOSync, DeviceIOUring)
 	}
 	log := cfg.Logger.With("sds", cfg.Name)
 	if err := os.MkdirAll(cfg.StateDir, 0o700); err != nil {
