@@ -5,7 +5,10 @@
 // violation allowed).
 //
 //   node e2e/run.mjs <cairn-plugin binary> <built UI dir>
-import { mkdirSync } from 'node:fs';
+import { execFileSync } from 'node:child_process';
+import { createHash } from 'node:crypto';
+import { mkdirSync, mkdtempSync, rmSync, writeFileSync } from 'node:fs';
+import { tmpdir } from 'node:os';
 import { createRequire } from 'node:module';
 import { dirname, join } from 'node:path';
 import { fileURLToPath } from 'node:url';
@@ -445,7 +448,7 @@ try {
     const only = page.getByRole('checkbox', { name: 'esx-04.cairn.test', exact: true });
     await only.check();
     let dialog = await confirmUpgrade(page, '0.2.0');
-    await dialog.getByText(/^1 of the 1 chosen SVMs will be upgraded \(hosts esx-04\.cairn\.test; the other \d+ stay on their version\)/).waitFor();
+    await dialog.getByText(/^The chosen SVM will be upgraded \(host esx-04\.cairn\.test; the other \d+ SVMs stay on their version\), one unit at a time:$/).waitFor();
     await shot(page, 'upgrade-confirm-chosen');
     await dialog.getByRole('button', { name: 'Upgrade to 0.2.0', exact: true }).click();
     await dialog.waitFor({ state: 'hidden' });
@@ -533,6 +536,43 @@ try {
     await dialog.waitFor({ state: 'hidden' });
     await page.locator('.roll-state .label-success').waitFor({ timeout: 240_000 });
     await untilFooter(/^(\d+) SVMs: \1 on 0\.3\.0$/, 20_000, 'after the resumed upgrade');
+  });
+
+  // A bundle laid out as `cairn bundle` writes it (gzip, tar, manifest.json
+  // and the two binaries), made with tar here.
+  function makeBundle(dir, version) {
+    const files = { cairn: `#!/bin/sh\necho ${version}\n`, cairnctl: '#!/bin/sh\n' };
+    const sums = {};
+    for (const [name, text] of Object.entries(files)) {
+      writeFileSync(join(dir, name), text, { mode: 0o755 });
+      sums[name] = createHash('sha256').update(text).digest('hex');
+    }
+    writeFileSync(join(dir, 'manifest.json'), JSON.stringify({ format: 1, version, files: sums }));
+    const out = join(dir, `cairn-${version}.tgz`);
+    execFileSync('tar', ['-czf', out, '-C', dir, 'manifest.json', 'cairn', 'cairnctl']);
+    return out;
+  }
+
+  await step('upload a bundle from the page: a file that is no bundle is refused with the reason, a bundle is stored, listed and offered', async () => {
+    const dir = mkdtempSync(join(tmpdir(), 'cairn-ui-bundle-'));
+    try {
+      const notBundle = join(dir, 'notes.tgz');
+      writeFileSync(notBundle, 'not a bundle\n');
+      const input = page.locator('input#bundle-file');
+      await input.setInputFiles(notBundle);
+      await page.getByRole('alert').getByText(/^notes\.tgz was not stored: invalid update bundle: not gzip/).waitFor();
+      await shot(page, 'upgrade-upload-refused');
+      const good = makeBundle(dir, '0.4.0');
+      await input.setInputFiles(good);
+      await page.getByRole('status').getByText(/^Bundle 0\.4\.0 stored on the gateway of \S+ \([\d.]+ (B|KB), SHA-256 [0-9a-f]{16}…\): an upgrade can roll to it\.$/).waitFor();
+      const grid = page.locator('clr-datagrid[aria-label="Stored bundles"]');
+      await grid.getByText('0.4.0', { exact: true }).waitFor();
+      await grid.getByRole('button', { name: 'Upgrade to 0.4.0…' }).waitFor();
+      await shot(page, 'upgrade-uploaded');
+      await axe(page, 'upgrade (uploaded)');
+    } finally {
+      rmSync(dir, { recursive: true, force: true });
+    }
   });
 
   const token = await sessionToken(stack.vcenter, stack.user, stack.password);

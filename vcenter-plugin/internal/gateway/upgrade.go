@@ -15,6 +15,9 @@ import (
 type Upgrades interface {
 	// ListBundles lists the stored bundles.
 	ListBundles(ctx context.Context) ([]Bundle, error)
+	// UploadBundle stores an update bundle (the bytes `cairn bundle`
+	// wrote); the gateway checks it and answers 400 for one it refuses.
+	UploadBundle(ctx context.Context, data []byte) (*Bundle, error)
 	// OrderUpgrade orders SVM svm to run a stored version; the answer is
 	// the updater's state when ordered. The gateway refuses (409) while
 	// the SVM is downloading or installing an earlier order.
@@ -22,6 +25,10 @@ type Upgrades interface {
 	// ListUpgradeSVMs lists every SVM's updater that has reported.
 	ListUpgradeSVMs(ctx context.Context) ([]UpgradeSVM, error)
 }
+
+// MaxBundleSize is the gateway's bound on an update bundle (the
+// appliance's update.MaxBundleSize).
+const MaxBundleSize = 256 << 20
 
 // Bundle is a stored update bundle (GET/POST /api/v1/upgrade/bundles).
 type Bundle struct {

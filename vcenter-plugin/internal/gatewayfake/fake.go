@@ -74,6 +74,7 @@ type Array struct {
 	audit                       []AuditEvent
 	devJobs                     map[string]*deviceDrain        // device removals (GetJob serves both)
 	bundles                     map[string]bool                // stored bundle versions -> broken (upgrade.go)
+	uploaded                    map[string]gateway.Bundle      // bundles stored by UploadBundle, by version (upgrade.go)
 	updaters                    map[string]*gateway.UpgradeSVM // by SVM name (upgrade.go)
 	joinTokens                  map[string]*JoinTokenRecord    // by id (jointokens.go)
 	joined                      map[string]bool                // SVM MoRef -> spent its join token

@@ -7,11 +7,18 @@
 package gatewayfake
 
 import (
+	"archive/tar"
+	"bytes"
+	"compress/gzip"
 	"context"
 	"crypto/sha256"
 	"encoding/hex"
+	"encoding/json"
+	"errors"
 	"fmt"
+	"io"
 	"net/http"
+	"regexp"
 	"sort"
 	"time"
 
@@ -64,13 +71,89 @@ func (a *Array) ListBundles(ctx context.Context) ([]gateway.Bundle, error) {
 	defer a.mu.Unlock()
 	out := []gateway.Bundle{}
 	for v := range a.bundles {
-		// A bundle's bytes are not kept: its size is a real bundle's
-		// order of magnitude, its digest the version's.
+		if b, ok := a.uploaded[v]; ok {
+			out = append(out, b)
+			continue
+		}
+		// A bundle stored by StoreBundle has no bytes: its size is a real
+		// bundle's order of magnitude, its digest the version's.
 		sum := sha256.Sum256([]byte("cairn bundle " + v))
 		out = append(out, gateway.Bundle{Version: v, Size: 46 << 20, SHA256: hex.EncodeToString(sum[:])})
 	}
 	sort.Slice(out, func(i, j int) bool { return out[i].Version < out[j].Version })
 	return out, nil
+}
+
+// releaseNumber is the gateway's MAJOR.MINOR.PATCH (update.ValidVersion).
+var releaseNumber = regexp.MustCompile(`^[0-9]{1,6}\.[0-9]{1,6}\.[0-9]{1,6}$`)
+
+// UploadBundle stores a bundle as the gateway does, with the checks of its
+// outside: gzip, then tar, regular files only, a manifest.json naming a
+// release number, the gateway's size bound; a refusal is a 400 that says
+// what is wrong. What the real gateway checks further (the manifest's
+// format and file digests, the binaries) is the appliance's update.Parse,
+// exercised through the same client call by tests/e2e.
+func (a *Array) UploadBundle(ctx context.Context, data []byte) (*gateway.Bundle, error) {
+	refuse := func(format string, args ...any) error {
+		return &gateway.StatusError{Method: "POST", Path: "/api/v1/upgrade/bundles", Status: http.StatusBadRequest,
+			Message: "invalid update bundle: " + fmt.Sprintf(format, args...) + ": build it with `cairn bundle --bin DIR --out FILE`"}
+	}
+	if len(data) > gateway.MaxBundleSize {
+		return nil, refuse("larger than %d MiB", gateway.MaxBundleSize>>20)
+	}
+	version, err := bundleVersion(data)
+	if err != nil {
+		return nil, refuse("%v", err)
+	}
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	if err := a.call("UploadBundle", version); err != nil {
+		return nil, err
+	}
+	sum := sha256.Sum256(data)
+	b := gateway.Bundle{Version: version, SHA256: hex.EncodeToString(sum[:]), Size: int64(len(data)), Uploaded: a.now().UTC().Format("2006-01-02T15:04:05Z")}
+	if a.bundles == nil {
+		a.bundles = map[string]bool{}
+	}
+	if a.uploaded == nil {
+		a.uploaded = map[string]gateway.Bundle{}
+	}
+	a.bundles[version], a.uploaded[version] = false, b
+	return &b, nil
+}
+
+// bundleVersion reads the version of a bundle's manifest.json.
+func bundleVersion(data []byte) (string, error) {
+	zr, err := gzip.NewReader(bytes.NewReader(data))
+	if err != nil {
+		return "", fmt.Errorf("not gzip: %v", err)
+	}
+	tr := tar.NewReader(zr)
+	for {
+		h, err := tr.Next()
+		if errors.Is(err, io.EOF) {
+			return "", errors.New("no manifest.json")
+		}
+		if err != nil {
+			return "", fmt.Errorf("tar: %v", err)
+		}
+		if h.Typeflag != tar.TypeReg {
+			return "", fmt.Errorf("%q is not a regular file", h.Name)
+		}
+		if h.Name != "manifest.json" {
+			continue
+		}
+		var m struct {
+			Version string `json:"version"`
+		}
+		if err := json.NewDecoder(io.LimitReader(tr, 64<<10)).Decode(&m); err != nil {
+			return "", fmt.Errorf("manifest.json: %v", err)
+		}
+		if !releaseNumber.MatchString(m.Version) {
+			return "", fmt.Errorf("version %q is not a release number MAJOR.MINOR.PATCH", m.Version)
+		}
+		return m.Version, nil
+	}
 }
 
 // OrderUpgrade is the gateway's order: 404 for a bundle not stored or an
@@ -137,6 +220,13 @@ func (s *Session) ListBundles(ctx context.Context) ([]gateway.Bundle, error) {
 		return nil, err
 	}
 	return s.Array.ListBundles(ctx)
+}
+
+func (s *Session) UploadBundle(ctx context.Context, data []byte) (*gateway.Bundle, error) {
+	if err := s.allow(gateway.RoleAdmin, "POST", "/api/v1/upgrade/bundles", "UploadBundle", true); err != nil {
+		return nil, err
+	}
+	return s.Array.UploadBundle(ctx, data)
 }
 
 func (s *Session) OrderUpgrade(ctx context.Context, svm, version string) (*gateway.UpgradeSVM, error) {

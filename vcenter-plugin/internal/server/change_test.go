@@ -1,8 +1,14 @@
 package server_test
 
 import (
+	"archive/tar"
+	"bytes"
+	"compress/gzip"
 	"context"
+	"crypto/sha256"
 	"crypto/tls"
+	"encoding/hex"
+	"encoding/json"
 	"io"
 	"net/http/cookiejar"
 	"net/http/httptest"
@@ -225,4 +231,83 @@ func TestServerExpandAndRemoveHost(t *testing.T) {
 			t.Fatalf("GET %s: %d %+v", path, code, e)
 		}
 	}
+
+	// A bundle uploaded through the plugin lands on the gateway, listed
+	// with its own size and digest; what the gateway refuses comes back
+	// with its reason, and nothing is stored.
+	const upload = "/api/v1/systems/cairn1/upgrade/bundles"
+	bundle := testBundle(t, "0.4.0")
+	var up server.UploadedBundle
+	sum := sha256.Sum256(bundle)
+	if code := c.raw("POST", upload, "application/gzip", bytes.NewReader(bundle), &up); code != 201 || up.System != "cairn1" ||
+		up.Bundle.Version != "0.4.0" || up.Bundle.Size != int64(len(bundle)) || up.Bundle.SHA256 != hex.EncodeToString(sum[:]) {
+		t.Fatalf("upload: %d %+v", code, up)
+	}
+	bundles = server.UpgradeBundles{}
+	if code := c.do("GET", "/api/v1/systems/cairn1/upgrade/bundles", nil, &bundles); code != 200 || len(bundles.Bundles) != 2 ||
+		bundles.Bundles[1] != up.Bundle {
+		t.Fatalf("bundles after the upload: %d %+v", code, bundles)
+	}
+	for _, bad := range []struct {
+		ctype string
+		body  io.Reader
+		code  int
+		says  string
+	}{
+		{"application/json", bytes.NewReader(bundle), 415, "sent as Content-Type application/gzip"},
+		{"application/gzip", strings.NewReader(""), 400, "no bundle: send the file"},
+		{"application/gzip", strings.NewReader("not a bundle"), 400, "invalid update bundle: not gzip"},
+		{"application/gzip", bytes.NewReader(testBundle(t, "4.0")), 400, `version "4.0" is not a release number`},
+		// Streamed (no length announced), one byte over the bound.
+		{"application/gzip", io.LimitReader(zeros{}, gateway.MaxBundleSize+1), 413, "larger than the gateway's 256 MiB"},
+	} {
+		e.Error = ""
+		if code := c.raw("POST", upload, bad.ctype, bad.body, &e); code != bad.code || !strings.Contains(e.Error, bad.says) {
+			t.Fatalf("upload (%s): %d %q, want %d saying %q", bad.says, code, e.Error, bad.code, bad.says)
+		}
+	}
+	e.Error = ""
+	if code := c.raw("POST", "/api/v1/systems/other/upgrade/bundles", "application/gzip", bytes.NewReader(bundle), &e); code != 404 || !strings.Contains(e.Error, "deploy it first") {
+		t.Fatalf("upload to an unknown system: %d %+v", code, e)
+	}
+	bundles = server.UpgradeBundles{}
+	if c.do("GET", "/api/v1/systems/cairn1/upgrade/bundles", nil, &bundles); len(bundles.Bundles) != 2 {
+		t.Fatalf("refused uploads stored something: %+v", bundles)
+	}
+}
+
+// zeros reads as endless zero bytes.
+type zeros struct{}
+
+func (zeros) Read(p []byte) (int, error) {
+	clear(p)
+	return len(p), nil
+}
+
+// testBundle is an update bundle of version as `cairn bundle` lays it out:
+// gzip, tar, manifest.json first, then the two binaries.
+func testBundle(t *testing.T, version string) []byte {
+	t.Helper()
+	bins := map[string][]byte{"cairn": []byte("#!/bin/sh\necho " + version + "\n"), "cairnctl": []byte("#!/bin/sh\n")}
+	files := map[string]string{}
+	for n, b := range bins {
+		s := sha256.Sum256(b)
+		files[n] = hex.EncodeToString(s[:])
+	}
+	m, _ := json.Marshal(map[string]any{"format": 1, "version": version, "files": files})
+	var buf bytes.Buffer
+	zw := gzip.NewWriter(&buf)
+	tw := tar.NewWriter(zw)
+	for _, f := range []struct {
+		name string
+		data []byte
+	}{{"manifest.json", m}, {"cairn", bins["cairn"]}, {"cairnctl", bins["cairnctl"]}} {
+		if err := tw.WriteHeader(&tar.Header{Typeflag: tar.TypeReg, Name: f.name, Mode: 0o755, Size: int64(len(f.data))}); err != nil {
+			t.Fatal(err)
+		}
+		tw.Write(f.data)
+	}
+	tw.Close()
+	zw.Close()
+	return buf.Bytes()
 }

@@ -149,6 +149,7 @@ func TestRights(t *testing.T) {
 	}
 	refused(mon, "POST", "/api/v1/systems/cairn1/upgrade", map[string]any{"version": "0.2.0"}, server.PrivAdminister)
 	refused(mon, "POST", "/api/v1/systems/cairn1/upgrade/stop", nil, server.PrivAdminister)
+	refused(mon, "POST", "/api/v1/systems/cairn1/upgrade/bundles", nil, server.PrivAdminister)
 
 	// An operator (through its group, inherited from the datacenter)
 	// creates a volume and changes its QoS: the gateway sees the

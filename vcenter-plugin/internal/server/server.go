@@ -72,6 +72,9 @@ type Server struct {
 	maint    *maintenance.Engine
 	// upgradeStops are the stop switches of the running upgrades, by system.
 	upgradeStops map[string]*atomic.Bool
+	// uploading are the systems a bundle upload is going to (one at a
+	// time each: a bundle is held in memory until the gateway has it).
+	uploading map[string]bool
 
 	progress rebuildTracker       // copy progress seen, for ETAs (statistics.go)
 	svcMu    sync.Mutex           // creating gateway service users (rights.go)
@@ -97,7 +100,7 @@ func New(cfg Config) (*Server, error) {
 		cfg.SessionTTL = 30 * time.Minute
 	}
 	s := &Server{cfg: cfg, mux: http.NewServeMux(), sessions: map[string]*userSession{}, jobs: loadJobs(cfg.StateDir, cfg.Logger), granted: map[string]time.Time{},
-		upgradeStops: map[string]*atomic.Bool{}}
+		upgradeStops: map[string]*atomic.Bool{}, uploading: map[string]bool{}}
 	s.ctx, s.cancel = context.WithCancel(context.Background())
 	s.maint = &maintenance.Engine{Log: cfg.Log, StateDir: cfg.StateDir, ReadyTimeout: cfg.ReadyTimeout, PollInterval: cfg.PollInterval}
 	s.routes()
@@ -183,6 +186,8 @@ func (s *Server) routeTable() []route {
 			handler: s.authed(s.upgradeStop)},
 		{method: "GET", path: "/api/v1/systems/{system}/upgrade/bundles", what: "the update bundles stored on the system's gateway (version, size, sha256, uploaded): what an upgrade can roll to",
 			handler: s.authed(s.upgradeBundles)},
+		{method: "POST", path: "/api/v1/systems/{system}/upgrade/bundles", what: "body: an update bundle (application/gzip, the file `cairn bundle --out FILE` wrote, <= 256 MiB) -> 201 {system, bundle}: stored on the system's gateway, which checks it (400 says what is wrong); 409 while another upload to the system runs",
+			handler: s.authed(s.uploadBundle)},
 		{method: "GET", path: "/api/v1/systems/{system}/upgrade/svms", what: "each SVM's updater as the gateway last heard it: running and ordered version, state (idle, downloading, installing, done, failed, rolled-back), message, and the ESXi host it runs on (what an upgrade's hosts name)",
 			handler: s.authed(s.upgradeSVMs)},
 		{method: "GET", path: "/api/v1/systems/{system}/statistics", query: "kind=system|pool|volume|sds|device|host&name=NAME",

@@ -44,7 +44,16 @@ func (c *client) do(method, path string, body any, out any) int {
 		b, _ := json.Marshal(body)
 		r = bytes.NewReader(b)
 	}
-	req, _ := http.NewRequest(method, c.base+path, r)
+	return c.raw(method, path, "", r, out)
+}
+
+// raw sends body as it is, with Content-Type ctype (none if empty).
+func (c *client) raw(method, path, ctype string, body io.Reader, out any) int {
+	c.t.Helper()
+	req, _ := http.NewRequest(method, c.base+path, body)
+	if ctype != "" {
+		req.Header.Set("Content-Type", ctype)
+	}
 	resp, err := c.http.Do(req)
 	if err != nil {
 		c.t.Fatal(err)

@@ -67,13 +67,18 @@ func (s *Server) statistics(w http.ResponseWriter, r *http.Request, us *userSess
 // (what, completed by the system's name, is said in a refusal), answering
 // the error itself when it cannot. It returns the system's plan too.
 func (s *Server) systemGateway(w http.ResponseWriter, r *http.Request, us *userSession, what string) (gateway.API, *plan.Plan, error) {
+	return s.systemGatewayAs(w, r, us, PrivMonitor, what)
+}
+
+// systemGatewayAs is systemGateway with the privilege need.
+func (s *Server) systemGatewayAs(w http.ResponseWriter, r *http.Request, us *userSession, need, what string) (gateway.API, *plan.Plan, error) {
 	system := r.PathValue("system")
 	if _, err := s.savedPlan(system); err != nil {
 		writeError(w, http.StatusNotFound, "%v", err)
 		return nil, nil, err
 	}
-	// The signed-in user's rights: Cairn.Monitor on the system's cluster.
-	api, p, err := s.systemFor(r.Context(), us, system, PrivMonitor, what+" "+system)
+	// The signed-in user's rights on the system's cluster.
+	api, p, err := s.systemFor(r.Context(), us, system, need, what+" "+system)
 	if err != nil {
 		writeRightsError(w, err)
 		return nil, nil, err

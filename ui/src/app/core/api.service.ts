@@ -20,6 +20,7 @@ import {
   UpgradeBundles,
   UpgradeRequest,
   UpgradeSVMs,
+  UploadedBundle,
   UpgradeStop,
 } from './types';
 
@@ -51,6 +52,23 @@ export function apiBase(location: { origin: string; pathname: string }): string 
 
 // Fetch is the subset of window.fetch the service uses (tests give a fake).
 export type Fetch = (input: string, init?: RequestInit) => Promise<Response>;
+
+// answer is a response's JSON, or the ApiError its status and body say.
+function answer<T>(method: string, path: string, status: number, text: string): T {
+  let data: unknown = undefined;
+  if (text) {
+    try {
+      data = JSON.parse(text);
+    } catch {
+      data = undefined;
+    }
+  }
+  if (status < 200 || status > 299) {
+    const msg = data && typeof data === 'object' && 'error' in data ? String((data as { error: unknown }).error) : `${method} ${path} failed: HTTP ${status}`;
+    throw new ApiError(status, msg);
+  }
+  return data as T;
+}
 
 // ApiService is the one typed client of the plugin server's API.
 @Injectable({ providedIn: 'root' })
@@ -88,23 +106,33 @@ export class ApiService {
         `The Cairn plugin server (${this.base}) did not answer: check that cairn-plugin is running and reachable, then retry.`,
       );
     }
-    const text = await resp.text();
-    let data: unknown = undefined;
-    if (text) {
-      try {
-        data = JSON.parse(text);
-      } catch {
-        data = undefined;
+    return answer<T>(method, path, resp.status, await resp.text());
+  }
+
+  // uploadBundle sends an update bundle file to the system's gateway
+  // through the plugin server, telling progress(sent, total) as the bytes
+  // go (fetch cannot tell an upload's progress; XMLHttpRequest can).
+  uploadBundle(system: string, file: Blob, progress: (sent: number, total: number) => void): Promise<UploadedBundle> {
+    const path = `/systems/${encodeURIComponent(system)}/upgrade/bundles`;
+    return new Promise((resolve, reject) => {
+      const xhr = new XMLHttpRequest();
+      xhr.open('POST', this.base + path);
+      xhr.withCredentials = true;
+      for (const [k, v] of Object.entries({ ...this.headers(false), 'Content-Type': 'application/gzip' })) {
+        xhr.setRequestHeader(k, v);
       }
-    }
-    if (!resp.ok) {
-      const msg =
-        data && typeof data === 'object' && 'error' in data
-          ? String((data as { error: unknown }).error)
-          : `${method} ${path} failed: HTTP ${resp.status}`;
-      throw new ApiError(resp.status, msg);
-    }
-    return data as T;
+      xhr.upload.onprogress = (e) => progress(e.loaded, e.lengthComputable ? e.total : file.size);
+      xhr.onload = () => {
+        try {
+          resolve(answer<UploadedBundle>('POST', path, xhr.status, xhr.responseText));
+        } catch (e) {
+          reject(e);
+        }
+      };
+      xhr.onerror = () =>
+        reject(new ApiError(0, `The upload to the Cairn plugin server (${this.base}) broke off: check that cairn-plugin is running and reachable, then upload the bundle again.`));
+      xhr.send(file);
+    });
   }
 
   async login(username: string, password: string): Promise<string> {

@@ -353,6 +353,11 @@ export interface UpgradeBundles {
   bundles: Bundle[];
 }
 
+export interface UploadedBundle {
+  system: string;
+  bundle: Bundle;
+}
+
 export interface UpgradeSVMs {
   system: string;
   svms: UpgradeSVM[];

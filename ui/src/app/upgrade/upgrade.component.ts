@@ -8,6 +8,9 @@ import { StoreService } from '../core/store.service';
 import { Bundle, Job, UpgradeSVM } from '../core/types';
 import { compareVersions, rollProgress, stateLabel } from './progress';
 
+// MAX_BUNDLE is the gateway's bound on an update bundle (256 MiB).
+const MAX_BUNDLE = 256 * 1024 * 1024;
+
 // UpgradeComponent: roll a deployed system's SVMs to a bundle stored on
 // its gateway (the plugin server's rolling upgrade, job upgrade:SYSTEM),
 // with each SVM's updater as the gateway reports it, the roll's unit and
@@ -19,7 +22,7 @@ import { compareVersions, rollProgress, stateLabel } from './progress';
     <div class="cairn-page">
       <h1 cds-text="title">Upgrade</h1>
       <p>
-        Roll a system's SVMs to a Cairn version stored on its gateway (<code>cairnctl upgrade upload FILE</code> stores one):
+        Roll a system's SVMs to a Cairn version stored on its gateway (<strong>Upload a bundle</strong> below stores one):
         one fault set at a time, its SDSs in instant maintenance, the MDM members last.
       </p>
       @if (store.error(); as err) {
@@ -135,6 +138,22 @@ import { compareVersions, rollProgress, stateLabel } from './progress';
         </clr-datagrid>
 
         <h3>Stored bundles</h3>
+        <div class="upload">
+          <input #bundleFile type="file" id="bundle-file" class="file" accept=".tgz,.tar.gz,application/gzip" aria-label="Update bundle file" (change)="upload(sys, bundleFile)" />
+          <button type="button" class="btn btn-outline btn-sm" (click)="bundleFile.click()" [disabled]="uploading() !== null">Upload a bundle…</button>
+          <span class="cairn-muted">the file <code>cairn bundle --bin DIR --out FILE</code> writes, up to 256 MiB; the gateway checks it before it stores it</span>
+        </div>
+        @if (uploading(); as u) {
+          <div class="upload-progress" role="status">
+            <clr-progress-bar [clrValue]="u.total ? (u.sent * 100) / u.total : 0" clrMax="100" aria-label="Bundle upload"></clr-progress-bar>
+            <p>{{ u.sent < u.total ? 'Uploading ' + u.name + ': ' + size(u.sent) + ' of ' + size(u.total) + '…' : 'Uploaded ' + u.name + '; the gateway checks it…' }}</p>
+          </div>
+        }
+        @if (uploadMsg(); as um) {
+          <div class="alert alert-sm upload-result" [class.alert-danger]="um.err" [class.alert-success]="!um.err" [attr.role]="um.err ? 'alert' : 'status'">
+            <div class="alert-items"><div class="alert-item static"><div class="alert-text">{{ um.text }}</div></div></div>
+          </div>
+        }
         <clr-datagrid aria-label="Stored bundles" class="bundles">
           <clr-dg-column>Version</clr-dg-column>
           <clr-dg-column>Size</clr-dg-column>
@@ -154,7 +173,7 @@ import { compareVersions, rollProgress, stateLabel } from './progress';
               }
             </clr-dg-cell>
           </clr-dg-row>
-          <clr-dg-placeholder>No bundle stored: upload one to the gateway (<code>cairnctl upgrade upload FILE</code>), then reload.</clr-dg-placeholder>
+          <clr-dg-placeholder>No bundle stored: upload one (<strong>Upload a bundle…</strong> above, or <code>cairnctl upgrade upload FILE</code>).</clr-dg-placeholder>
         </clr-datagrid>
         <p class="cairn-muted">
           An updater that fails or rolls back stops the roll: its SDSs leave maintenance, the SVMs upgraded before it stay on the new version.
@@ -167,7 +186,7 @@ import { compareVersions, rollProgress, stateLabel } from './progress';
       <h3 class="modal-title">Upgrade system {{ system() }} to {{ asked?.version }}?</h3>
       <div class="modal-body">
         @if (chosen().length) {
-          <p>{{ askedToDo() }} of the {{ scope().length }} chosen SVMs will be upgraded (hosts {{ chosen().join(', ') }}; the other {{ svms().length - scope().length }} stay on their version), one unit at a time:</p>
+          <p>{{ chosenSummary() }}, one unit at a time:</p>
         } @else {
           <p>{{ askedToDo() }} of {{ svms().length }} SVMs will be upgraded, one unit at a time:</p>
         }
@@ -194,6 +213,12 @@ import { compareVersions, rollProgress, stateLabel } from './progress';
     .message { white-space: normal; }
     .choose-hint { margin-top: 0.3rem; }
     clr-checkbox-wrapper { margin: 0; }
+    .upload { display: flex; align-items: baseline; gap: 0.6rem; margin: 0.3rem 0 0.2rem; }
+    .upload .btn { margin: 0; }
+    .file { display: none; }
+    .upload-progress { max-width: 36rem; }
+    .upload-progress p { margin-top: 0.2rem; }
+    .upload-result { margin: 0.3rem 0; max-width: 60rem; }
   `,
 })
 export class UpgradeComponent implements OnInit, OnDestroy {
@@ -223,6 +248,10 @@ export class UpgradeComponent implements OnInit, OnDestroy {
   readonly msg = signal<string | null>(null);
   readonly msgErr = signal(false);
   readonly stopAsked = signal(false);
+  // uploading: the bundle file on its way to the gateway, if any.
+  readonly uploading = signal<{ name: string; sent: number; total: number } | null>(null);
+  // uploadMsg: how the last upload ended.
+  readonly uploadMsg = signal<{ text: string; err: boolean } | null>(null);
   readonly starting = signal(false);
   readonly askError = signal<string | null>(null);
   asking = false;
@@ -258,6 +287,7 @@ export class UpgradeComponent implements OnInit, OnDestroy {
       this.readError.set(null);
       this.msg.set(null);
       this.stopAsked.set(false);
+      this.uploadMsg.set(null);
       if (sys) {
         void this.read(sys, true);
       }
@@ -311,6 +341,39 @@ export class UpgradeComponent implements OnInit, OnDestroy {
     }
   }
 
+  // upload sends the file chosen in input to the system's gateway, which
+  // checks it (format, version, digests) before it stores it. A file over
+  // the gateway's bound is refused here, before a byte is sent.
+  async upload(sys: string, input: HTMLInputElement): Promise<void> {
+    const file = input.files?.[0];
+    input.value = ''; // the same file chosen again is a new choice
+    if (!file) {
+      return;
+    }
+    this.uploadMsg.set(null);
+    if (file.size > MAX_BUNDLE) {
+      this.say(`${file.name} is ${bytes(file.size)}: the gateway takes update bundles up to 256 MiB. Choose the file cairn bundle wrote.`, true);
+      return;
+    }
+    this.uploading.set({ name: file.name, sent: 0, total: file.size });
+    try {
+      const r = await this.api.uploadBundle(sys, file, (sent, total) => this.uploading.set({ name: file.name, sent, total }));
+      const b = r.bundle;
+      this.say(`Bundle ${b.version} stored on the gateway of ${sys} (${bytes(b.size)}, SHA-256 ${b.sha256.slice(0, 16)}…): an upgrade can roll to it.`, false);
+      if (sys === this.system()) {
+        await this.read(sys, true);
+      }
+    } catch (e) {
+      this.say(`${file.name} was not stored: ${e instanceof ApiError ? e.message : String(e)}`, true);
+    } finally {
+      this.uploading.set(null);
+    }
+  }
+
+  private say(text: string, err: boolean): void {
+    this.uploadMsg.set({ text, err });
+  }
+
   byName = (_: number, u: UpgradeSVM) => u.name;
   byVersion = (_: number, b: Bundle) => b.version;
   label = stateLabel;
@@ -349,6 +412,20 @@ export class UpgradeComponent implements OnInit, OnDestroy {
   askedToDo(): number {
     return this.asked ? Math.max(this.toDo(this.asked), 0) : 0;
   }
+
+  // chosenSummary says what an upgrade of the chosen hosts' SVMs does:
+  // "The chosen SVM will be upgraded (host esx-04; the other 3 SVMs stay on
+  // their version)", "2 of the 3 chosen SVMs will be upgraded (hosts ...)".
+  chosenSummary(): string {
+    const n = this.askedToDo();
+    const m = this.scope().length;
+    const rest = this.svms().length - m;
+    const who = m === 1 ? 'The chosen SVM' : n === m ? `All ${m} chosen SVMs` : `${n} of the ${m} chosen SVMs`;
+    const hosts = this.chosen().length === 1 ? `host ${this.chosen()[0]}` : `hosts ${this.chosen().join(', ')}`;
+    const others = rest === 0 ? 'every SVM of the system' : rest === 1 ? 'the other SVM stays on its version' : `the other ${rest} SVMs stay on their version`;
+    return `${who} will be upgraded (${hosts}; ${others})`;
+  }
+
 
   // versions sums up what the SVMs run: "4 SVMs: 2 on 0.2.0, 2 on 0.1.0".
   versions(): string {
