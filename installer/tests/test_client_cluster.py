@@ -206,6 +206,48 @@ def test_join_tokens_create_list_revoke(cluster: Cluster) -> None:
             c.join_tokens.revoke(t.id)
 
 
+def test_upgrade_bundles_upload_list_and_orders(cluster: Cluster, tmp_path: Path) -> None:
+    # A bundle as an operator makes one: `cairn bundle` of a directory whose
+    # cairn says its version (small stand-in binaries: the gateway checks
+    # the format and digests, not what the binaries do).
+    bins = tmp_path / "bin"
+    bins.mkdir()
+    (bins / "cairn").write_text("#!/bin/sh\necho 7.1.2\n")
+    (bins / "cairnctl").write_text("#!/bin/sh\nexit 0\n")
+    for f in bins.iterdir():
+        f.chmod(0o755)
+    out = tmp_path / "cairn-7.1.2.tgz"
+    cmd = [str(APPLIANCE_BIN / "cairn"), "bundle", "--bin", str(bins), "--out", str(out)]
+    subprocess.run(cmd, check=True, capture_output=True, timeout=60)
+    with cluster.client() as c:
+        b = c.upgrades.upload(out)
+        assert (b.version, b.size) == ("7.1.2", out.stat().st_size) and len(b.sha256) == 64, b.raw
+        assert b.version in {x.version: x for x in c.upgrades.bundles()}
+        # The gateway's reasons come back as they are, and nothing is stored.
+        with pytest.raises(cairn.Invalid) as e:
+            c.upgrades.upload(b"not a bundle")
+        assert "not gzip" in e.value.message, e.value
+        damaged = bytearray(out.read_bytes())
+        damaged[len(damaged) // 2] ^= 0xFF
+        with pytest.raises(cairn.Invalid):
+            c.upgrades.upload(bytes(damaged))
+        assert [x.version for x in c.upgrades.bundles()].count("7.1.2") == 1
+        # Over the bound: refused before a byte is sent.
+        big = tmp_path / "big.tgz"
+        with open(big, "wb") as sparse:
+            sparse.truncate(c.upgrades.MAX_BUNDLE + 1)
+        with pytest.raises(ValueError, match="up to 256 MiB"):
+            c.upgrades.upload(big)
+        # No updater runs in this cluster (they run on SVMs): the list is
+        # empty and an order names what is missing.
+        assert c.upgrades.svms() == []
+        with pytest.raises(cairn.NotFound) as e2:
+            c.upgrades.order("svm-none", "7.1.2")
+        assert "svm-none" in e2.value.message, e2.value
+        with pytest.raises(cairn.NotFound):
+            c.upgrades.order("svm-none", "9.9.9")
+
+
 def test_sds_maintenance_enter_exit(cluster: Cluster) -> None:
     with cluster.client() as c:
         s = c.sds.enter_maintenance("sds1", mode="instant")

@@ -81,6 +81,13 @@ spawn "$STATE" mdm4 "$CAIRN" mdm --name mdm4 --data-dir "$STATE/mdm4" --tie-brea
 stop_pidfiles 10 "$STATE/pids/mdm4.pid"
 ok "MDM member mdm4 added, joined, promoted and removed ($(recap "$STATE/mdm-add.log" | sed 's/ *$//'); $(recap "$STATE/mdm-join.log" | sed 's/ *$//')) in $(($(now) - t)) s"
 
+say "update bundles: made by cairn bundle, stored by the module"
+t=$(now)
+mkdir -m 700 "$STATE/ub"
+"${PLAY[@]}" -e "dir=$STATE/ub" -e "cairn=$CAIRN" "$HERE/upgrade-bundle.yml" >"$STATE/upgrade-bundle.log" 2>&1 ||
+	{ grep -E 'FAILED|fatal|msg' "$STATE/upgrade-bundle.log" | tail -20 >&2; die "upgrade-bundle.yml failed (log $STATE/upgrade-bundle.log)"; }
+ok "upgrade_bundle: stored with its digest, again no change, check mode stores nothing, a rebuild replaces it, no bundle and a damaged one refused with the reason ($(recap "$STATE/upgrade-bundle.log" | sed 's/ *$//')) in $(($(now) - t)) s"
+
 say "join tokens: made by the module, spent at a real join service with cairn pki join"
 t=$(now)
 mkdir -m 700 "$STATE/jt"

@@ -205,20 +205,26 @@ class Transport:
         json_body: Any = None,
         params: Mapping[str, Any] | None = None,
         if_match: str | None = None,
+        data: bytes | None = None,
+        content_type: str | None = None,
     ) -> Response:
-        """Send one API call (path relative to /api/v1) and return its answer or raise ApiError."""
+        """Send one API call (path relative to /api/v1) and return its answer or raise ApiError.
+
+        The body is ``json_body`` as JSON, or ``data`` as it is, sent as ``content_type``."""
         if self._token is None:
             self.login()
-        headers = {"If-Match": if_match} if if_match else None
+        headers = {"If-Match": if_match} if if_match else {}
+        if content_type:
+            headers["Content-Type"] = content_type
         unsafe = method not in IDEMPOTENT and not (method in ("PUT", "PATCH") and if_match)
         try:
-            return self._send(method, path, json_body=json_body, params=params, headers=headers, retry_unsent_only=unsafe)
+            return self._send(method, path, json_body=json_body, data=data, params=params, headers=headers, retry_unsent_only=unsafe)
         except Unauthorized:
             # The token expired or was revoked: log in again, repeat once.
             # A repeat is safe: a 401 means the first call did nothing.
             log.info("cairn: token rejected, logging in again as %s", self.username)
             self.login()
-            return self._send(method, path, json_body=json_body, params=params, headers=headers, retry_unsent_only=unsafe)
+            return self._send(method, path, json_body=json_body, data=data, params=params, headers=headers, retry_unsent_only=unsafe)
 
     def stream_sse(self, path: str, *, params: Mapping[str, Any] | None = None) -> Iterator[dict[str, Any]]:
         """Yield the JSON ``data`` of each server-sent event of a stream on the current gateway.
@@ -257,6 +263,7 @@ class Transport:
         path: str,
         *,
         json_body: Any = None,
+        data: bytes | None = None,
         params: Mapping[str, Any] | None = None,
         headers: Mapping[str, str] | None = None,
         auth: bool = True,
@@ -277,6 +284,7 @@ class Transport:
                     method,
                     base + API_PREFIX + path,
                     json=json_body,
+                    data=data,
                     params={k: v for k, v in (params or {}).items() if v is not None},
                     headers=hdrs,
                     timeout=self.timeout,

@@ -20,6 +20,7 @@ from .resources import (
     SDSs,
     StatisticsApi,
     SystemApi,
+    Upgrades,
     Users,
     Volumes,
 )
@@ -87,6 +88,7 @@ class Client:
         self.statistics = StatisticsApi(t)
         self.system = SystemApi(t)
         self.join_tokens = JoinTokens(t)
+        self.upgrades = Upgrades(t)
 
     @property
     def transport(self) -> Transport:

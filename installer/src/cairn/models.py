@@ -346,6 +346,36 @@ class JoinToken(Model):
 
 
 @dataclass
+class Bundle(Model):
+    """An update bundle stored on the gateway (``GET``/``POST /upgrade/bundles``): what SVMs can be ordered to run."""
+
+    version: str = ""
+    sha256: str = ""
+    size: int = 0
+    uploaded: str = ""
+
+
+@dataclass
+class Updater(Model):
+    """An SVM's updater as the gateway last heard it (``GET /upgrade/svms``).
+
+    ``state``: idle, downloading, installing, done, failed or rolled-back;
+    ``updated`` changes with every state the updater writes."""
+
+    name: str = ""
+    running: str = ""
+    ordered: str = ""
+    state: str = ""
+    message: str = ""
+    updated: str = ""
+
+    @property
+    def final(self) -> bool:
+        """At rest after its order: done, failed or rolled back."""
+        return self.state in ("done", "failed", "rolled-back")
+
+
+@dataclass
 class System(Model):
     """``GET /system``: identity, health, capacity, counts, rebuild, MDM leader."""
 

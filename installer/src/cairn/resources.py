@@ -9,8 +9,10 @@ never creates a second object and never fails on the first one's success.
 
 from __future__ import annotations
 
+import os
 import time
 from collections.abc import Callable, Generator
+from pathlib import Path
 from typing import Any, Generic, TypeVar
 from urllib.parse import quote
 
@@ -19,6 +21,7 @@ from .errors import ApiError, JobFailed, JobTimeout, NotFound, Unavailable, erro
 from .models import (
     SDS,
     Alert,
+    Bundle,
     Capacity,
     Device,
     Event,
@@ -33,6 +36,7 @@ from .models import (
     Statistics,
     System,
     SystemInfo,
+    Updater,
     User,
     Versions,
     Volume,
@@ -519,6 +523,69 @@ class SystemApi:
         return SystemInfo.from_dict(r.body)
 
 
+class Upgrades:
+    """``client.upgrades``: the gateway's part of an upgrade (docs/api.md, "Upgrade").
+
+    Store a bundle (the file ``cairn bundle --bin DIR --out FILE`` wrote), see
+    each SVM's updater, order one SVM to a stored version. Rolling a whole
+    system (one fault set at a time in instant maintenance, the MDM members
+    last) is the vSphere plugin's job (``POST /api/v1/systems/{system}/upgrade``
+    there), or ``cairnctl upgrade``."""
+
+    MAX_BUNDLE = 256 << 20  # the gateway's bound on a bundle
+
+    def __init__(self, transport: Transport) -> None:
+        self._t = transport
+
+    def bundles(self) -> list[Bundle]:
+        """The stored bundles, by version."""
+        r = self._t.request("GET", "/upgrade/bundles")
+        if not isinstance(r.body, list):
+            raise ApiError(r.status, "invalid_response", "/upgrade/bundles: expected a list")
+        return [Bundle.from_dict(x) for x in r.body if isinstance(x, dict)]
+
+    def upload(self, bundle: str | os.PathLike[str] | bytes) -> Bundle:
+        """Store a bundle, given as its file's path or its bytes; the gateway checks it first.
+
+        A file over 256 MiB is refused here (ValueError) before a byte is sent; one the gateway
+        refuses raises InvalidRequest with its reason. Storing the same version again replaces it."""
+        if isinstance(bundle, bytes):
+            data = bundle
+        else:
+            path = Path(bundle)
+            size = path.stat().st_size
+            if size > self.MAX_BUNDLE:
+                raise ValueError(
+                    f"{path} is {size >> 20} MiB: the gateway takes update bundles up to {self.MAX_BUNDLE >> 20} MiB; "
+                    "give the file `cairn bundle --bin DIR --out FILE` wrote"
+                )
+            data = path.read_bytes()
+        if len(data) > self.MAX_BUNDLE:
+            raise ValueError(f"the bundle is {len(data) >> 20} MiB: the gateway takes update bundles up to {self.MAX_BUNDLE >> 20} MiB")
+        r = self._t.request("POST", "/upgrade/bundles", data=data, content_type="application/gzip")
+        if not isinstance(r.body, dict):
+            raise ApiError(r.status, "invalid_response", "/upgrade/bundles: expected an object")
+        return Bundle.from_dict(r.body)
+
+    def svms(self) -> list[Updater]:
+        """Each SVM's updater that has reported, by name."""
+        r = self._t.request("GET", "/upgrade/svms")
+        if not isinstance(r.body, list):
+            raise ApiError(r.status, "invalid_response", "/upgrade/svms: expected a list")
+        return [Updater.from_dict(x) for x in r.body if isinstance(x, dict)]
+
+    def order(self, svm: str, version: str) -> Updater:
+        """Order SVM ``svm`` (its name as :meth:`svms` lists it) to run a stored version.
+
+        Answers the updater as it was when ordered; the order is carried out once its state is
+        final and ``updated`` differs. NotFound for a version not stored or an SVM never heard
+        of; Conflict while the SVM carries out an earlier order."""
+        r = self._t.request("POST", f"/upgrade/svms/{_ref(svm)}", json_body={"version": version})
+        if not isinstance(r.body, dict):
+            raise ApiError(r.status, "invalid_response", "/upgrade/svms: expected an object")
+        return Updater.from_dict(r.body)
+
+
 __all__ = [
     "Alerts",
     "JoinTokens",
@@ -534,6 +601,7 @@ __all__ = [
     "SDSs",
     "StatisticsApi",
     "SystemApi",
+    "Upgrades",
     "Users",
     "Volumes",
 ]
