@@ -60,6 +60,20 @@ def _etag(r: Response) -> str | None:
     return r.headers.get("ETag")
 
 
+def _object(r: Response, path: str) -> dict[str, Any]:
+    """The answer's JSON object, or ApiError invalid_response."""
+    if not isinstance(r.body, dict):
+        raise ApiError(r.status, "invalid_response", f"{path}: expected an object")
+    return r.body
+
+
+def _items(r: Response, path: str) -> list[dict[str, Any]]:
+    """The objects of the answer's JSON list, or ApiError invalid_response."""
+    if not isinstance(r.body, list):
+        raise ApiError(r.status, "invalid_response", f"{path}: expected a list")
+    return [x for x in r.body if isinstance(x, dict)]
+
+
 def _must_job(t: Transport, r: Response) -> Job:
     """The Job of a 202 answer: its body, or the object at Location."""
     if isinstance(r.body, dict) and r.body.get("id") and "state" in r.body:
@@ -450,9 +464,7 @@ class StatisticsApi:
     def get(self, kind: str | None = None, ref: str | None = None) -> Statistics:
         path = "/statistics" if kind is None else f"/statistics/{quote(kind, safe='')}/{_ref(ref or '')}"
         r = self._t.request("GET", path)
-        if not isinstance(r.body, dict):
-            raise ApiError(r.status, "invalid_response", f"{path}: expected an object")
-        return Statistics.from_dict(r.body)
+        return Statistics.from_dict(_object(r, path))
 
 
 class JoinTokens:
@@ -467,16 +479,12 @@ class JoinTokens:
         if ttl_seconds is not None:
             body["ttl_seconds"] = ttl_seconds
         r = self._t.request("POST", "/system/join-tokens", json_body=body)
-        if not isinstance(r.body, dict):
-            raise ApiError(r.status, "invalid_response", "/system/join-tokens: expected an object")
-        return JoinToken.from_dict(r.body)
+        return JoinToken.from_dict(_object(r, "/system/join-tokens"))
 
     def list(self) -> list[JoinToken]:
         """The tokens not yet spent or revoked, without their secrets."""
         r = self._t.request("GET", "/system/join-tokens")
-        if not isinstance(r.body, list):
-            raise ApiError(r.status, "invalid_response", "/system/join-tokens: expected a list")
-        return [JoinToken.from_dict(x) for x in r.body if isinstance(x, dict)]
+        return [JoinToken.from_dict(x) for x in _items(r, "/system/join-tokens")]
 
     def revoke(self, token_id: str) -> None:
         """Revoke a token: no node can spend it any more (NotFound when spent or revoked)."""
@@ -491,9 +499,7 @@ class SystemApi:
 
     def get(self) -> System:
         r = self._t.request("GET", "/system")
-        if not isinstance(r.body, dict):
-            raise ApiError(r.status, "invalid_response", "/system: expected an object")
-        return System.from_dict(r.body, _etag(r))
+        return System.from_dict(_object(r, "/system"), _etag(r))
 
     def capacity(self) -> Capacity:
         """The system's capacity (bytes): raw, usable, spare_reserved, allocated, free, ..."""
@@ -505,9 +511,7 @@ class SystemApi:
     def versions(self) -> Versions:
         """The Cairn version each running daemon runs; ``mixed`` while more than one does."""
         r = self._t.request("GET", "/system/versions")
-        if not isinstance(r.body, dict):
-            raise ApiError(r.status, "invalid_response", "/system/versions: expected an object")
-        return Versions.from_dict(r.body)
+        return Versions.from_dict(_object(r, "/system/versions"))
 
     def bootstrap(self, name: str) -> SystemInfo:
         """Create the system once; repeating with the same name answers it, another name is AlreadyExists."""
@@ -518,9 +522,7 @@ class SystemApi:
             if s.system is not None and s.system.name == name:
                 return s.system
             raise
-        if not isinstance(r.body, dict):
-            raise ApiError(r.status, "invalid_response", "/system/bootstrap: expected an object")
-        return SystemInfo.from_dict(r.body)
+        return SystemInfo.from_dict(_object(r, "/system/bootstrap"))
 
 
 class Upgrades:
@@ -540,39 +542,30 @@ class Upgrades:
     def bundles(self) -> list[Bundle]:
         """The stored bundles, by version."""
         r = self._t.request("GET", "/upgrade/bundles")
-        if not isinstance(r.body, list):
-            raise ApiError(r.status, "invalid_response", "/upgrade/bundles: expected a list")
-        return [Bundle.from_dict(x) for x in r.body if isinstance(x, dict)]
+        return [Bundle.from_dict(x) for x in _items(r, "/upgrade/bundles")]
 
     def upload(self, bundle: str | os.PathLike[str] | bytes) -> Bundle:
         """Store a bundle, given as its file's path or its bytes; the gateway checks it first.
 
         A file over 256 MiB is refused here (ValueError) before a byte is sent; one the gateway
-        refuses raises InvalidRequest with its reason. Storing the same version again replaces it."""
+        refuses raises cairn.Invalid with its reason. Storing the same version again replaces it."""
         if isinstance(bundle, bytes):
-            data = bundle
+            what, size = "the bundle", len(bundle)
         else:
-            path = Path(bundle)
-            size = path.stat().st_size
-            if size > self.MAX_BUNDLE:
-                raise ValueError(
-                    f"{path} is {size >> 20} MiB: the gateway takes update bundles up to {self.MAX_BUNDLE >> 20} MiB; "
-                    "give the file `cairn bundle --bin DIR --out FILE` wrote"
-                )
-            data = path.read_bytes()
-        if len(data) > self.MAX_BUNDLE:
-            raise ValueError(f"the bundle is {len(data) >> 20} MiB: the gateway takes update bundles up to {self.MAX_BUNDLE >> 20} MiB")
+            what, size = str(bundle), Path(bundle).stat().st_size
+        if size > self.MAX_BUNDLE:
+            raise ValueError(
+                f"{what} is {size >> 20} MiB: the gateway takes update bundles up to {self.MAX_BUNDLE >> 20} MiB; "
+                "give the file `cairn bundle --bin DIR --out FILE` wrote"
+            )
+        data = bundle if isinstance(bundle, bytes) else Path(bundle).read_bytes()
         r = self._t.request("POST", "/upgrade/bundles", data=data, content_type="application/gzip")
-        if not isinstance(r.body, dict):
-            raise ApiError(r.status, "invalid_response", "/upgrade/bundles: expected an object")
-        return Bundle.from_dict(r.body)
+        return Bundle.from_dict(_object(r, "/upgrade/bundles"))
 
     def svms(self) -> list[Updater]:
         """Each SVM's updater that has reported, by name."""
         r = self._t.request("GET", "/upgrade/svms")
-        if not isinstance(r.body, list):
-            raise ApiError(r.status, "invalid_response", "/upgrade/svms: expected a list")
-        return [Updater.from_dict(x) for x in r.body if isinstance(x, dict)]
+        return [Updater.from_dict(x) for x in _items(r, "/upgrade/svms")]
 
     def order(self, svm: str, version: str) -> Updater:
         """Order SVM ``svm`` (its name as :meth:`svms` lists it) to run a stored version.
@@ -581,9 +574,7 @@ class Upgrades:
         final and ``updated`` differs. NotFound for a version not stored or an SVM never heard
         of; Conflict while the SVM carries out an earlier order."""
         r = self._t.request("POST", f"/upgrade/svms/{_ref(svm)}", json_body={"version": version})
-        if not isinstance(r.body, dict):
-            raise ApiError(r.status, "invalid_response", "/upgrade/svms: expected an object")
-        return Updater.from_dict(r.body)
+        return Updater.from_dict(_object(r, "/upgrade/svms"))
 
 
 __all__ = [
