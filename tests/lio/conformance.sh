@@ -93,10 +93,12 @@ phase target-setup
 
 run_suite() { # run_suite NAME URL: raw verbose output in $WORK/NAME.log
   local name=$1 url=$2 t
-  : > "$WORK/$name.log"
+  : > "$WORK/$name.log"; : > "$WORK/$name.times"
   for t in $TESTS; do
     # the multipath URL is the same LUN again: a second session (MultipathIO suite)
+    local s=$SECONDS
     timeout 1800 iscsi-test-cu -d --test="$t" "$url" "$url" >> "$WORK/$name.log" 2>&1 || true
+    printf '%-28s %4d s\n' "$t" $((SECONDS - s)) >> "$WORK/$name.times"
   done
 }
 run_suite lio "$LIO_URL"

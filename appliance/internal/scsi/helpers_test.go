@@ -21,6 +21,7 @@ type spyVolume struct {
 	zeroes    []zeroCall
 	sames     []sameCall
 	unmaps    []rangeCall
+	extents   []rangeCall
 	copies    []copyCall
 	readCalls int
 }
@@ -136,6 +137,9 @@ func (s *spyVolume) Extents(ctx context.Context, off, length int64) ([]blockdev.
 	if err := s.fail(); err != nil {
 		return nil, err
 	}
+	s.mu.Lock()
+	s.extents = append(s.extents, rangeCall{off, length})
+	s.mu.Unlock()
 	return s.MemVolume.Extents(ctx, off, length)
 }
 

@@ -1,6 +1,11 @@
 package scsi
 
-import "context"
+import (
+	"context"
+	"slices"
+
+	"github.com/cairn-storage/cairn/appliance/internal/blockdev"
+)
 
 // unmap serves UNMAP (SBC-3 5.28). The parameter list is
 //
@@ -10,7 +15,12 @@ import "context"
 //	8..        16-byte descriptors: LBA (8), NUMBER OF LOGICAL BLOCKS (4), reserved (4)
 //
 // Every descriptor is validated before any range is deallocated, so a bad
-// list changes nothing.
+// list changes nothing. The descriptors are then sorted and overlapping or
+// touching ranges merged, so a list of many small neighbouring ranges costs
+// one volume call per merged range, not one per descriptor: deallocation is
+// the same whatever the order (libiscsi's Unmap.Simple sends 1 to 256
+// one-block descriptors, 32,896 in all; one at a time, each a data-path round
+// trip, that took 50 s through the TCG guest).
 func (l *LUN) unmap(ctx context.Context, r *request) (int, *checkCondition) {
 	paramLen := int(be16(r.cdb[7:]))
 	if paramLen == 0 {
@@ -48,7 +58,24 @@ func (l *LUN) unmap(ctx context.Context, r *request) (int, *checkCondition) {
 			exts = append(exts, extent{lba, n})
 		}
 	}
+	slices.SortFunc(exts, func(a, b extent) int {
+		switch {
+		case a.lba < b.lba:
+			return -1
+		case a.lba > b.lba:
+			return 1
+		}
+		return 0
+	})
+	merged := exts[:0]
 	for _, e := range exts {
+		if k := len(merged) - 1; k >= 0 && e.lba <= merged[k].lba+merged[k].n {
+			merged[k].n = max(merged[k].n, e.lba+e.n-merged[k].lba)
+			continue
+		}
+		merged = append(merged, e)
+	}
+	for _, e := range merged {
 		if err := l.vol.Unmap(ctx, int64(e.lba*BlockSize), int64(e.n*BlockSize)); err != nil {
 			return 0, l.volumeError(ctx, "unmap", ioWrite, err)
 		}
@@ -87,15 +114,55 @@ func (l *LUN) getLBAStatus(ctx context.Context, r *request) (int, *checkConditio
 		maxDesc = int(min((room-8)/16, 1024))
 	}
 	end := min(nb, start+getLBAStatusWindow)
-	exts, err := l.vol.Extents(ctx, int64(start*BlockSize), int64((end-start)*BlockSize))
-	if err != nil {
-		return 0, l.volumeError(ctx, "get lba status", ioRead, err)
+	// The window is asked for in growing batches (the start's chunk, then
+	// 1, 2, 4, ... more chunks: the batch doubles what is known), each a volume call of one data-path request
+	// per chunk, until the descriptors the allocation length holds are
+	// complete: an initiator that asks for one descriptor of a block whose
+	// chunk is followed by one of the other status (libiscsi, qemu's block
+	// status) costs two requests, not the window's 64.
+	var exts []blockdev.Extent
+	for at, chunks := start, uint64(0); at < end; {
+		upto := min(end, (at/chunkBlocks+max(1, chunks))*chunkBlocks)
+		chunks += (upto - at + chunkBlocks - 1) / chunkBlocks
+		got, err := l.vol.Extents(ctx, int64(at*BlockSize), int64((upto-at)*BlockSize))
+		if err != nil {
+			return 0, l.volumeError(ctx, "get lba status", ioRead, err)
+		}
+		exts = append(exts, got...)
+		at = upto
+		if len(lbaRuns(exts, start, end, maxDesc+1)) > maxDesc {
+			break // the last descriptor that fits has ended
+		}
 	}
-	type desc struct {
-		lba, n uint64
-		status byte
+	ds := lbaRuns(exts, start, end, maxDesc)
+	if len(ds) == 0 || ds[0].lba != start {
+		// The volume answered nothing usable for the start: report the
+		// block as mapped rather than inventing deallocation.
+		l.log.WarnContext(ctx, "scsi: volume extents do not cover the requested range", "lba", start)
+		ds = append([]lbaRun{{start, 1, lbaMapped}}, ds...)[:1]
 	}
-	var ds []desc
+	out := make([]byte, 8+16*len(ds))
+	put32(out[0:], uint32(len(out)-4))
+	for i, d := range ds {
+		b := out[8+16*i:]
+		put64(b[0:], d.lba)
+		put32(b[8:], uint32(d.n))
+		b[12] = d.status
+	}
+	return r.reply(out, alloc), nil
+}
+
+// lbaRun is one LBA status descriptor.
+type lbaRun struct {
+	lba, n uint64
+	status byte
+}
+
+// lbaRuns turns the volume's extents into at most maxDesc descriptors
+// within [start, end): neighbours of one status merged (up to the 32-bit
+// block count of a descriptor), the first clipped to start.
+func lbaRuns(exts []blockdev.Extent, start, end uint64, maxDesc int) []lbaRun {
+	var ds []lbaRun
 	for _, e := range exts {
 		lba := uint64(e.Offset) / BlockSize
 		n := uint64(e.Length) / BlockSize
@@ -118,21 +185,7 @@ func (l *LUN) getLBAStatus(ctx context.Context, r *request) (int, *checkConditio
 		if len(ds) == maxDesc {
 			break
 		}
-		ds = append(ds, desc{lba, n, st})
+		ds = append(ds, lbaRun{lba, n, st})
 	}
-	if len(ds) == 0 || ds[0].lba != start {
-		// The volume answered nothing usable for the start: report the
-		// block as mapped rather than inventing deallocation.
-		l.log.WarnContext(ctx, "scsi: volume extents do not cover the requested range", "lba", start)
-		ds = append([]desc{{start, 1, lbaMapped}}, ds...)[:1]
-	}
-	out := make([]byte, 8+16*len(ds))
-	put32(out[0:], uint32(len(out)-4))
-	for i, d := range ds {
-		b := out[8+16*i:]
-		put64(b[0:], d.lba)
-		put32(b[8:], uint32(d.n))
-		b[12] = d.status
-	}
-	return r.reply(out, alloc), nil
+	return ds
 }

@@ -3,6 +3,7 @@ package scsi
 import (
 	"context"
 	"encoding/binary"
+	"fmt"
 	"testing"
 
 	"github.com/cairn-storage/cairn/appliance/internal/blockdev"
@@ -51,6 +52,33 @@ func TestUnmap(t *testing.T) {
 	if len(v.unmaps) != 0 || len(big.unmaps) != 0 {
 		t.Fatal("a rejected UNMAP deallocated blocks")
 	}
+	// Overlapping, touching and unordered descriptors are merged: one call
+	// per merged range (libiscsi's Unmap.Simple: 1..256 one-block ones).
+	v.unmaps = nil
+	if err := v.WriteAt(ctx, fill(256*BlockSize, 'a'), 0, 0); err != nil {
+		t.Fatal(err)
+	}
+	mixed := unmapList([2]uint64{8, 8}, [2]uint64{0, 8}, [2]uint64{4, 2}, [2]uint64{14, 6}, [2]uint64{200, 1}, [2]uint64{30, 0}, [2]uint64{199, 1})
+	mustGood(t, run(l, unmapCDB(uint16(len(mixed))), mixed, 0))
+	if want := []rangeCall{{0, 20 * BlockSize}, {199 * BlockSize, 2 * BlockSize}}; len(v.unmaps) != 2 || v.unmaps[0] != want[0] || v.unmaps[1] != want[1] {
+		t.Fatalf("unmap calls %v, want %v (merged)", v.unmaps, want)
+	}
+	got = readBack(t, v, 0, 256)
+	if !blockdev.AllZero(got[:20*BlockSize]) || got[20*BlockSize] != 'a' || got[198*BlockSize] != 'a' ||
+		!blockdev.AllZero(got[199*BlockSize:201*BlockSize]) || got[201*BlockSize] != 'a' {
+		t.Fatal("merged UNMAP changed the wrong blocks")
+	}
+	ones := make([][2]uint64, 256)
+	for i := range ones {
+		ones[i] = [2]uint64{uint64(255 - i), 1}
+	}
+	v.unmaps = nil
+	list = unmapList(ones...)
+	mustGood(t, run(l, unmapCDB(uint16(len(list))), list, 0))
+	if len(v.unmaps) != 1 || v.unmaps[0] != (rangeCall{0, 256 * BlockSize}) {
+		t.Fatalf("256 one-block descriptors: calls %v, want one of 256 blocks", v.unmaps)
+	}
+
 	// ANCHOR is not supported.
 	c := unmapCDB(24)
 	c[1] = 1
@@ -113,6 +141,36 @@ func TestGetLBAStatus(t *testing.T) {
 		t.Fatalf("allocation length 39 returned %d bytes", r.DataInLen)
 	}
 	mustGood(t, run(l, getLBAStatusCDB(0, 0), nil, 1024))
+
+	// One descriptor asked for, and the status changes in the next chunk:
+	// the start's chunk and the next are asked for, not the whole window.
+	if err := v.WriteAt(ctx, fill(chunkBlocks*BlockSize, 'B'), 0, 0); err != nil {
+		t.Fatal(err)
+	}
+	v.extents = nil
+	r = run(l, getLBAStatusCDB(100, 24), nil, 24)
+	mustGood(t, r)
+	if got := parseLBAStatus(t, r.data); len(got) != 1 || got[0] != (lbaStatus{100, chunkBlocks - 100, lbaMapped}) {
+		t.Fatalf("from LBA 100, one descriptor: %v", got)
+	}
+	if want := []rangeCall{{100 * BlockSize, (chunkBlocks - 100) * BlockSize}, {chunkBlocks * BlockSize, chunkBlocks * BlockSize}}; len(v.extents) != 2 || v.extents[0] != want[0] || v.extents[1] != want[1] {
+		t.Fatalf("extents asked %v, want %v", v.extents, want)
+	}
+	// Room for many: batches of 1, 1, 2, 4 chunks cover the 8-chunk volume,
+	// and the answer is the same as one call's.
+	v.extents = nil
+	r = run(l, getLBAStatusCDB(0, 1024), nil, 1024)
+	mustGood(t, r)
+	if got := parseLBAStatus(t, r.data); len(got) != 2 || got[0] != (lbaStatus{0, chunkBlocks, lbaMapped}) || got[1] != (lbaStatus{chunkBlocks, testBlocks - chunkBlocks, lbaDeallocated}) {
+		t.Fatalf("from LBA 0: %v", got)
+	}
+	var sizes []int64
+	for _, c := range v.extents {
+		sizes = append(sizes, c.length/(chunkBlocks*BlockSize))
+	}
+	if fmt.Sprint(sizes) != "[1 1 2 4]" {
+		t.Fatalf("extents batches (chunks) %v, want [1 1 2 4]", sizes)
+	}
 	mustGood(t, run(l, getLBAStatusCDB(testBlocks-1, 24), nil, 24))
 	mustSense(t, run(l, getLBAStatusCDB(testBlocks, 24), nil, 24), keyIllegalRequest, ascLBAOutOfRange)
 	mustSense(t, run(l, getLBAStatusCDB(1<<63, 24), nil, 24), keyIllegalRequest, ascLBAOutOfRange)
