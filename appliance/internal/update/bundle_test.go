@@ -28,8 +28,13 @@ func fakeBuild(t testing.TB, v string) string {
 	return dir
 }
 
+// bundleOf is the bundle of the build in dir: the one its own `cairn
+// bundle` wrote there (buildCairn), or written here.
 func bundleOf(t testing.TB, dir string) []byte {
 	t.Helper()
+	if raw, err := os.ReadFile(filepath.Join(dir, "bundle.tgz")); err == nil {
+		return raw
+	}
 	var buf bytes.Buffer
 	if _, err := Write(&buf, dir); err != nil {
 		t.Fatal(err)

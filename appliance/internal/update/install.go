@@ -21,11 +21,12 @@ package update
 //
 // The restart and health check (Update): the Cairn daemon units this SVM
 // runs (Units: every cairn-*.service in the unit directory that is not a
-// oneshot and is active now) are restarted one at a time, the MDM first
-// (its etcd member must be back before the others lean on it), the rest by
-// name. A unit is healthy when it has stayed active for Settle and its main
-// process runs the new version (/proc/<MainPID>/exe answers `version` with
-// it, which is true of the process itself, whatever the symlinks say). The
+// oneshot and is active now) are restarted, the MDM first and alone (its
+// etcd member must be back and settled before the others lean on it), then
+// the rest by name, one after another, settled together (restartAll). A
+// unit is healthy when it has stayed active for Settle and its main process
+// runs the new version (/proc/<MainPID>/exe answers `version` with it,
+// which is true of the process itself, whatever the symlinks say). The
 // first unit that is not healthy within Settle+StartTimeout stops the
 // update: the symlinks are switched back, the units restarted so far are
 // restarted again on the previous version (and checked the same way), and
@@ -285,43 +286,104 @@ func (in *Installer) systemctl(ctx context.Context, args ...string) (string, err
 	return s, nil
 }
 
-// restartHealthy restarts unit and waits until it has been active on version v
-// for Settle.
+// restartAll restarts units (in Units' order) on version v and waits until
+// they are healthy: the MDM alone first, restarted and settled before any
+// other unit is touched (its etcd member must be back before the others
+// lean on it); then the others one after another (each `systemctl restart`
+// returns once systemd has started it), settled together. restarted is the
+// units restarted so far, also on error (a roll back restarts those).
+//
+// Settling the others together, not one by one, is what keeps an SVM's
+// turn in a rolling upgrade short: five units settled one at a time cost
+// five settle times; together, one. Every unit is still watched for the
+// whole settle time, and a unit that crashes meanwhile fails the update.
+func (in *Installer) restartAll(ctx context.Context, units []string, v string) (restarted []string, err error) {
+	rest := units
+	if len(units) > 0 && units[0] == MDMUnit {
+		in.progress("restarting %s on %s", MDMUnit, v)
+		restarted = append(restarted, MDMUnit)
+		if err := in.restartHealthy(ctx, MDMUnit, v); err != nil {
+			return restarted, err
+		}
+		rest = units[1:]
+	}
+	if len(rest) == 0 {
+		return restarted, nil
+	}
+	for _, u := range rest {
+		in.progress("restarting %s on %s", u, v)
+		restarted = append(restarted, u)
+		if _, err := in.systemctl(ctx, "restart", u); err != nil {
+			return restarted, err
+		}
+	}
+	if len(rest) > 1 {
+		in.progress("checking that %s stay active on %s for %s", strings.Join(rest, ", "), v, in.Settle)
+	}
+	return restarted, in.healthy(ctx, rest, v)
+}
+
+// restartHealthy restarts unit and waits until it has been active on
+// version v for Settle.
 func (in *Installer) restartHealthy(ctx context.Context, unit, v string) error {
 	if _, err := in.systemctl(ctx, "restart", unit); err != nil {
 		return err
 	}
+	return in.healthy(ctx, []string{unit}, v)
+}
+
+// unitWatch is what healthy knows of one unit.
+type unitWatch struct {
+	since    time.Time // active on the version since (zero: not now)
+	deadline time.Time
+	crashed  bool
+	why      string
+}
+
+// healthy waits until every one of units has stayed active on version v
+// for Settle, each given Settle+StartTimeout from now (a unit seen
+// activating, systemd's auto-restart after a crash, 2*Settle+5 s); the
+// first unit that fails, or runs out of time, is the error.
+func (in *Installer) healthy(ctx context.Context, units []string, v string) error {
 	start := time.Now()
-	deadline := start.Add(in.Settle + in.StartTimeout)
-	var since time.Time
-	crashed := false
-	why := "not checked"
+	watch := make([]unitWatch, len(units))
+	for i := range watch {
+		watch[i] = unitWatch{deadline: start.Add(in.Settle + in.StartTimeout), why: "not checked"}
+	}
 	for {
-		ok, reason, state := in.runsState(ctx, unit, v)
-		switch {
-		case state == "failed":
-			return fmt.Errorf("%s failed on version %s", unit, v)
-		case state == "activating" && !crashed:
-			// A simple service is active as soon as it started: activating
-			// is systemd's auto-restart after a crash. Give a crash loop
-			// a short while, not the whole start timeout.
-			crashed = true
-			if d := time.Now().Add(2*in.Settle + 5*time.Second); d.Before(deadline) {
-				deadline = d
+		settled := 0
+		for i, unit := range units {
+			w := &watch[i]
+			ok, reason, state := in.runsState(ctx, unit, v)
+			switch {
+			case state == "failed":
+				return fmt.Errorf("%s failed on version %s", unit, v)
+			case state == "activating" && !w.crashed:
+				// A simple service is active as soon as it started:
+				// activating is systemd's auto-restart after a crash. Give
+				// a crash loop a short while, not the whole start timeout.
+				w.crashed = true
+				if d := time.Now().Add(2*in.Settle + 5*time.Second); d.Before(w.deadline) {
+					w.deadline = d
+				}
+				w.since, w.why = time.Time{}, reason+" (it exited and is being restarted)"
+			case !ok:
+				w.since, w.why = time.Time{}, reason
+				if w.crashed {
+					w.why += " (it exited and is being restarted)"
+				}
+			case w.since.IsZero():
+				w.since = time.Now()
+			case time.Since(w.since) >= in.Settle:
+				settled++
+				continue
 			}
-			since, why = time.Time{}, reason+" (it exited and is being restarted)"
-		case !ok:
-			since, why = time.Time{}, reason
-			if crashed {
-				why += " (it exited and is being restarted)"
+			if time.Now().After(w.deadline) {
+				return fmt.Errorf("%s did not run version %s for %s (given %s): %s", unit, v, in.Settle, time.Since(start).Round(time.Second), w.why)
 			}
-		case since.IsZero():
-			since = time.Now()
-		case time.Since(since) >= in.Settle:
-			return nil
 		}
-		if time.Now().After(deadline) {
-			return fmt.Errorf("%s did not run version %s for %s (given %s): %s", unit, v, in.Settle, time.Since(start).Round(time.Second), why)
+		if settled == len(units) {
+			return nil
 		}
 		select {
 		case <-ctx.Done():
@@ -398,13 +460,9 @@ func (in *Installer) Update(ctx context.Context, b *Bundle) (Result, error) {
 		in.switchTo(from)
 		return res, fmt.Errorf("%w: %v (still on %s)", ErrRolledBack, err, from)
 	}
-	var restarted []string
-	for _, u := range units {
-		in.progress("restarting %s on %s", u, to)
-		restarted = append(restarted, u)
-		if err := in.restartHealthy(ctx, u, to); err != nil {
-			return res, in.rollBack(context.WithoutCancel(ctx), from, to, restarted, err)
-		}
+	restarted, err := in.restartAll(ctx, units, to)
+	if err != nil {
+		return res, in.rollBack(context.WithoutCancel(ctx), from, to, restarted, err)
 	}
 	res.Units = restarted
 	in.prune(to, from)
@@ -418,9 +476,24 @@ func (in *Installer) rollBack(ctx context.Context, from, to string, units []stri
 		return fmt.Errorf("%v; the roll back to %s failed too: %v: point /usr/local/bin/cairn and cairnctl at %s by hand and restart %s",
 			cause, from, err, filepath.Join(in.VersionsDir(), from), strings.Join(units, ", "))
 	}
+	// Every unit restarted on the new version goes back the way it came
+	// (the MDM settled first, the others together), even when one of them
+	// does not come up on the old version either: all that fail are named.
 	var failed []string
-	for _, u := range units {
-		if err := in.restartHealthy(ctx, u, from); err != nil {
+	groups := [][]string{units}
+	if len(units) > 1 && units[0] == MDMUnit {
+		groups = [][]string{units[:1], units[1:]}
+	}
+	for _, g := range groups {
+		var up []string
+		for _, u := range g {
+			if _, err := in.systemctl(ctx, "restart", u); err != nil {
+				failed = append(failed, err.Error())
+			} else {
+				up = append(up, u)
+			}
+		}
+		if err := in.healthy(ctx, up, from); err != nil {
 			failed = append(failed, err.Error())
 		}
 	}

@@ -42,6 +42,12 @@ func buildCairn(t *testing.T, v string) string {
 	if err := os.WriteFile(filepath.Join(dir, "cairnctl"), []byte("#!/bin/sh\necho cairnctl "+v+"\n"), 0o755); err != nil {
 		t.Fatal(err)
 	}
+	// The bundle, written once by the build's own `cairn bundle` (the
+	// race detector makes an in-process gzip of 40 MB take half a minute).
+	cmd = exec.Command(filepath.Join(dir, "cairn"), "bundle", "--bin", dir, "--out", filepath.Join(dir, "bundle.tgz"))
+	if out, err := cmd.CombinedOutput(); err != nil {
+		t.Fatalf("cairn bundle %s: %v\n%s", v, err, out)
+	}
 	builds.Store(v, dir)
 	return dir
 }
@@ -84,6 +90,7 @@ func simRoot(t *testing.T, build, etcdURL string) *Installer {
 	units := map[string]string{
 		"cairn-mdm.service":     daemon("test-mdm"),
 		"cairn-sds.service":     daemon("test-sds"),
+		"cairn-target.service":  daemon("test-target"),
 		"cairn-gateway.service": daemon("test-gateway"),
 		"cairn-ready.service":   "[Service]\nType=oneshot\nRemainAfterExit=yes\nExecStart=/bin/true\n",
 	}
@@ -99,11 +106,11 @@ func simRoot(t *testing.T, build, etcdURL string) *Installer {
 	in := &Installer{Root: root, Systemctl: systemctl, Settle: 1500 * time.Millisecond, StartTimeout: 30 * time.Second,
 		Log: slog.New(slog.NewTextHandler(testWriter{t}, nil))}
 	ctx := context.Background()
-	if _, err := in.systemctl(ctx, "start", "cairn-mdm.service", "cairn-sds.service", "cairn-ready.service"); err != nil {
+	if _, err := in.systemctl(ctx, "start", "cairn-mdm.service", "cairn-sds.service", "cairn-target.service", "cairn-ready.service"); err != nil {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() {
-		in.systemctl(context.Background(), "stop", "cairn-mdm.service", "cairn-sds.service", "cairn-gateway.service", "cairn-ready.service")
+		in.systemctl(context.Background(), "stop", "cairn-mdm.service", "cairn-sds.service", "cairn-target.service", "cairn-gateway.service", "cairn-ready.service")
 	})
 	return in
 }
@@ -115,12 +122,19 @@ func (w testWriter) Write(b []byte) (int, error) {
 	return len(b), nil
 }
 
+// parsed holds each directory's bundle, parsed once per test binary.
+var parsed sync.Map
+
 func readBundle(t *testing.T, dir string) *Bundle {
 	t.Helper()
+	if b, ok := parsed.Load(dir); ok {
+		return b.(*Bundle)
+	}
 	b, err := Parse(bundleOf(t, dir))
 	if err != nil {
 		t.Fatal(err)
 	}
+	parsed.Store(dir, b)
 	return b
 }
 
@@ -150,7 +164,7 @@ func TestUpdateSwitchesAndRollsBack(t *testing.T) {
 		t.Fatalf("before: cairn-sds runs %s", v)
 	}
 	units, err := in.Units(ctx)
-	if err != nil || strings.Join(units, ",") != "cairn-mdm.service,cairn-sds.service" {
+	if err != nil || strings.Join(units, ",") != "cairn-mdm.service,cairn-sds.service,cairn-target.service" {
 		t.Fatalf("units to restart: %v %v (want the active daemons, the MDM first; no oneshot, nothing inactive)", units, err)
 	}
 	// A stale version from long ago is pruned by the next good update.
@@ -163,10 +177,10 @@ func TestUpdateSwitchesAndRollsBack(t *testing.T) {
 	if err != nil {
 		t.Fatalf("update: %v", err)
 	}
-	if res.From != "7.0.0" || res.To != "7.0.1" || len(res.Units) != 2 {
+	if res.From != "7.0.0" || res.To != "7.0.1" || len(res.Units) != 3 {
 		t.Fatalf("result %+v", res)
 	}
-	for _, u := range []string{"cairn-mdm.service", "cairn-sds.service"} {
+	for _, u := range []string{"cairn-mdm.service", "cairn-sds.service", "cairn-target.service"} {
 		if v := unitVersion(t, in, u); v != "7.0.1" {
 			t.Errorf("after the update %s runs %s", u, v)
 		}
@@ -191,7 +205,9 @@ func TestUpdateSwitchesAndRollsBack(t *testing.T) {
 	if strings.Join(kept, ",") != "7.0.0,7.0.1" {
 		t.Fatalf("versions kept: %v (want the old and the new, the stale one pruned)", kept)
 	}
-	if !strings.Contains(strings.Join(steps, "\n"), "restarting cairn-mdm.service on 7.0.1\nrestarting cairn-sds.service on 7.0.1") {
+	// The MDM alone first, then the others restarted and settled together.
+	if !strings.Contains(strings.Join(steps, "\n"), "restarting cairn-mdm.service on 7.0.1\nrestarting cairn-sds.service on 7.0.1\n"+
+		"restarting cairn-target.service on 7.0.1\nchecking that cairn-sds.service, cairn-target.service stay active on 7.0.1 for 1.5s") {
 		t.Errorf("restart order: %q", steps)
 	}
 
@@ -205,7 +221,7 @@ func TestUpdateSwitchesAndRollsBack(t *testing.T) {
 	if cur, _ := in.Current(); cur != "7.0.1" {
 		t.Fatalf("after the roll back the links name %s", cur)
 	}
-	for _, u := range []string{"cairn-mdm.service", "cairn-sds.service"} {
+	for _, u := range []string{"cairn-mdm.service", "cairn-sds.service", "cairn-target.service"} {
 		if v := unitVersion(t, in, u); v != "7.0.1" {
 			t.Errorf("after the roll back %s runs %s", u, v)
 		}
@@ -224,11 +240,7 @@ func TestUpdaterCarriesOutOrders(t *testing.T) {
 	defer cancel()
 	st := Store{Etcd: cli}
 	for _, dir := range []string{newBuild, fakeBuild(t, "7.0.2")} {
-		raw := bundleOf(t, dir)
-		b, err := Parse(raw)
-		if err != nil {
-			t.Fatal(err)
-		}
+		raw, b := bundleOf(t, dir), readBundle(t, dir)
 		if _, err := st.PutBundle(ctx, b, raw); err != nil {
 			t.Fatal(err)
 		}
@@ -241,7 +253,7 @@ func TestUpdaterCarriesOutOrders(t *testing.T) {
 		t.Fatalf("updater: %v", err)
 	}
 	s, err := st.State(ctx, "svm1")
-	if err != nil || s.State != StateDone || s.Ordered != "7.0.1" || !strings.Contains(s.Message, "2 units run 7.0.1") {
+	if err != nil || s.State != StateDone || s.Ordered != "7.0.1" || !strings.Contains(s.Message, "3 units run 7.0.1") {
 		t.Fatalf("state after the update: %+v %v", s, err)
 	}
 	if v := unitVersion(t, in, "cairn-sds.service"); v != "7.0.1" {
