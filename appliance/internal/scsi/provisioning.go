@@ -1,6 +1,7 @@
 package scsi
 
 import (
+	"cmp"
 	"context"
 	"slices"
 
@@ -58,15 +59,7 @@ func (l *LUN) unmap(ctx context.Context, r *request) (int, *checkCondition) {
 			exts = append(exts, extent{lba, n})
 		}
 	}
-	slices.SortFunc(exts, func(a, b extent) int {
-		switch {
-		case a.lba < b.lba:
-			return -1
-		case a.lba > b.lba:
-			return 1
-		}
-		return 0
-	})
+	slices.SortFunc(exts, func(a, b extent) int { return cmp.Compare(a.lba, b.lba) })
 	merged := exts[:0]
 	for _, e := range exts {
 		if k := len(merged) - 1; k >= 0 && e.lba <= merged[k].lba+merged[k].n {
@@ -115,11 +108,12 @@ func (l *LUN) getLBAStatus(ctx context.Context, r *request) (int, *checkConditio
 	}
 	end := min(nb, start+getLBAStatusWindow)
 	// The window is asked for in growing batches (the start's chunk, then
-	// 1, 2, 4, ... more chunks: the batch doubles what is known), each a volume call of one data-path request
-	// per chunk, until the descriptors the allocation length holds are
-	// complete: an initiator that asks for one descriptor of a block whose
-	// chunk is followed by one of the other status (libiscsi, qemu's block
-	// status) costs two requests, not the window's 64.
+	// 1, 2, 4, ... more chunks: each batch doubles what is known), each a
+	// volume call of one data-path request per chunk, until the descriptors
+	// the allocation length holds are complete: an initiator that asks for
+	// one descriptor of a block whose chunk is followed by one of the other
+	// status (libiscsi, qemu's block status) costs two requests, not the
+	// window's 64.
 	var exts []blockdev.Extent
 	for at, chunks := start, uint64(0); at < end; {
 		upto := min(end, (at/chunkBlocks+max(1, chunks))*chunkBlocks)

@@ -286,50 +286,45 @@ func (in *Installer) systemctl(ctx context.Context, args ...string) (string, err
 	return s, nil
 }
 
-// restartAll restarts units (in Units' order) on version v and waits until
-// they are healthy: the MDM alone first, restarted and settled before any
-// other unit is touched (its etcd member must be back before the others
-// lean on it); then the others one after another (each `systemctl restart`
-// returns once systemd has started it), settled together. restarted is the
-// units restarted so far, also on error (a roll back restarts those).
+// restartGroups splits units (in Units' order) into the groups they are
+// restarted in: the MDM alone first, when it is among them (its etcd
+// member must be back and settled before the others lean on it), then the
+// others together.
+func restartGroups(units []string) [][]string {
+	if len(units) > 1 && units[0] == MDMUnit {
+		return [][]string{units[:1], units[1:]}
+	}
+	return [][]string{units}
+}
+
+// restartAll restarts units on version v group by group (restartGroups):
+// each unit of a group one after another (each `systemctl restart`
+// returns once systemd has started it), then the group settled together.
+// restarted is the units restarted so far, also on error (a roll back
+// restarts those).
 //
 // Settling the others together, not one by one, is what keeps an SVM's
 // turn in a rolling upgrade short: five units settled one at a time cost
-// five settle times; together, one. Every unit is still watched for the
-// whole settle time, and a unit that crashes meanwhile fails the update.
+// five settle times; together, two (the MDM's, the rest's). Every unit is
+// still watched for the whole settle time, and a unit that crashes
+// meanwhile fails the update.
 func (in *Installer) restartAll(ctx context.Context, units []string, v string) (restarted []string, err error) {
-	rest := units
-	if len(units) > 0 && units[0] == MDMUnit {
-		in.progress("restarting %s on %s", MDMUnit, v)
-		restarted = append(restarted, MDMUnit)
-		if err := in.restartHealthy(ctx, MDMUnit, v); err != nil {
-			return restarted, err
+	for _, g := range restartGroups(units) {
+		for _, u := range g {
+			in.progress("restarting %s on %s", u, v)
+			restarted = append(restarted, u)
+			if _, err := in.systemctl(ctx, "restart", u); err != nil {
+				return restarted, err
+			}
 		}
-		rest = units[1:]
-	}
-	if len(rest) == 0 {
-		return restarted, nil
-	}
-	for _, u := range rest {
-		in.progress("restarting %s on %s", u, v)
-		restarted = append(restarted, u)
-		if _, err := in.systemctl(ctx, "restart", u); err != nil {
+		if len(g) > 1 {
+			in.progress("checking that %s stay active on %s for %s", strings.Join(g, ", "), v, in.Settle)
+		}
+		if err := in.healthy(ctx, g, v); err != nil {
 			return restarted, err
 		}
 	}
-	if len(rest) > 1 {
-		in.progress("checking that %s stay active on %s for %s", strings.Join(rest, ", "), v, in.Settle)
-	}
-	return restarted, in.healthy(ctx, rest, v)
-}
-
-// restartHealthy restarts unit and waits until it has been active on
-// version v for Settle.
-func (in *Installer) restartHealthy(ctx context.Context, unit, v string) error {
-	if _, err := in.systemctl(ctx, "restart", unit); err != nil {
-		return err
-	}
-	return in.healthy(ctx, []string{unit}, v)
+	return restarted, nil
 }
 
 // unitWatch is what healthy knows of one unit.
@@ -477,14 +472,10 @@ func (in *Installer) rollBack(ctx context.Context, from, to string, units []stri
 			cause, from, err, filepath.Join(in.VersionsDir(), from), strings.Join(units, ", "))
 	}
 	// Every unit restarted on the new version goes back the way it came
-	// (the MDM settled first, the others together), even when one of them
-	// does not come up on the old version either: all that fail are named.
+	// (restartGroups), even when one of them does not come up on the old
+	// version either: each group's failure is named.
 	var failed []string
-	groups := [][]string{units}
-	if len(units) > 1 && units[0] == MDMUnit {
-		groups = [][]string{units[:1], units[1:]}
-	}
-	for _, g := range groups {
+	for _, g := range restartGroups(units) {
 		var up []string
 		for _, u := range g {
 			if _, err := in.systemctl(ctx, "restart", u); err != nil {
