@@ -101,7 +101,7 @@ stop_pidfiles() {
 	for f in "$@"; do
 		[ -e "$f" ] || continue
 		pid=$(cat "$f")
-		for ((n = 0; n < secs * 10; n++)); do kill -0 "$pid" 2>/dev/null || break; sleep 0.1; done
+		for ((n = 0; n < secs * 20; n++)); do pid_alive "$pid" || break; sleep 0.05; done
 		kill -KILL "$pid" 2>/dev/null || true
 		rm -f "$f"
 	done
