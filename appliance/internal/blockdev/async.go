@@ -46,8 +46,9 @@ import "context"
 // the queued replies from f, one system call for the burst. f runs on
 // several goroutines at once (one per SDS connection), must be safe for
 // that and must not block; the frontend unregisters it (the returned
-// cancel) when its connection ends. A frontend that writes each reply in
-// done (TCMU completes into the ring) need not register one.
+// cancel) when its connection ends. TCMU writes each completion into the
+// ring in done and rings the kernel's doorbell from f, once per burst
+// (tcmu.IdleHandler).
 type AsyncVolume interface {
 	Volume
 	// ReadAtAsync reads like ReadAt and reports the outcome to done.

@@ -101,3 +101,13 @@ func (l *LUN) FlushHeld() {
 		l.async.FlushHeld()
 	}
 }
+
+// OnIdle registers f as the volume's idle hook (blockdev.AsyncVolume.OnIdle)
+// and returns its cancel; ok is false, and nothing is registered, when the
+// volume completes nothing asynchronously.
+func (l *LUN) OnIdle(f func()) (cancel func(), ok bool) {
+	if l.async == nil {
+		return nil, false
+	}
+	return l.async.OnIdle(f), true
+}

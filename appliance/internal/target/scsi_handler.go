@@ -41,3 +41,7 @@ func SCSIHandlers(opts scsi.Options, resolve func(wwn [16]byte) (blockdev.Volume
 		return lunHandler{scsi.NewLUN(vol, o)}
 	}
 }
+
+// OnIdle registers the ring's doorbell as the volume's idle hook
+// (tcmu.IdleHandler).
+func (h lunHandler) OnIdle(f func()) (cancel func(), ok bool) { return h.lun.OnIdle(f) }

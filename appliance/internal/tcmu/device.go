@@ -44,6 +44,18 @@ type AsyncHandler interface {
 	Flush()
 }
 
+// IdleHandler is an AsyncHandler whose done callbacks come in bursts
+// followed by an idle hook (blockdev.AsyncVolume.OnIdle): OnIdle registers
+// f and returns its cancel, or ok false when there is no such hook. Serve
+// then writes those completions into the ring as they come but rings the
+// kernel's doorbell once per burst, from f: one system call (and one pass
+// of the kernel over the ring) for all the answers a connection's reader
+// found together, instead of one per command.
+type IdleHandler interface {
+	AsyncHandler
+	OnIdle(f func()) (cancel func(), ok bool)
+}
+
 // HandlerFunc adapts a function to Handler.
 type HandlerFunc func(ctx context.Context, cdb, dataOut, dataIn []byte) Result
 
@@ -81,6 +93,9 @@ type Ring struct {
 	// completer is in Kick, or kickAgain when completions were written
 	// after that Kick may have read cmd_tail. See complete.
 	kick int
+	// pending: completions stored without a Kick, which the idle hook
+	// owes the kernel (see IdleHandler).
+	pending bool
 }
 
 const (
@@ -132,7 +147,14 @@ func (r *Ring) Serve(ctx context.Context, h Handler) error {
 		limit = 256
 	}
 	work := make(chan command) // unbuffered: a send succeeds only into an idle worker
-	defer wg.Wait()
+	unhook := func() {}
+	defer func() {
+		wg.Wait()
+		unhook()
+		// A completion stored after the idle hook's last run still gets
+		// its Kick (a no-op without one pending).
+		r.kickPending()
+	}()
 	defer close(work)
 	workers := 0
 	worker := func(c command) {
@@ -146,13 +168,19 @@ func (r *Ring) Serve(ctx context.Context, h Handler) error {
 		}
 	}
 	ah, _ := h.(AsyncHandler)
+	deferKick := false
+	if ih, ok := h.(IdleHandler); ok {
+		if cancel, ok := ih.OnIdle(r.kickPending); ok {
+			deferKick, unhook = true, cancel
+		}
+	}
 	stop := context.AfterFunc(ctx, r.notifier.Interrupt)
 	defer stop()
 	for {
 		cmds, err := r.takeNew()
 		held := false
 		for _, c := range cmds {
-			if ah != nil && r.start(ctx, ah, c, &wg) {
+			if ah != nil && r.start(ctx, ah, c, &wg, deferKick) {
 				held = true
 				continue
 			}
@@ -262,7 +290,7 @@ func (r *Ring) run(ctx context.Context, h Handler, c command) {
 // counts in wg until its completion is written; a failed start runs it
 // again, synchronously, on a goroutine of its own (a rare path: the
 // asynchronous one fails only when the volume needs retries).
-func (r *Ring) start(ctx context.Context, ah AsyncHandler, c command, wg *sync.WaitGroup) bool {
+func (r *Ring) start(ctx context.Context, ah AsyncHandler, c command, wg *sync.WaitGroup, deferKick bool) bool {
 	dataOut, dataIn := r.buffers(c)
 	wg.Add(1)
 	ok := ah.Start(ctx, c.cdb, dataOut, dataIn, true, func(res Result, ok bool) {
@@ -275,7 +303,11 @@ func (r *Ring) start(ctx context.Context, ah AsyncHandler, c command, wg *sync.W
 			}()
 			return
 		}
-		r.finish(c, res, dataIn)
+		if deferKick {
+			r.finishDeferred(c, res, dataIn)
+		} else {
+			r.finish(c, res, dataIn)
+		}
 		bufpool.Put(dataOut)
 		bufpool.Put(dataIn)
 		wg.Done()
@@ -312,12 +344,17 @@ func (r *Ring) buffers(c command) (dataOut, dataIn []byte) {
 }
 
 // finish checks a handler's result and completes c.
-func (r *Ring) finish(c command, res Result, dataIn []byte) {
+func (r *Ring) finish(c command, res Result, dataIn []byte) { r.finishAs(c, res, dataIn, false) }
+
+// finishDeferred is finish without the doorbell: kickPending rings it.
+func (r *Ring) finishDeferred(c command, res Result, dataIn []byte) { r.finishAs(c, res, dataIn, true) }
+
+func (r *Ring) finishAs(c command, res Result, dataIn []byte, deferKick bool) {
 	if res.DataInLen < 0 || res.DataInLen > len(dataIn) {
 		r.log.Error("tcmu: handler returned more data than the buffer holds", "cdb0", c.cdb[0], "len", res.DataInLen, "buf", len(dataIn))
 		res.DataInLen = len(dataIn)
 	}
-	r.complete(c, res, dataIn)
+	r.store(c, res, dataIn, deferKick)
 }
 
 // gather copies the iovecs' bytes out of the shared region into dst.
@@ -340,7 +377,11 @@ func (r *Ring) scatter(src []byte, iov []iovec) {
 }
 
 // complete writes c's data-in and its response, then rings the doorbell.
-func (r *Ring) complete(c command, res Result, dataIn []byte) {
+func (r *Ring) complete(c command, res Result, dataIn []byte) { r.store(c, res, dataIn, false) }
+
+// store writes c's data-in and its response; with deferKick it leaves the
+// doorbell to kickPending, else it rings it.
+func (r *Ring) store(c command, res Result, dataIn []byte, deferKick bool) {
 	inIov := c.iov
 	if len(c.bidi) > 0 {
 		inIov = c.bidi
@@ -374,6 +415,29 @@ func (r *Ring) complete(c command, res Result, dataIn []byte) {
 	r.tail = (r.tail + n) % uint32(len(r.ring))
 	r.skipNonCommands()
 	atomic.StoreUint32(r.u32(mbCmdTail), r.tail)
+	if deferKick {
+		r.pending = true
+		r.mu.Unlock()
+		return
+	}
+	r.doorbell()
+}
+
+// kickPending rings the doorbell for completions stored without one (the
+// idle hook of IdleHandler; safe on any goroutine, a no-op with none).
+func (r *Ring) kickPending() {
+	r.mu.Lock()
+	if !r.pending {
+		r.mu.Unlock()
+		return
+	}
+	r.doorbell()
+}
+
+// doorbell tells the kernel that cmd_tail moved. Called with mu held; it
+// releases it.
+func (r *Ring) doorbell() {
+	r.pending = false
 	// Doorbell coalescing: the kernel handles every completion up to
 	// cmd_tail on each Kick, so one Kick in progress covers the completions
 	// stored before it started. A completion stored while another completer
@@ -390,7 +454,7 @@ func (r *Ring) complete(c command, res Result, dataIn []byte) {
 	r.mu.Unlock()
 	for {
 		if err := r.notifier.Kick(); err != nil && !errors.Is(err, errClosed) {
-			r.log.Error("tcmu: notify kernel of completion", "cmd_id", c.id, "err", err)
+			r.log.Error("tcmu: notify kernel of completions", "err", err)
 		}
 		r.mu.Lock()
 		if r.kick == kickAgain {

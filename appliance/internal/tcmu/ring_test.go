@@ -536,3 +536,151 @@ func TestAsyncStart(t *testing.T) {
 		t.Errorf("%d flushes, %d reads held and never flushed", h.flushes.Load(), h.held.Load())
 	}
 }
+
+// countingKernel is a fakeKernel that counts its doorbells.
+type countingKernel struct {
+	*fakeKernel
+	kicks atomic.Int32
+}
+
+func (k *countingKernel) Kick() error {
+	k.kicks.Add(1)
+	return k.fakeKernel.Kick()
+}
+
+// burstDisk starts READ(10)s and answers them from one goroutine in
+// bursts, the way a wire connection's reader hands over the answers it
+// found buffered together, then runs the idle hook (blockdev.AsyncVolume)
+// unless callIdle is false.
+type burstDisk struct {
+	*diskHandler
+	queue    chan func()
+	callIdle bool
+	mu       sync.Mutex
+	idle     func()
+	answered atomic.Int32
+	bursts   atomic.Int32
+}
+
+func (d *burstDisk) Start(ctx context.Context, cdb, out, in []byte, hold bool, done func(Result, bool)) bool {
+	if cdb[0] != 0x28 {
+		return false
+	}
+	d.queue <- func() { done(d.HandleCommand(ctx, cdb, out, in), true); d.answered.Add(1) }
+	return true
+}
+
+func (d *burstDisk) Flush() {}
+
+func (d *burstDisk) OnIdle(f func()) (cancel func(), ok bool) {
+	d.mu.Lock()
+	d.idle = f
+	d.mu.Unlock()
+	return func() { d.mu.Lock(); d.idle = nil; d.mu.Unlock() }, true
+}
+
+func (d *burstDisk) answer(stop <-chan struct{}) {
+	for {
+		var burst []func()
+		select {
+		case f := <-d.queue:
+			burst = append(burst, f)
+		case <-stop:
+			return
+		}
+		time.Sleep(2 * time.Millisecond) // let the rest of the burst arrive
+		for more := true; more; {
+			select {
+			case f := <-d.queue:
+				burst = append(burst, f)
+			default:
+				more = false
+			}
+		}
+		for _, f := range burst {
+			f()
+		}
+		d.bursts.Add(1)
+		d.mu.Lock()
+		idle := d.idle
+		d.mu.Unlock()
+		if d.callIdle && idle != nil {
+			idle()
+		}
+	}
+}
+
+// TestIdleHookKicks: completions that a handler's idle hook follows
+// (tcmu.IdleHandler) are written at once but share one doorbell per burst;
+// every command completes with its data. A completion the hook never
+// followed is still rung when Serve ends.
+func TestIdleHookKicks(t *testing.T) {
+	for _, callIdle := range []bool{true, false} {
+		t.Run(fmt.Sprintf("idle-hook-runs=%v", callIdle), func(t *testing.T) {
+			k := &countingKernel{fakeKernel: newFakeKernel(t, 1<<15, 64)}
+			d := &burstDisk{diskHandler: &diskHandler{blocks: map[uint32][]byte{}}, queue: make(chan func(), 256), callIdle: callIdle}
+			stopAnswers := make(chan struct{})
+			defer close(stopAnswers)
+			go d.answer(stopAnswers)
+			r, err := NewRing(k.mem, k, nil)
+			if err != nil {
+				t.Fatal(err)
+			}
+			ctx, cancel := context.WithCancel(context.Background())
+			served := make(chan error, 1)
+			go func() { served <- r.Serve(ctx, d) }()
+			const n = 48
+			want := make([][]byte, n)
+			for i := range n {
+				want[i] = bytes.Repeat([]byte{byte(i + 1)}, 1024)
+				if res := <-k.submit(rw10(0x2a, uint32(i*2), 2), want[i], 0); res.status != 0 {
+					t.Fatalf("write %d: status %d", i, res.status)
+				}
+			}
+			before := k.kicks.Load()
+			res := make([]chan fakeResult, n)
+			for i := range n {
+				res[i] = k.submit(rw10(0x28, uint32(i*2), 2), nil, 1024)
+			}
+			if !callIdle {
+				// Answered, but the hook that owes the doorbell never ran:
+				// the kernel has seen none of them, until Serve ends.
+				for deadline := time.Now().Add(10 * time.Second); d.answered.Load() < n; time.Sleep(time.Millisecond) {
+					if time.Now().After(deadline) {
+						t.Fatalf("%d of %d reads answered", d.answered.Load(), n)
+					}
+				}
+				for i := range n {
+					select {
+					case <-res[i]:
+						t.Fatalf("read %d reached the kernel without a doorbell", i)
+					default:
+					}
+				}
+				cancel()
+			}
+			for i := range n {
+				select {
+				case r := <-res[i]:
+					if r.status != 0 || !bytes.Equal(r.dataIn, want[i]) {
+						t.Fatalf("read %d: status %d, data differs", i, r.status)
+					}
+				case <-time.After(10 * time.Second):
+					t.Fatalf("read %d never completed (a completion without a doorbell after it)", i)
+				}
+			}
+			cancel()
+			if err := <-served; err != nil {
+				t.Fatalf("Serve: %v", err)
+			}
+			kicks, bursts := k.kicks.Load()-before, d.bursts.Load()
+			if callIdle && (kicks < 1 || kicks > bursts) {
+				t.Errorf("%d doorbells for %d reads answered in %d bursts: want one per burst at most", kicks, n, bursts)
+			}
+			if !callIdle && kicks != 1 {
+				t.Errorf("%d doorbells for %d reads whose hook never ran: want the one at Serve's end", kicks, n)
+			}
+			t.Logf("%d reads, %d bursts, %d doorbells", n, bursts, kicks)
+		})
+	}
+}

@@ -116,3 +116,84 @@ func TestGoConnectionFailure(t *testing.T) {
 		t.Fatalf("closed client: %v, want ErrClosed", err)
 	}
 }
+
+// TestIdleBeforeWaitingForPayload: when an answer's payload is still on its
+// way, the answers handled before it are followed by OnIdle first (a
+// frontend sends its held replies, TCMU rings its doorbell), not only once
+// that payload has arrived.
+func TestIdleBeforeWaitingForPayload(t *testing.T) {
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer l.Close()
+	idle := make(chan struct{}, 16)
+	rest := make(chan struct{})
+	served := make(chan error, 1)
+	go func() {
+		c, err := l.Accept()
+		if err != nil {
+			served <- err
+			return
+		}
+		defer c.Close()
+		var req [2]Request
+		var hdr [ReqHeader]byte
+		for i := range req {
+			if err := ReadRequest(c, hdr[:], &req[i], func(n int) []byte { return make([]byte, n) }); err != nil {
+				served <- err
+				return
+			}
+		}
+		// The first answer whole, then the second's header and a part of
+		// its 64 KiB payload; the rest only once the client went idle.
+		small := Response{ID: req[0].ID, Payload: []byte("first")}
+		big := Response{ID: req[1].ID, Payload: bytes.Repeat([]byte{7}, 64<<10)}
+		var rh [RespHeader]byte
+		var out []byte
+		PutResponseHeader(rh[:], &small)
+		out = append(append(out, rh[:]...), small.Payload...)
+		PutResponseHeader(rh[:], &big)
+		out = append(append(out, rh[:]...), big.Payload[:1000]...)
+		if _, err := c.Write(out); err != nil {
+			served <- err
+			return
+		}
+		select {
+		case <-rest:
+		case <-time.After(5 * time.Second):
+		}
+		_, err = c.Write(big.Payload[1000:])
+		served <- err
+	}()
+	c := NewClient(l.Addr().String(), 1)
+	c.OnIdle = func() { idle <- struct{}{} }
+	defer c.Close()
+	var order []string
+	var mu sync.Mutex
+	note := func(s string) { mu.Lock(); order = append(order, s); mu.Unlock() }
+	first, second := make(chan error, 1), make(chan error, 1)
+	c.Go(&Request{Op: OpRead, Length: 5}, nil, 10*time.Second, true, func(_ *Response, err error) { note("first"); first <- err })
+	c.Go(&Request{Op: OpRead, Length: 64 << 10}, nil, 10*time.Second, false, func(_ *Response, err error) { note("second"); second <- err })
+	if err := <-first; err != nil {
+		t.Fatal(err)
+	}
+	select {
+	case <-idle:
+		note("idle")
+	case <-time.After(3 * time.Second):
+		t.Error("no OnIdle after the first answer while the second's payload was still on its way")
+	}
+	close(rest)
+	if err := <-second; err != nil {
+		t.Fatal(err)
+	}
+	if err := <-served; err != nil {
+		t.Fatal(err)
+	}
+	mu.Lock()
+	defer mu.Unlock()
+	if len(order) < 3 || order[0] != "first" || order[1] != "idle" || order[2] != "second" {
+		t.Errorf("order %v, want [first idle second]", order)
+	}
+}

@@ -393,6 +393,12 @@ func (cc *clientConn) readLoop() {
 			buf = make([]byte, n)
 		}
 		if n > 0 {
+			if ran && br.Buffered() < n {
+				// The payload is still on its way (a large read): let the
+				// answers handled so far go before waiting for it.
+				cc.idle()
+				ran = false
+			}
 			if _, err := io.ReadFull(br, buf); err != nil {
 				if cl != nil {
 					cl.err = fmt.Errorf("connection to %s: %w", cc.c.RemoteAddr(), err)
