@@ -31,9 +31,13 @@ func TestLeaderHandoverQueue(t *testing.T) {
 	}
 	ctx, cancel := context.WithCancel(context.Background())
 	var wg sync.WaitGroup
+	// Cleanups run last first: the data directories are made before the
+	// members' stop is registered, so they are removed after the members
+	// stopped (etcd's file purge, still running, dies on a vanished one).
+	base := t.TempDir()
 	t.Cleanup(func() { cancel(); wg.Wait() })
 	for _, n := range names {
-		cfg := mdm.Config{Name: n, DataDir: filepath.Join(t.TempDir(), n), PeerURL: peers[n], ClientURL: clients[n],
+		cfg := mdm.Config{Name: n, DataDir: filepath.Join(base, n), PeerURL: peers[n], ClientURL: clients[n],
 			InitialCluster: strings.Join(initial, ","), Logger: slog.New(slog.DiscardHandler)}
 		wg.Add(1)
 		go func() {
