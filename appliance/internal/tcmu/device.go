@@ -204,7 +204,7 @@ func (r *Ring) Serve(ctx context.Context, h Handler) error {
 			case <-ctx.Done():
 				// Not executed: answer BUSY so the kernel frees the entry
 				// and the initiator retries (on another path).
-				r.complete(c, Result{Status: StatusBusy}, nil)
+				r.complete(c, Result{Status: StatusBusy}, nil, false)
 			}
 		}
 		if held {
@@ -283,7 +283,7 @@ func (r *Ring) run(ctx context.Context, h Handler, c command) {
 	defer bufpool.Put(dataOut)
 	defer bufpool.Put(dataIn)
 	res := h.HandleCommand(ctx, c.cdb, dataOut, dataIn)
-	r.finish(c, res, dataIn)
+	r.finish(c, res, dataIn, false)
 }
 
 // start offers c to an AsyncHandler, with hold. If taken, the command
@@ -303,11 +303,7 @@ func (r *Ring) start(ctx context.Context, ah AsyncHandler, c command, wg *sync.W
 			}()
 			return
 		}
-		if deferKick {
-			r.finishDeferred(c, res, dataIn)
-		} else {
-			r.finish(c, res, dataIn)
-		}
+		r.finish(c, res, dataIn, deferKick)
 		bufpool.Put(dataOut)
 		bufpool.Put(dataIn)
 		wg.Done()
@@ -343,18 +339,14 @@ func (r *Ring) buffers(c command) (dataOut, dataIn []byte) {
 	return dataOut, dataIn
 }
 
-// finish checks a handler's result and completes c.
-func (r *Ring) finish(c command, res Result, dataIn []byte) { r.finishAs(c, res, dataIn, false) }
-
-// finishDeferred is finish without the doorbell: kickPending rings it.
-func (r *Ring) finishDeferred(c command, res Result, dataIn []byte) { r.finishAs(c, res, dataIn, true) }
-
-func (r *Ring) finishAs(c command, res Result, dataIn []byte, deferKick bool) {
+// finish checks a handler's result and completes c (deferKick: see
+// complete).
+func (r *Ring) finish(c command, res Result, dataIn []byte, deferKick bool) {
 	if res.DataInLen < 0 || res.DataInLen > len(dataIn) {
 		r.log.Error("tcmu: handler returned more data than the buffer holds", "cdb0", c.cdb[0], "len", res.DataInLen, "buf", len(dataIn))
 		res.DataInLen = len(dataIn)
 	}
-	r.store(c, res, dataIn, deferKick)
+	r.complete(c, res, dataIn, deferKick)
 }
 
 // gather copies the iovecs' bytes out of the shared region into dst.
@@ -376,12 +368,9 @@ func (r *Ring) scatter(src []byte, iov []iovec) {
 	}
 }
 
-// complete writes c's data-in and its response, then rings the doorbell.
-func (r *Ring) complete(c command, res Result, dataIn []byte) { r.store(c, res, dataIn, false) }
-
-// store writes c's data-in and its response; with deferKick it leaves the
-// doorbell to kickPending, else it rings it.
-func (r *Ring) store(c command, res Result, dataIn []byte, deferKick bool) {
+// complete writes c's data-in and its response, then rings the doorbell;
+// with deferKick it leaves the doorbell to kickPending (IdleHandler).
+func (r *Ring) complete(c command, res Result, dataIn []byte, deferKick bool) {
 	inIov := c.iov
 	if len(c.bidi) > 0 {
 		inIov = c.bidi

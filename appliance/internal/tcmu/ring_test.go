@@ -400,19 +400,6 @@ func FuzzRing(f *testing.F) {
 	})
 }
 
-// slowKernel is a fakeKernel whose doorbell takes a while (as a syscall
-// does under TCG) and counts the Kicks.
-type slowKernel struct {
-	*fakeKernel
-	kicks atomic.Int32
-}
-
-func (k *slowKernel) Kick() error {
-	k.kicks.Add(1)
-	time.Sleep(5 * time.Millisecond)
-	return k.fakeKernel.Kick()
-}
-
 // countingHandler records how many commands run at once.
 type countingHandler struct {
 	now, peak atomic.Int32
@@ -431,7 +418,7 @@ func (h *countingHandler) HandleCommand(ctx context.Context, cdb, out, in []byte
 // in progress share the next one (fewer Kicks than commands, yet every
 // command completes), and no more than MaxInFlight commands run at once.
 func TestKickCoalescingAndWorkerBound(t *testing.T) {
-	k := &slowKernel{fakeKernel: newFakeKernel(t, 1<<16, 64)}
+	k := &countingKernel{fakeKernel: newFakeKernel(t, 1<<16, 64), delay: 5 * time.Millisecond} // a doorbell takes a while, as a syscall does under TCG
 	r, err := NewRing(k.mem, k, nil)
 	if err != nil {
 		t.Fatal(err)
@@ -447,13 +434,8 @@ func TestKickCoalescingAndWorkerBound(t *testing.T) {
 		res = append(res, k.submit([]byte{0x00, 0, 0, 0, 0, 0}, nil, 0)) // TEST UNIT READY
 	}
 	for i, c := range res {
-		select {
-		case r := <-c:
-			if r.status != 0 {
-				t.Fatalf("command %d: status %d", i, r.status)
-			}
-		case <-time.After(30 * time.Second):
-			t.Fatalf("command %d never completed (a completion without a Kick after it?)", i)
+		if r := await(t, c, 30*time.Second, fmt.Sprintf("command %d", i)); r.status != 0 {
+			t.Fatalf("command %d: status %d", i, r.status)
 		}
 	}
 	cancel()
@@ -537,15 +519,30 @@ func TestAsyncStart(t *testing.T) {
 	}
 }
 
-// countingKernel is a fakeKernel that counts its doorbells.
+// countingKernel is a fakeKernel that counts its doorbells, each taking
+// delay.
 type countingKernel struct {
 	*fakeKernel
 	kicks atomic.Int32
+	delay time.Duration
 }
 
 func (k *countingKernel) Kick() error {
 	k.kicks.Add(1)
+	time.Sleep(k.delay)
 	return k.fakeKernel.Kick()
+}
+
+// await is a command's result, failing the test if none comes within.
+func await(t *testing.T, c chan fakeResult, within time.Duration, what string) fakeResult {
+	t.Helper()
+	select {
+	case r := <-c:
+		return r
+	case <-time.After(within):
+		t.Fatalf("%s never completed (a completion without a doorbell after it?)", what)
+	}
+	return fakeResult{}
 }
 
 // burstDisk starts READ(10)s and answers them from one goroutine in
@@ -660,13 +657,8 @@ func TestIdleHookKicks(t *testing.T) {
 				cancel()
 			}
 			for i := range n {
-				select {
-				case r := <-res[i]:
-					if r.status != 0 || !bytes.Equal(r.dataIn, want[i]) {
-						t.Fatalf("read %d: status %d, data differs", i, r.status)
-					}
-				case <-time.After(10 * time.Second):
-					t.Fatalf("read %d never completed (a completion without a doorbell after it)", i)
+				if r := await(t, res[i], 10*time.Second, fmt.Sprintf("read %d", i)); r.status != 0 || !bytes.Equal(r.dataIn, want[i]) {
+					t.Fatalf("read %d: status %d, data differs", i, r.status)
 				}
 			}
 			cancel()
