@@ -281,20 +281,23 @@ func rw10(op byte, lba uint32, blocks uint16) []byte {
 	return c
 }
 
-func startRing(t *testing.T, k *fakeKernel, h Handler) (stop func()) {
-	r, err := NewRing(k.mem, k, nil)
+// startRing serves mem's ring with h, n being the doorbells (the fake
+// kernel itself, or a wrapper of it); stop ends Serve and checks its error,
+// once however often it is called.
+func startRing(t *testing.T, mem []byte, n Notifier, h Handler) (stop func()) {
+	r, err := NewRing(mem, n, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan error, 1)
 	go func() { done <- r.Serve(ctx, h) }()
-	return func() {
+	return sync.OnceFunc(func() {
 		cancel()
 		if err := <-done; err != nil {
 			t.Errorf("Serve: %v", err)
 		}
-	}
+	})
 }
 
 // TestOutOfOrderCompletions runs many concurrent writes then reads through
@@ -303,7 +306,7 @@ func startRing(t *testing.T, k *fakeKernel, h Handler) (stop func()) {
 func TestOutOfOrderCompletions(t *testing.T) {
 	k := newFakeKernel(t, 2048, 64)
 	h := &diskHandler{blocks: map[uint32][]byte{}, delay: true}
-	stop := startRing(t, k, h)
+	stop := startRing(t, k.mem, k, h)
 	defer stop()
 
 	const workers, perWorker = 8, 40
@@ -348,7 +351,7 @@ func TestOutOfOrderCompletions(t *testing.T) {
 
 func TestSenseAndShortRead(t *testing.T) {
 	k := newFakeKernel(t, 4096, 8)
-	stop := startRing(t, k, &diskHandler{blocks: map[uint32][]byte{}})
+	stop := startRing(t, k.mem, k, &diskHandler{blocks: map[uint32][]byte{}})
 	defer stop()
 	res := <-k.submit([]byte{0x99, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0}, nil, 0)
 	if res.status != 2 || res.sense[0] != 0x70 || res.sense[2] != 0x05 || res.sense[12] != 0x20 {
@@ -491,7 +494,7 @@ func (a *asyncDisk) Flush() {
 func TestAsyncStart(t *testing.T) {
 	k := newFakeKernel(t, 1<<15, 64)
 	h := &asyncDisk{diskHandler: &diskHandler{blocks: map[uint32][]byte{}}}
-	stop := startRing(t, k, h)
+	stop := startRing(t, k.mem, k, h)
 	const n = 60
 	want := make([][]byte, n)
 	for i := range n {
@@ -619,13 +622,7 @@ func TestIdleHookKicks(t *testing.T) {
 			stopAnswers := make(chan struct{})
 			defer close(stopAnswers)
 			go d.answer(stopAnswers)
-			r, err := NewRing(k.mem, k, nil)
-			if err != nil {
-				t.Fatal(err)
-			}
-			ctx, cancel := context.WithCancel(context.Background())
-			served := make(chan error, 1)
-			go func() { served <- r.Serve(ctx, d) }()
+			stop := startRing(t, k.mem, k, d)
 			const n = 48
 			want := make([][]byte, n)
 			for i := range n {
@@ -654,17 +651,14 @@ func TestIdleHookKicks(t *testing.T) {
 					default:
 					}
 				}
-				cancel()
+				stop()
 			}
 			for i := range n {
 				if r := await(t, res[i], 10*time.Second, fmt.Sprintf("read %d", i)); r.status != 0 || !bytes.Equal(r.dataIn, want[i]) {
 					t.Fatalf("read %d: status %d, data differs", i, r.status)
 				}
 			}
-			cancel()
-			if err := <-served; err != nil {
-				t.Fatalf("Serve: %v", err)
-			}
+			stop()
 			kicks, bursts := k.kicks.Load()-before, d.bursts.Load()
 			if callIdle && (kicks < 1 || kicks > bursts) {
 				t.Errorf("%d doorbells for %d reads answered in %d bursts: want one per burst at most", kicks, n, bursts)
