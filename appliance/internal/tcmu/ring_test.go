@@ -488,6 +488,20 @@ func (a *asyncDisk) Flush() {
 	a.held.Store(0)
 }
 
+// writeBlocks writes n 1 KiB patterns (WRITE(10) of 2 blocks at LBAs 0, 2,
+// 4, ...) and returns them.
+func writeBlocks(t *testing.T, k *fakeKernel, n int) [][]byte {
+	t.Helper()
+	want := make([][]byte, n)
+	for i := range n {
+		want[i] = bytes.Repeat([]byte{byte(i + 1)}, 1024)
+		if res := <-k.submit(rw10(0x2a, uint32(i*2), 2), want[i], 0); res.status != 0 {
+			t.Fatalf("write %d: status %d", i, res.status)
+		}
+	}
+	return want
+}
+
 // TestAsyncStart: reads started asynchronously (and the ones whose start
 // failed, rerun synchronously) return the data written, every command
 // completes once, and the ring flushes after starting a batch.
@@ -496,13 +510,7 @@ func TestAsyncStart(t *testing.T) {
 	h := &asyncDisk{diskHandler: &diskHandler{blocks: map[uint32][]byte{}}}
 	stop := startRing(t, k.mem, k, h)
 	const n = 60
-	want := make([][]byte, n)
-	for i := range n {
-		want[i] = bytes.Repeat([]byte{byte(i + 1)}, 1024)
-		if res := <-k.submit(rw10(0x2a, uint32(i*2), 2), want[i], 0); res.status != 0 {
-			t.Fatalf("write %d: status %d", i, res.status)
-		}
-	}
+	want := writeBlocks(t, k, n)
 	res := make([]chan fakeResult, n)
 	for i := range n {
 		res[i] = k.submit(rw10(0x28, uint32(i*2), 2), nil, 1024)
@@ -624,13 +632,7 @@ func TestIdleHookKicks(t *testing.T) {
 			go d.answer(stopAnswers)
 			stop := startRing(t, k.mem, k, d)
 			const n = 48
-			want := make([][]byte, n)
-			for i := range n {
-				want[i] = bytes.Repeat([]byte{byte(i + 1)}, 1024)
-				if res := <-k.submit(rw10(0x2a, uint32(i*2), 2), want[i], 0); res.status != 0 {
-					t.Fatalf("write %d: status %d", i, res.status)
-				}
-			}
+			want := writeBlocks(t, k.fakeKernel, n)
 			before := k.kicks.Load()
 			res := make([]chan fakeResult, n)
 			for i := range n {
