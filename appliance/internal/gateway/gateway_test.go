@@ -55,6 +55,18 @@ func TestLoginAndTokens(t *testing.T) {
 	tok := e.login("mon", "password-mon")
 	e.ok(200, "GET", "/api/v1/volumes", tok, "")
 	time.Sleep(2200 * time.Millisecond)
+	// The sessions' leases end with their tokens, and etcd deletes expired
+	// leases' keys a moment later: wait for that, so that the refused
+	// request below is checked against a store nothing else changes.
+	for deadline := time.Now().Add(10 * time.Second); ; time.Sleep(100 * time.Millisecond) {
+		r := must(e.etcd.Get(context.Background(), model.SessionPrefix, clientv3.WithPrefix(), clientv3.WithCountOnly()))
+		if r.Count == 0 {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("%d expired sessions still in etcd 10 s after their tokens ended", r.Count)
+		}
+	}
 	e.fails(401, "token invalid or expired", "GET", "/api/v1/volumes", tok, "")
 
 	e2 := newEnv(t)
