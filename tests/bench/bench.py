@@ -434,20 +434,18 @@ def compute_ratios(records):
             out.append({"kind": "ratio", "target": target, "versus": "-", "workload": workload,
                         "metric": metric + " (absolute)", "ratio": a[metric], "goal": f"{op} {goal:g}",
                         "met": compare(a[metric], op, goal)})
-    # Scaling: CPU per I/O spread across SDS counts, per workload.
-    scaling = {}
-    for r in records:
-        if r["kind"] == "measurement" and r.get("sds"):
-            base = r["workload"].rsplit("-sds", 1)[0]
-            scaling.setdefault(base, []).append(r)
-    for base, rs in sorted(scaling.items()):
-        cpus = [r["cpu_us_per_io"] for r in rs]
-        if len(rs) < 2 or min(cpus) <= 0:
+    # Scaling: CPU per I/O spread across SDS counts (each count's mean over
+    # the rounds), per workload.
+    for base, counts in sorted(scaling_means(records).items()):
+        cpus = [m["cpu_us_per_io"] for m in counts.values()]
+        if len(counts) < 2 or min(cpus) <= 0:
             continue
         spread = max(cpus) / min(cpus)
+        rounds = min(m["rounds"] for m in counts.values())
         out.append({"kind": "ratio", "target": "cairn-nbd", "versus": "cairn-nbd",
                     "workload": f"scaling-{base}", "metric": "cpu_us_per_io max/min over SDS counts "
-                    + ",".join(str(r["sds"]) for r in sorted(rs, key=lambda r: r["sds"])),
+                    + ",".join(str(n) for n in sorted(counts))
+                    + (f", mean of {rounds} rounds" if rounds > 1 else ""),
                     "ratio": round(spread, 3), "goal": f"<= {SCALING_CPU_SPREAD_GOAL:g}",
                     "met": spread <= SCALING_CPU_SPREAD_GOAL})
     # Security modes: mean CPU per I/O over the rounds, each mode over none.
@@ -477,6 +475,31 @@ def compute_ratios(records):
     return out
 
 
+MEAN_FIELDS = ("iops", "cpu_us_per_io", "client_cpu_us_per_io", "server_cpu_us_per_io", "mean_lat_us",
+               "system_busy_pct")
+
+
+def mean_of(rs):
+    """The mean of each MEAN_FIELDS figure over measurements rs (None where one lacks it), their
+    count as "rounds" and each one's CPU per I/O in round order as "cpus"."""
+    m = {k: (sum(r[k] for r in rs) / len(rs) if all(r.get(k) is not None for r in rs) else None)
+         for k in MEAN_FIELDS}
+    m["rounds"] = len(rs)
+    m["cpus"] = [r["cpu_us_per_io"] for r in sorted(rs, key=lambda r: r.get("round") or 0)]
+    return m
+
+
+def scaling_means(records):
+    """{workload: {SDS count: mean_of(its rounds)}}: the scaling run's measurements (one per
+    round, or a single one when the run had one round)."""
+    acc = {}
+    for r in records:
+        if r["kind"] == "measurement" and r.get("sds"):
+            base = r["workload"].rsplit("-sds", 1)[0]
+            acc.setdefault(base, {}).setdefault(r["sds"], []).append(r)
+    return {w: {n: mean_of(rs) for n, rs in counts.items()} for w, counts in acc.items()}
+
+
 def security_means(records):
     """{workload: {mode: {"iops", "cpu_us_per_io", "mean_lat_us", "rounds"}}}: the security run's
     measurements averaged over its rounds."""
@@ -487,13 +510,7 @@ def security_means(records):
         mode = r["target"][len("cairn-nbd-"):]
         w = r["workload"].rsplit("-r", 1)[0]
         acc.setdefault(w, {}).setdefault(mode, []).append(r)
-    out = {}
-    for w, modes in acc.items():
-        out[w] = {}
-        for mode, rs in modes.items():
-            out[w][mode] = {k: sum(r[k] for r in rs) / len(rs) for k in ("iops", "cpu_us_per_io", "mean_lat_us")}
-            out[w][mode]["rounds"] = len(rs)
-    return out
+    return {w: {mode: mean_of(rs) for mode, rs in modes.items()} for w, modes in acc.items()}
 
 
 def sh(cmd):
@@ -668,15 +685,23 @@ def cmd_report(a):
                  f"| {fmt(r['p99_lat_us'])} | {fmt(r['cpu_us_per_io'], 1)} ({fmt(r['client_cpu_us_per_io'], 1)} + "
                  f"{fmt(r['server_cpu_us_per_io'], 1)}) | {fmt(r['system_busy_pct'])} |")
     L.append("")
-    scaling = [r for r in meas if r.get("sds")]
+    scaling = scaling_means(records)
     if scaling:
+        rounds = max(m["rounds"] for counts in scaling.values() for m in counts.values())
         L.append("## Scaling: cairn-nbd with N SDSs, same total number of devices\n")
-        L.append("| SDSs | workload | IOPS | mean lat (µs) | CPU µs/IO (fio + server) | busy % |")
-        L.append("|--:|---|--:|--:|--:|--:|")
-        for r in sorted(scaling, key=lambda r: (r["sds"], order_key(r))):
-            L.append(f"| {r['sds']} | {r['workload'].rsplit('-sds', 1)[0]} | {fmt(r['iops'])} | {fmt(r['mean_lat_us'])} "
-                     f"| {fmt(r['cpu_us_per_io'], 1)} ({fmt(r['client_cpu_us_per_io'], 1)} + "
-                     f"{fmt(r['server_cpu_us_per_io'], 1)}) | {fmt(r['system_busy_pct'])} |")
+        if rounds > 1:
+            L.append(f"Each SDS count on a fresh cluster in each of {rounds} rounds, the order of the counts "
+                     "rotated every round; figures are the mean over the rounds, and the goal sets those "
+                     "means against each other.\n")
+        L.append("| SDSs | workload | rounds | IOPS | mean lat (µs) | CPU µs/IO (fio + server) | CPU µs/IO by round | busy % |")
+        L.append("|--:|---|--:|--:|--:|--:|--:|--:|")
+        for n, w in sorted(((n, w) for w, counts in scaling.items() for n in counts),
+                           key=lambda x: (x[0], order_key({"workload": x[1], "target": "cairn-nbd"}))):
+            m = scaling[w][n]
+            L.append(f"| {n} | {w} | {m['rounds']} | {fmt(m['iops'])} | {fmt(m['mean_lat_us'])} "
+                     f"| {fmt(m['cpu_us_per_io'], 1)} ({fmt(m['client_cpu_us_per_io'], 1)} + "
+                     f"{fmt(m['server_cpu_us_per_io'], 1)}) | {', '.join(fmt(c, 1) for c in m['cpus'])} "
+                     f"| {fmt(m['system_busy_pct'])} |")
         L.append("")
     sec = security_means(records)
     if sec:

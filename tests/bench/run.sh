@@ -16,7 +16,8 @@
 #   BENCH_ALLOW_MISSING=1        skip (and say so in the report) targets whose
 #                      tools or hooks are missing, instead of failing
 #   BENCH_NICE         renice the run (servers included), e.g. -19 on a shared machine
-#   BENCH_SCALING_SDS ("2 3 4"), BENCH_SCALING_DEVICES (12): the scaling run
+#   BENCH_SCALING_SDS ("2 3 4"), BENCH_SCALING_DEVICES (12), BENCH_SCALING_ROUNDS (3):
+#                      the scaling run (each count once per round, order rotated)
 #   BENCH_SECURITY_ROUNDS (3): rounds of the security run (each mode once per round, order rotated)
 #   BENCH_DOCS_PREFIX  file names under docs/ (benchmarks; benchmarks-smoke for smoke)
 #   CAIRN_CLUSTER_HOOK, CAIRN_ISCSI_HOOK, CAIRN_FAILURE_HOOK   see README.md

@@ -43,7 +43,7 @@ say "end to end: run.sh full with targets: $targets"
 mkdir -p "$TMP/work"
 out=$TMP/out
 BENCH_TARGETS=$targets BENCH_RUNTIME=1 BENCH_RAMP=0 BENCH_SIZE_MIB=64 BENCH_ISCSI_SIZE_MIB=64 \
-BENCH_COPY_MIB=64 BENCH_SCALING_SDS="1 2" BENCH_OUT=$out BENCH_WORKDIR=$TMP/work BENCH_DEADLINE=240 \
+BENCH_COPY_MIB=64 BENCH_SCALING_SDS="1 2" BENCH_SCALING_ROUNDS=2 BENCH_OUT=$out BENCH_WORKDIR=$TMP/work BENCH_DEADLINE=240 \
 CAIRN_CLUSTER_HOOK=$HERE/testdata/fake-cluster.sh CAIRN_FAILURE_HOOK=$HERE/testdata/fake-failure.sh \
 CAIRN_ISCSI_HOOK=$HERE/testdata/fake-iscsi.sh \
   "$HERE/run.sh" full > "$TMP/run.log" 2>&1 || { tail -n 30 "$TMP/run.log"; fail "run.sh full failed"; }
@@ -72,10 +72,15 @@ for r in meas:
 check(all(r["server_cpu_us_per_io"] == 0 for r in meas if r["target"] == "raw"), "raw has no server")
 sds = sorted({r["sds"] for r in meas if r.get("sds")})
 check(sds == [1, 2], f"scaling SDS counts {sds}")
+order = [(r["round"], r["sds"]) for r in map(json.loads, open(os.path.join(out, "records.jsonl")))
+         if r["kind"] == "measurement" and r.get("sds") and r["workload"].startswith("randread-4k-qd32")]
+check(order == [(1, 1), (1, 2), (2, 2), (2, 1)], f"scaling rounds not rotated: {order}")
 ratios = {(r["workload"], r["versus"], r["metric"].split()[0]) for r in recs if r["kind"] == "ratio"}
 for w in ("randread-4k-qd32", "randwrite-4k-qd32"):
     check((w, "nbdkit-file", "iops") in ratios, f"ratio {w} vs nbdkit-file missing")
     check((f"scaling-{w}", "cairn-nbd", "cpu_us_per_io") in ratios, f"scaling ratio {w} missing")
+    sc = [r for r in recs if r["kind"] == "ratio" and r["workload"] == f"scaling-{w}"]
+    check(sc[0]["metric"].endswith("mean of 2 rounds"), f"scaling ratio {w}: {sc[0]['metric']}")
 copy = [r for r in recs if r["workload"] == "copy-1m"]
 reb = [r for r in recs if r["workload"] == "rebuild"]
 check(len(copy) == 1 and copy[0]["mbps"] > 0, "raw copy rate")
@@ -88,8 +93,8 @@ if "iscsi" in targets:
 # every target (and each scaling size) was filled and read back once, neither a measurement
 raw = [json.loads(l) for l in open(os.path.join(out, "records.jsonl"))]
 for kind in ("fill", "warm"):
-    prep = sorted((r["target"], r.get("sds") or 0) for r in raw if r["kind"] == kind)
-    want = sorted({(r["target"], r.get("sds") or 0) for r in meas})
+    prep = sorted((r["target"], r.get("sds") or 0, r.get("round") or 0) for r in raw if r["kind"] == kind)
+    want = sorted({(r["target"], r.get("sds") or 0, r.get("round") or 0) for r in meas})
     check(prep == want, f"{kind} records {prep} != one per measured target {want}")
 md = open(os.path.join(out, "benchmarks.md")).read()
 for s in ("2 cores" if os.cpu_count() == 2 else "cores", "warm-up", "| randread-4k-qd128 | raw |", "## Goals", "rebuild", "- Read-back rate: raw "):

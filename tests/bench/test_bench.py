@@ -140,6 +140,27 @@ class TestRatios(unittest.TestCase):
         self.assertFalse(recs[-2]["met"])
         self.assertTrue(recs[-1]["met"])
 
+    def test_scaling_rounds(self):
+        # Each count's CPU per I/O is its mean over the rounds; the goal sets
+        # the means against each other, not the luckiest or worst round.
+        recs = []
+        for rnd, cpus in ((1, {2: 100.0, 3: 150.0, 4: 120.0}), (2, {2: 120.0, 3: 110.0, 4: 130.0}),
+                          (3, {2: 110.0, 3: 130.0, 4: 140.0})):
+            for n, c in cpus.items():
+                recs.append(self.m("cairn-nbd", f"randwrite-4k-qd32-sds{n}-r{rnd}", sds=n, round=rnd,
+                                   cpu_us_per_io=c, iops=1000.0, mean_lat_us=100.0))
+        # the security run's rounds are not scaling measurements
+        recs.append(self.m("cairn-nbd-none", "randwrite-4k-qd32-r1", round=1, cpu_us_per_io=500.0))
+        means = bench.scaling_means(recs)
+        self.assertEqual(sorted(means["randwrite-4k-qd32"]), [2, 3, 4])
+        self.assertEqual(means["randwrite-4k-qd32"][3]["cpus"], [150.0, 110.0, 130.0])
+        self.assertEqual(means["randwrite-4k-qd32"][2]["rounds"], 3)
+        sc = [r for r in bench.compute_ratios(recs) if r["workload"] == "scaling-randwrite-4k-qd32"]
+        self.assertEqual(len(sc), 1)
+        # means 110, 130, 130: 1.182 (one round alone would say 1.5)
+        self.assertEqual((sc[0]["ratio"], sc[0]["met"]), (1.182, True))
+        self.assertTrue(sc[0]["metric"].endswith("2,3,4, mean of 3 rounds"), sc[0]["metric"])
+
     def test_security_modes(self):
         # Two rounds per mode, averaged; authenticated against none of the
         # same run (goal <= 1.10), secure reported in the section only.

@@ -130,20 +130,34 @@ bench_security() {
   done
 }
 
+# The scaling run: BENCH_SCALING_ROUNDS rounds (default 3; 1 runs each count
+# once, without round numbers), each SDS count on a fresh cluster, the order
+# of the counts rotated every round (2 3 4, then 3 4 2, ...) as the security
+# run does. One cluster per count was not enough: fresh clusters of one build
+# differ by more than the goal's 20 % (the max/min CPU per write went from
+# 1.21 to 1.45 between two runs of one build), so bench.py sets the counts'
+# means over the rounds against each other.
 bench_scaling() {
-  local n state w
-  for n in $BENCH_SCALING_SDS; do
-    state=$BENCH_WORK/cairn-sds$n
-    if [ -n "$BENCH_SCALING_DEVICES" ]; then
-      cairn_start "$state" --sds "$n" --devices-per-sds $(( BENCH_SCALING_DEVICES / n ))
-    else
-      cairn_start "$state" --sds "$n"
-    fi
-    prepare cairn-nbd "$CAIRN_SIZE_MIB" "$CAIRN_PIDS" --sds "$n" -- --ioengine=nbd --uri="$CAIRN_URI"
-    for w in $("$PYTHON" "$BENCH_DIR/bench.py" workloads scaling); do
-      run_job cairn-nbd "$w" "$CAIRN_PIDS" --size-mib "$CAIRN_SIZE_MIB" --sds "$n" -- --ioengine=nbd --uri="$CAIRN_URI"
+  local round i n state w suffix rounds=${BENCH_SCALING_ROUNDS:-3}
+  local -a all rargs=()
+  read -r -a all <<<"$BENCH_SCALING_SDS"
+  for (( round = 1; round <= rounds; round++ )); do
+    suffix=
+    if [ "$rounds" -gt 1 ]; then rargs=(--round "$round"); suffix=-r$round; fi
+    for (( i = 0; i < ${#all[@]}; i++ )); do
+      n=${all[$(( (round - 1 + i) % ${#all[@]} ))]}
+      state=$BENCH_WORK/cairn-sds$n$suffix
+      if [ -n "$BENCH_SCALING_DEVICES" ]; then
+        cairn_start "$state" --sds "$n" --devices-per-sds $(( BENCH_SCALING_DEVICES / n ))
+      else
+        cairn_start "$state" --sds "$n"
+      fi
+      prepare cairn-nbd "$CAIRN_SIZE_MIB" "$CAIRN_PIDS" --sds "$n" "${rargs[@]}" -- --ioengine=nbd --uri="$CAIRN_URI"
+      for w in $("$PYTHON" "$BENCH_DIR/bench.py" workloads scaling); do
+        run_job cairn-nbd "$w" "$CAIRN_PIDS" --size-mib "$CAIRN_SIZE_MIB" --sds "$n" "${rargs[@]}" -- --ioengine=nbd --uri="$CAIRN_URI"
+      done
+      cairn_stop "$state"
     done
-    cairn_stop "$state"
   done
 }
 
