@@ -113,12 +113,22 @@ bench_cairn_colocated() {
 # authenticated secure none, ...) so that over 3 rounds each mode runs once
 # in each position and a machine that drifts during the run favours none;
 # bench.py averages the rounds and sets each mode's CPU per I/O against none's.
+# rotated ROUND WORD...: the words in ROUND's order, round 1 as given, each
+# later round starting one word further (wrapping): the rounds of the
+# security and scaling runs.
+rotated() {
+  local round=$1 i k
+  shift
+  for (( i = 0; i < $#; i++ )); do
+    k=$(( (round - 1 + i) % $# + 1 ))
+    echo "${!k}"
+  done
+}
+
 bench_security() {
-  local round mode state w i
-  local all=(none authenticated secure)
+  local round mode state w
   for (( round = 1; round <= ${BENCH_SECURITY_ROUNDS:-3}; round++ )); do
-    for (( i = 0; i < 3; i++ )); do
-      mode=${all[$(( (round - 1 + i) % 3 ))]}
+    for mode in $(rotated "$round" none authenticated secure); do
       state=$BENCH_WORK/cairn-$mode-r$round
       CAIRN_DATA_SECURITY=$mode cairn_start "$state"
       prepare "cairn-nbd-$mode" "$CAIRN_SIZE_MIB" "$CAIRN_PIDS" --round "$round" -- --ioengine=nbd --uri="$CAIRN_URI"
@@ -138,14 +148,13 @@ bench_security() {
 # 1.21 to 1.45 between two runs of one build), so bench.py sets the counts'
 # means over the rounds against each other.
 bench_scaling() {
-  local round i n state w suffix rounds=${BENCH_SCALING_ROUNDS:-3}
-  local -a all rargs=()
-  read -r -a all <<<"$BENCH_SCALING_SDS"
+  local round n state w suffix rounds=${BENCH_SCALING_ROUNDS:-3}
+  local -a rargs=()
   for (( round = 1; round <= rounds; round++ )); do
     suffix=
     if [ "$rounds" -gt 1 ]; then rargs=(--round "$round"); suffix=-r$round; fi
-    for (( i = 0; i < ${#all[@]}; i++ )); do
-      n=${all[$(( (round - 1 + i) % ${#all[@]} ))]}
+    # shellcheck disable=SC2086 # the counts are words on purpose
+    for n in $(rotated "$round" $BENCH_SCALING_SDS); do
       state=$BENCH_WORK/cairn-sds$n$suffix
       if [ -n "$BENCH_SCALING_DEVICES" ]; then
         cairn_start "$state" --sds "$n" --devices-per-sds $(( BENCH_SCALING_DEVICES / n ))
