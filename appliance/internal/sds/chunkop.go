@@ -60,8 +60,18 @@ func (c *chunkRequest) run(ctx context.Context) (wire.Response, func()) {
 		}
 		buf := bufpool.Get(int(c.n))
 		unlock := c.lockRange()
-		err := c.readLocal(buf)
+		// On a connection's reader, with more requests buffered behind it,
+		// a read the page cache cannot answer at once goes to a goroutine:
+		// waiting there for the device would hold them all up. Alone (queue
+		// depth 1 on the connection), it waits where it is: a hand-off
+		// would only add a wake-up (same-run A/B: 1.12x the CPU per cold
+		// read at QD 1).
+		err := c.readLocal(buf, c.req.Inline && !c.req.Alone)
 		unlock()
+		if errors.Is(err, errWouldBlock) {
+			bufpool.Put(buf)
+			return wire.WouldBlock(), nil
+		}
 		if err != nil {
 			bufpool.Put(buf)
 			return s.localError(c.dev, err)
@@ -127,7 +137,7 @@ func (c *chunkRequest) run(ctx context.Context) (wire.Response, func()) {
 		}
 		cur := bufpool.Get(int(c.n))
 		defer bufpool.Put(cur)
-		if err := c.readLocal(cur); err != nil {
+		if err := c.readLocal(cur, false); err != nil {
 			return s.localError(c.dev, err)
 		}
 		if c.req.Flags&wire.FlagRetry != 0 && !bytes.Equal(cur, cmp) && bytes.Equal(cur, data) {

@@ -9,7 +9,9 @@ import (
 	"os"
 	"strings"
 	"sync/atomic"
+	"syscall"
 	"time"
+	"unsafe"
 
 	"golang.org/x/sys/unix"
 
@@ -111,11 +113,17 @@ type device struct {
 	f    *os.File
 	// rc reads chunk data through the page cache (the read cache), when
 	// enabled and f is O_DIRECT; nil otherwise.
-	rc    *os.File
-	align int64 // I/O alignment the file accepts (512 or 4096)
-	block bool  // a block device (else a regular file)
-	super *superblock
-	dirty atomic.Bool // written since the last sync
+	rc *os.File
+	// cached is the descriptor that reads through the page cache (rc, or
+	// f when f is not O_DIRECT; nil when every read goes to the device),
+	// for reads that must not wait (readCachedAt's nowait); noNowait is
+	// set once the kernel refused RWF_NOWAIT on it.
+	cached   syscall.RawConn
+	noNowait atomic.Bool
+	align    int64 // I/O alignment the file accepts (512 or 4096)
+	block    bool  // a block device (else a regular file)
+	super    *superblock
+	dirty    atomic.Bool // written since the last sync
 	// failed is set at the first I/O error: the device takes no more I/O
 	// and its copies are rebuilt elsewhere.
 	failed atomic.Bool
@@ -195,7 +203,10 @@ func openDevice(path string, readCache bool) (*device, error) {
 			// Chunk reads are random: without this, every miss would read
 			// ahead (128 KiB or more for a 4 KiB read).
 			_ = unix.Fadvise(int(d.rc.Fd()), 0, 0, unix.FADV_RANDOM)
+			d.cached, _ = d.rc.SyscallConn()
 		}
+	} else {
+		d.cached, _ = f.SyscallConn()
 	}
 	return d, nil
 }
@@ -272,15 +283,72 @@ func (d *device) readAt(p []byte, off int64) error {
 // write holds its range lock rounded to 4 KiB (whole pages, as slots start
 // on page boundaries), so no read can refill a page with old data while a
 // write to it is in progress.
-func (d *device) readCachedAt(p []byte, off int64) error {
-	if d.rc == nil {
-		return d.readAt(p, off)
-	}
+//
+// With nowait it never waits for the device: when the page cache does not
+// hold all of the range (or nothing reads through it) it returns
+// errWouldBlock, and the caller reads again where waiting holds nothing up.
+func (d *device) readCachedAt(p []byte, off int64, nowait bool) error {
 	if d.injected() {
 		return errInjected
 	}
+	if nowait {
+		if d.cached == nil {
+			return errWouldBlock
+		}
+		if !d.noNowait.Load() {
+			n, err := preadNowait(d.cached, p, off)
+			switch {
+			case err == nil && n == len(p):
+				return nil
+			case err == nil || errors.Is(err, unix.EAGAIN):
+				return errWouldBlock // a short read: the rest is not cached
+			case errors.Is(err, unix.EOPNOTSUPP) || errors.Is(err, unix.EINVAL) || errors.Is(err, unix.ENOSYS):
+				// This kernel or file system cannot say: read and wait,
+				// as before there was a choice.
+				d.noNowait.Store(true)
+			default:
+				return err
+			}
+		}
+	}
+	if d.rc == nil {
+		return d.readAt(p, off)
+	}
 	_, err := d.rc.ReadAt(p, off)
 	return err
+}
+
+// errWouldBlock: a read that may not wait (readCachedAt's nowait) would
+// have waited for the device. Not a device error.
+var errWouldBlock = errors.New("read would wait for the device")
+
+// preadNowait is preadv2(RWF_NOWAIT) of p at off: it copies what the page
+// cache holds and fails with EAGAIN rather than start device I/O. The fd
+// stays valid while it runs (RawConn.Control), and the iovec lives on the
+// stack: nothing is allocated per read.
+func preadNowait(rc syscall.RawConn, p []byte, off int64) (n int, err error) {
+	if len(p) == 0 {
+		return 0, nil
+	}
+	cerr := rc.Control(func(fd uintptr) {
+		iov := unix.Iovec{Base: &p[0]}
+		iov.SetLen(len(p))
+		for {
+			r, _, e := unix.Syscall6(unix.SYS_PREADV2, fd, uintptr(unsafe.Pointer(&iov)), 1, uintptr(off), 0, unix.RWF_NOWAIT)
+			if e == unix.EINTR {
+				continue
+			}
+			n = int(r)
+			if e != 0 {
+				n, err = 0, e
+			}
+			return
+		}
+	})
+	if cerr != nil {
+		return 0, cerr
+	}
+	return n, err
 }
 
 // writeAt writes p at device offset off; unaligned writes read-modify-write

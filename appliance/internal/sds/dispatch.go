@@ -85,7 +85,7 @@ func (s *Server) handle(ctx context.Context, req *wire.Request) (wire.Response, 
 func inlineOp(req *wire.Request) bool {
 	switch req.Op {
 	case wire.OpRead:
-		return req.Length <= 128<<10
+		return req.Length <= wire.MaxInlineRead
 	case wire.OpWrite:
 		return (req.Flags&wire.FlagReplica != 0 || req.Alone) && req.Flags&wire.FlagFUA == 0 && req.Length <= 128<<10
 	}
@@ -117,8 +117,8 @@ func (s *Server) chunkOp(ctx context.Context, req *wire.Request) (wire.Response,
 	op := &chunkRequest{s: s, req: req, key: key, in: inChunk, n: n, primary: !replica}
 	start := time.Now()
 	resp, release := op.run(ctx)
-	if op.dev == nil {
-		return resp, release // refused before it reached a device: not counted
+	if op.dev == nil || wire.IsWouldBlock(resp) {
+		return resp, release // refused before it reached a device, or to be run again: not counted
 	}
 	took := time.Since(start)
 	op.count(&op.dev.io, took)

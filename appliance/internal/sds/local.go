@@ -40,7 +40,10 @@ func (s *Server) devErr(d *device, err error) error {
 	return fmt.Errorf("device %s: %w", d.path, err)
 }
 
-func (c *chunkRequest) readLocal(buf []byte) error {
+// readLocal reads the request's range of the local copy. With nowait it
+// fails with errWouldBlock rather than wait for the device (see
+// readCachedAt).
+func (c *chunkRequest) readLocal(buf []byte, nowait bool) error {
 	loc, ok := c.s.idx.lookup(c.key)
 	if !ok {
 		clear(buf) // never written or unmapped: zeros
@@ -49,7 +52,11 @@ func (c *chunkRequest) readLocal(buf []byte) error {
 	if loc.dev.failed.Load() {
 		return fmt.Errorf("device %s is out of service", loc.dev.path)
 	}
-	return c.s.devErr(loc.dev, loc.dev.readCachedAt(buf, loc.dev.slotOffset(loc.slot)+c.in))
+	err := loc.dev.readCachedAt(buf, loc.dev.slotOffset(loc.slot)+c.in, nowait)
+	if errors.Is(err, errWouldBlock) {
+		return err
+	}
+	return c.s.devErr(loc.dev, err)
 }
 
 func (c *chunkRequest) writeLocal(p []byte) error {

@@ -35,8 +35,16 @@ type Client struct {
 	// reader each time it has handled the answers that had arrived and is
 	// about to wait for more, and after callbacks run elsewhere (timeouts,
 	// a failed connection): the idle hook of blockdev.AsyncVolume.
-	OnIdle  func()
-	dialled atomic.Int64
+	OnIdle func()
+	// Together, if set (before the first request), sends every request it
+	// is true for on the first connection and spreads the others over all
+	// of them. Meant for the short requests a server serves inline (small
+	// reads): sharing one reader and one writer at each end, their
+	// requests and answers go in bursts (one wake-up and one send for
+	// several), while large transfers keep the parallelism of every
+	// connection.
+	Together func(*Request) bool
+	dialled  atomic.Int64
 }
 
 // Dialled is the number of connections this client has opened: none for an
@@ -64,11 +72,14 @@ func (c *Client) Close() {
 	}
 }
 
-func (c *Client) conn(ctx context.Context) (*clientConn, error) {
+func (c *Client) conn(ctx context.Context, req *Request) (*clientConn, error) {
 	if c.closed.Load() {
 		return nil, ErrClosed
 	}
-	i := int(c.next.Add(1) % uint64(len(c.conns)))
+	i := 0
+	if c.Together == nil || !c.Together(req) {
+		i = int(c.next.Add(1) % uint64(len(c.conns)))
+	}
 	if cc := c.conns[i].Load(); cc != nil && !cc.broken.Load() {
 		return cc, nil
 	}
@@ -112,7 +123,7 @@ func (c *Client) Do(ctx context.Context, req *Request, dst []byte) (*Response, e
 	if ls := c.local(); ls != nil {
 		return c.doLocal(ctx, ls, req, dst)
 	}
-	cc, err := c.conn(ctx)
+	cc, err := c.conn(ctx, req)
 	if err != nil {
 		return nil, err
 	}
@@ -255,7 +266,7 @@ func (c *Client) Go(req *Request, dst []byte, timeout time.Duration, hold bool, 
 		c.goLocal(ls, req, dst, timeout, hold, done)
 		return
 	}
-	cc, err := c.conn(context.Background())
+	cc, err := c.conn(context.Background(), req)
 	if err != nil {
 		done(nil, err)
 		if c.OnIdle != nil {
@@ -448,7 +459,9 @@ func Serve(ctx context.Context, l net.Listener, h Handler, log *slog.Logger) err
 // replies are sent together while more requests are already buffered (one
 // send for a burst). It suits short requests such as small reads: no
 // goroutine hand-off, fewer system calls. Everything else gets its own
-// goroutine, as with Serve. There is no handshake (mode none).
+// goroutine, as with Serve, and so does an inline request whose handler
+// answers WouldBlock (it runs again there, with Request.Inline false).
+// There is no handshake (mode none).
 func ServeInline(ctx context.Context, l net.Listener, h Handler, inline func(*Request) bool, log *slog.Logger) error {
 	return ServeSecure(ctx, l, nil, h, inline, log)
 }
@@ -632,16 +645,27 @@ func (sc *serverConn) serve(ctx context.Context, h Handler, inline func(*Request
 		}
 		req.Alone = br.Buffered() < ReqHeader
 		if inline != nil && inline(req) {
+			req.Inline = true
 			resp, release := h(ctx, req)
-			sc.send(req, resp, release, false)
-			held++
-			continue
+			if !IsWouldBlock(resp) {
+				sc.send(req, resp, release, false)
+				held++
+				continue
+			}
+			// It would wait for a device: off the reader, like any other.
+			if release != nil {
+				release()
+			}
+			req.Inline = false
 		}
 		sem <- struct{}{}
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
 			resp, release := h(ctx, req)
+			if IsWouldBlock(resp) {
+				resp = Errorf(StatusInternal, "handler answered would-block to a request not served inline")
+			}
 			sc.send(req, resp, release, true)
 			<-sem
 		}()

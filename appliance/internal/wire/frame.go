@@ -169,7 +169,33 @@ type Request struct {
 	// Alone is set by the server (not sent): no other request was buffered
 	// behind this one on its connection when it was read.
 	Alone bool
+	// Inline is set by the server (not sent): the handler runs on the
+	// connection's reader (ServeInline's rule) or on a local caller's
+	// goroutine (ServeLocal), so everything behind the request waits for
+	// it. A handler that would have to wait for a device may then answer
+	// WouldBlock(): the request is run again, with Inline false, on a
+	// goroutine of its own, and nothing is sent for the first attempt.
+	Inline bool
 }
+
+// MaxInlineRead is the largest read a data server serves on a
+// connection's reader (sds's inline rule), and the largest a data client
+// sends on its first connection with the other small reads (client's
+// Together rule).
+const MaxInlineRead = 128 << 10
+
+// statusWouldBlock marks WouldBlock's answer. It is never sent: the server
+// runs the request again instead (a handler that returns it for a request
+// that is not Inline gets StatusInternal sent in its place).
+const statusWouldBlock = 0xffff
+
+// WouldBlock is a handler's answer to an Inline request it cannot serve
+// without waiting (a read the page cache cannot satisfy at once): run it
+// again on a goroutine of its own.
+func WouldBlock() Response { return Response{Status: statusWouldBlock} }
+
+// IsWouldBlock reports whether resp is WouldBlock's answer.
+func IsWouldBlock(resp Response) bool { return resp.Status == statusWouldBlock }
 
 // Response is one decoded response.
 type Response struct {

@@ -121,6 +121,15 @@ func (ls *localServer) serve(ctx context.Context, req *Request, dst []byte) (*Re
 		return nil, errLocalStopped
 	}
 	resp, release := ls.h(ctx, req)
+	if IsWouldBlock(resp) {
+		if release != nil {
+			release()
+		}
+		if req.Inline {
+			return nil, errWouldBlock
+		}
+		resp = Errorf(StatusInternal, "handler answered would-block to a request not served inline")
+	}
 	if n := len(resp.Payload); n > 0 {
 		var b []byte
 		if n <= len(dst) {
@@ -145,31 +154,44 @@ func (c *Client) doLocal(ctx context.Context, ls *localServer, req *Request, dst
 	if c.closed.Load() {
 		return nil, ErrClosed
 	}
+	req.Inline = false // the caller waits for it anyway
 	return ls.serve(c.peerContext(ctx), req, dst)
 }
 
 // goLocal is Go for a local server: done runs on this goroutine for a
 // request the server would serve inline and nothing is held behind it
 // (hold false: the frontend has no more requests at hand), else on a
-// goroutine of its own; OnIdle follows it either way.
+// goroutine of its own (also when the inline attempt answers WouldBlock:
+// the request then runs again there); OnIdle follows it either way.
 func (c *Client) goLocal(ls *localServer, req *Request, dst []byte, timeout time.Duration, hold bool, done func(*Response, error)) {
-	run := func() {
-		if c.closed.Load() {
-			done(nil, ErrClosed)
-		} else {
-			ctx, cancel := context.WithTimeout(c.peerContext(context.Background()), timeout)
-			resp, err := ls.serve(ctx, req, dst)
-			cancel()
-			done(resp, err)
-		}
+	serve := func() (*Response, error) {
+		ctx, cancel := context.WithTimeout(c.peerContext(context.Background()), timeout)
+		defer cancel()
+		return ls.serve(ctx, req, dst)
+	}
+	finish := func(resp *Response, err error) {
+		done(resp, err)
 		if c.OnIdle != nil {
 			c.OnIdle()
 		}
 	}
 	req.Alone = !hold
-	if !hold && ls.inline != nil && ls.inline(req) {
-		run()
-		return
+	if !hold && ls.inline != nil && ls.inline(req) && !c.closed.Load() {
+		req.Inline = true
+		if resp, err := serve(); !errors.Is(err, errWouldBlock) {
+			finish(resp, err)
+			return
+		}
+		req.Inline = false // it would wait for a device: on a goroutine, like the rest
 	}
-	go run()
+	go func() {
+		if c.closed.Load() {
+			finish(nil, ErrClosed)
+			return
+		}
+		finish(serve())
+	}()
 }
+
+// errWouldBlock: the local handler answered WouldBlock to an inline request.
+var errWouldBlock = errors.New("wire: would block")
