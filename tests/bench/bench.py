@@ -106,6 +106,51 @@ SECURITY_MODES = ["none", "authenticated", "secure"]
 SECURITY_CPU_GOAL = {"authenticated": 1.10}
 # Scaling 1 -> 4 SDSs: max/min CPU per I/O over the SDS counts.
 SCALING_CPU_SPREAD_GOAL = 1.2
+# Where the time goes: for each goal (target, workload, metric; "*" for any),
+# the subsection of the page's hand-written "Where the time goes" section that
+# says what costs the time, by the start of its heading. The goals table links
+# to it; test_bench checks that every one names a heading of docs/benchmarks.md.
+WHY = [
+    ("cairn-colocated", "*", "*", "One process for a frontend and an SDS"),
+    ("cairn-iscsi", "*", "*", "iSCSI (cairn-iscsi, tcmu-runner, lio-fileio in the same guest)"),
+    ("cairn-nbd", "randread-4k-qd32", "iops", "Small reads on one connection"),
+    ("cairn-nbd", "randread-4k-qd32", "cpu_us_per_io", "Small reads on one connection"),
+    ("cairn-nbd", "randread-4k-qd1", "mean_lat_us", "Cross-CPU wake-ups"),
+    ("cairn-nbd", "randwrite-4k-qd1", "mean_lat_us", "Per-hop latency at QD1"),
+    ("cairn-nbd", "randwrite-4k-qd32", "iops", "The mixed job and writes at QD32 beside nbdkit-file"),
+    ("cairn-nbd", "randwrite-4k-qd32", "cpu_us_per_io", "System calls by process"),
+    ("cairn-nbd", "randrw-64k32k-mix45-qd16", "iops", "The mixed job and writes at QD32 beside nbdkit-file"),
+    ("cairn-nbd", "scaling-*", "*", "Scaling: why CPU per I/O grows with the SDS count"),
+    ("cairn-nbd-authenticated", "*", "*", "Data-path security: authenticated against none"),
+]
+
+
+def anchor(heading):
+    """The fragment a Markdown renderer (GitHub's rule) gives a heading."""
+    h = "".join(ch for ch in heading.strip().lower() if ch.isalnum() or ch in " -_")
+    return h.replace(" ", "-")
+
+
+def why_heading(goal, headings):
+    """The heading (of headings) that explains goal, or None."""
+    for target, workload, metric, start in WHY:
+        if target != goal["target"] or (metric != "*" and metric != goal["metric"].split(" ")[0].rstrip(",")):
+            continue
+        if workload == "*" or workload == goal["workload"] or (
+                workload.endswith("*") and goal["workload"].startswith(workload[:-1])):
+            return next((h for h in headings if h.startswith(start)), None)
+    return None
+
+
+def why_headings(page):
+    """The ### headings of page's "Where the time goes" section."""
+    sec = page.split("\n## Where the time goes", 1)
+    if len(sec) < 2:
+        return []
+    body = sec[1].split("\n## ", 1)[0]
+    return [line[4:].strip() for line in body.split("\n") if line.startswith("### ")]
+
+
 # Figures from the failure hook (issue 3): workload -> (field, op, goal).
 FIGURE_GOALS = {
     "failure-detection": ("seconds", "<", 5.0),
@@ -725,13 +770,19 @@ def cmd_report(a):
                          f"| {fmt(m['cpu_us_per_io'], 1)} | {rel} |")
                 first = False
         L.append("")
+    out = os.path.join(a.dest, a.prefix + ".md")
+    old_page = open(out).read() if os.path.exists(out) else ""
     if ratios:
+        headings = why_headings(old_page)
         L.append("## Goals (ratios from this run)\n")
-        L.append("| workload | metric | target / versus | ratio | goal | met |")
-        L.append("|---|---|---|--:|---|---|")
+        L.append("For each goal missed, the last column links to the hand-written analysis below: where "
+                 "the time goes, what was tried and measured.\n")
+        L.append("| workload | metric | target / versus | ratio | goal | met | where the time goes |")
+        L.append("|---|---|---|--:|---|---|---|")
         for r in ratios:
+            h = None if r["met"] else why_heading(r, headings)
             L.append(f"| {r['workload']} | {r['metric']} | {r['target']} / {r['versus']} | {r['ratio']:.2f} "
-                     f"| {r['goal']} | {'yes' if r['met'] else '**no**'} |")
+                     f"| {r['goal']} | {'yes' if r['met'] else '**no**'} | {f'[{h}](#{anchor(h)})' if h else ''} |")
         L.append("")
     if figures:
         L.append("## Other figures\n")
@@ -752,13 +803,12 @@ def cmd_report(a):
     L.append("```\nmake bench          # full: all targets, < 35 min\nmake bench-smoke    # raw, nbdkit-file, "
              "cairn-nbd at QD 1 and 32, < 3 min\n```\nResults go to `tests/bench/out/` unless "
              "`BENCH_WRITE_DOCS=1` (then `docs/`). See `tests/bench/README.md` for the knobs.")
-    out = os.path.join(a.dest, a.prefix + ".md")
     # Sections other suites write into the same page are kept (the QoS
     # section, by tests/qos/run.sh), and the hand-written analysis: the
     # goals across days ("Across days ...") and of the missed goals ("Where
     # the time goes ..."), each from its heading to the next one.
-    if os.path.exists(out):
-        old = open(out).read().split("\n## ")
+    if old_page:
+        old = old_page.split("\n## ")
         L.extend("\n## " + s.rstrip("\n") + "\n" for s in old[1:]
                  if s.startswith(("QoS", "Where the time goes", "Across days")))
     with open(out, "w") as f:

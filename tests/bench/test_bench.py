@@ -126,6 +126,36 @@ class TestRatios(unittest.TestCase):
         # no randread-4k-qd32 measurements: no ratio invented
         self.assertNotIn(("randread-4k-qd32", "ceph-rbd", "iops"), got)
 
+    def test_why_links(self):
+        page = ("# x\n\n## Goals\n\n## Where the time goes (issue 18): the goals missed above\n\n"
+                "### Per-hop latency at QD1 (2026-11-29)\ntext\n### Go's sysmon, woken: at every request\n"
+                "### iSCSI (cairn-iscsi, tcmu-runner, lio-fileio in the same guest)\n\n## QoS\n### Not this one\n")
+        heads = bench.why_headings(page)
+        self.assertEqual(heads, ["Per-hop latency at QD1 (2026-11-29)", "Go's sysmon, woken: at every request",
+                                 "iSCSI (cairn-iscsi, tcmu-runner, lio-fileio in the same guest)"])
+        self.assertEqual(bench.anchor(heads[0]), "per-hop-latency-at-qd1-2026-11-29")
+        self.assertEqual(bench.anchor(heads[1]), "gos-sysmon-woken-at-every-request")
+        goal = {"target": "cairn-nbd", "workload": "randwrite-4k-qd1", "metric": "mean_lat_us"}
+        self.assertEqual(bench.why_heading(goal, heads), heads[0])
+        self.assertEqual(bench.why_heading(dict(goal, target="cairn-iscsi", workload="randread-4k-qd16",
+                                                metric="iops"), heads), heads[2])
+        # no entry, or an entry whose subsection the page lacks: no link
+        self.assertIsNone(bench.why_heading(dict(goal, target="cairn-nbd-authenticated"), heads))
+        self.assertIsNone(bench.why_heading(dict(goal, workload="randread-4k-qd1"), heads))
+
+    def test_why_names_real_headings(self):
+        # every subsection the goals table may link to is a heading of the committed page
+        page = open(os.path.join(os.path.dirname(os.path.abspath(__file__)), "../../docs/benchmarks.md")).read()
+        heads = bench.why_headings(page)
+        self.assertGreater(len(heads), 5)
+        for target, workload, metric, start in bench.WHY:
+            self.assertTrue(any(h.startswith(start) for h in heads), f"no heading starts with {start!r}")
+        # and every goal of issue 18 on cairn-nbd and the iSCSI path has one
+        for target, versus, workload, metric, op, goal in bench.RATIO_GOALS:
+            if target in ("cairn-iscsi", "cairn-colocated") or versus == "nbdkit-file":
+                self.assertIsNotNone(bench.why_heading({"target": target, "workload": workload, "metric": metric},
+                                                       heads), (target, workload, metric))
+
     def test_scaling_and_rebuild(self):
         recs = [self.m("cairn-nbd", f"randread-4k-qd32-sds{n}", sds=n, cpu_us_per_io=c)
                 for n, c in ((1, 10.0), (2, 11.0), (3, 13.0), (4, 12.0))]
