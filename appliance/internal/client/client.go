@@ -135,8 +135,9 @@ func (c *Cluster) Peer(addr string) *wire.Client {
 // smallRead: the reads an SDS serves on its connection's reader go
 // together on a peer's first connection (wire.Client.Together). Their
 // answers then leave the SDS in bursts and reach one reader here. Spread
-// over two connections, as before, they cost 1.4-1.8x the context switches
-// and system calls per read (same-run A/B, docs/benchmarks.md). Writes and
+// over two connections, as before, they cost 1.3-1.6x the context switches
+// and 1.3-1.4x the system calls per read at QD 8-32 (same-run A/Bs,
+// docs/benchmarks.md, "Small reads on one connection"). Writes and
 // large reads still use every connection. A read the page cache cannot
 // answer at once does not hold the others up: the SDS serves it off the
 // reader (wire.WouldBlock).
