@@ -664,7 +664,7 @@ func (sc *serverConn) serve(ctx context.Context, h Handler, inline func(*Request
 			defer wg.Done()
 			resp, release := h(ctx, req)
 			if IsWouldBlock(resp) {
-				resp = Errorf(StatusInternal, "handler answered would-block to a request not served inline")
+				resp = misusedWouldBlock()
 			}
 			sc.send(req, resp, release, true)
 			<-sem

@@ -194,6 +194,12 @@ const statusWouldBlock = 0xffff
 // again on a goroutine of its own.
 func WouldBlock() Response { return Response{Status: statusWouldBlock} }
 
+// misusedWouldBlock is sent in place of WouldBlock's answer to a request
+// that was not Inline (a handler bug).
+func misusedWouldBlock() Response {
+	return Errorf(StatusInternal, "handler answered would-block to a request not served inline")
+}
+
 // IsWouldBlock reports whether resp is WouldBlock's answer.
 func IsWouldBlock(resp Response) bool { return resp.Status == statusWouldBlock }
 

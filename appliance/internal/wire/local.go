@@ -128,7 +128,7 @@ func (ls *localServer) serve(ctx context.Context, req *Request, dst []byte) (*Re
 		if req.Inline {
 			return nil, errWouldBlock
 		}
-		resp = Errorf(StatusInternal, "handler answered would-block to a request not served inline")
+		resp = misusedWouldBlock()
 	}
 	if n := len(resp.Payload); n > 0 {
 		var b []byte
