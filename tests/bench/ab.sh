@@ -29,7 +29,10 @@
 # fio, divided by fio's I/O count. System calls per I/O come from
 # `perf stat -e raw_syscalls:sys_enter` on the same processes over the same
 # window, where perf may trace them (root, or perf_event_paranoid <= 1);
-# otherwise "-". Heavy: run it under
+# otherwise "-". Before each job, bench.py's wake_probe times a round trip
+# between two processes on the two CPUs: the machine's price of a wake-up,
+# which moves with the host and the hour; when the variants' means differ,
+# the machine changed between them, not only the build. Heavy: run it under
 # `flock /tmp/cairn-heavy.lock` on a shared machine. About 4 minutes at the
 # defaults.
 set -euo pipefail
@@ -108,7 +111,7 @@ fio_run() { # fio_run URI JSON ARGS...
 PERF=0
 if command -v perf >/dev/null && timeout 10 perf stat -e raw_syscalls:sys_enter -x, -o /dev/null -- true 2>/dev/null; then PERF=1; fi
 
-printf 'variant\tround\tjob\tios\tiops\tlat_us\tcpu_us_per_io\tcs_per_io\tsyscalls_per_io\n' >"$OUT/results.tsv"
+printf 'variant\tround\tjob\tios\tiops\tlat_us\tcpu_us_per_io\tcs_per_io\tsyscalls_per_io\twake_us\n' >"$OUT/results.tsv"
 for v in base current; do
 	say "$v: first start, fill ${SIZE_MIB} MiB"
 	start "$v"
@@ -128,6 +131,9 @@ for ((r = 1; r <= ROUNDS; r++)); do
 				perf_pid=$!
 				sleep 0.5 # attached before fio starts
 			fi
+			# The machine's price of a cross-CPU wake-up just before the job (bench.py
+			# wake_probe): the same for both variants, or the machine moved between them.
+			wake=$(python3 -c 'import sys; sys.path.insert(0, sys.argv[1]); import bench; print(bench.wake_probe()["wake_cross_us"] or "-")' "$REPO/tests/bench")
 			read -r t0 c0 < <(sample "${pids[@]}")
 			# shellcheck disable=SC2046 # job_args is several words on purpose
 			fio_run "$URI" "$TMP/$v-$r-$j.json" --time_based=1 --runtime="$RUNTIME" $(job_args "$j")
@@ -137,9 +143,9 @@ for ((r = 1; r <= ROUNDS; r++)); do
 				kill -INT "$perf_pid" && wait "$perf_pid" || true
 				syscalls=$(awk -F, '/raw_syscalls/ { print $1 + 0 }' "$perf_out")
 			fi
-			python3 - "$TMP/$v-$r-$j.json" "$v" "$r" "$j" $((t1 - t0)) $((c1 - c0)) "$HZ" "${syscalls:--}" >>"$OUT/results.tsv" <<'EOF'
+			python3 - "$TMP/$v-$r-$j.json" "$v" "$r" "$j" $((t1 - t0)) $((c1 - c0)) "$HZ" "${syscalls:--}" "$wake" >>"$OUT/results.tsv" <<'EOF'
 import json, sys
-path, v, r, j, ticks, cs, hz, sc = sys.argv[1:]
+path, v, r, j, ticks, cs, hz, sc, wake = sys.argv[1:]
 text = open(path).read()
 # fio may print warnings before the JSON document.
 start = text.find("\n{") + 1 if not text.startswith("{") else 0
@@ -153,9 +159,9 @@ secs = job["job_runtime"] / 1000.0
 lat = [job[d]["lat_ns"] for d in ("read", "write") if job[d]["total_ios"] > 0]
 mean = sum(l["mean"] * job[d]["total_ios"] for l, d in zip(lat, [d for d in ("read", "write") if job[d]["total_ios"] > 0])) / ios
 sc = f"{int(sc) / ios:.2f}" if sc.isdigit() else "-"
-print(f"{v}\t{r}\t{j}\t{ios}\t{ios / secs:.0f}\t{mean / 1000:.1f}\t{int(ticks) * 1e6 / int(hz) / ios:.1f}\t{int(cs) / ios:.2f}\t{sc}")
+print(f"{v}\t{r}\t{j}\t{ios}\t{ios / secs:.0f}\t{mean / 1000:.1f}\t{int(ticks) * 1e6 / int(hz) / ios:.1f}\t{int(cs) / ios:.2f}\t{sc}\t{wake}")
 EOF
-			say "$v round $r $j: $(tail -1 "$OUT/results.tsv" | cut -f5-9 | tr '\t' ' ') (IOPS, mean µs, server CPU µs/IO, ctx switches/IO, syscalls/IO)"
+			say "$v round $r $j: $(tail -1 "$OUT/results.tsv" | cut -f5-10 | tr '\t' ' ') (IOPS, mean µs, server CPU µs/IO, ctx switches/IO, syscalls/IO, cross-CPU round trip µs)"
 		done
 		stop
 	done
@@ -169,6 +175,8 @@ jobs = list(dict.fromkeys(r["job"] for r in rows))
 keys = [("iops", "IOPS"), ("lat_us", "mean lat µs"), ("cpu_us_per_io", "server CPU µs/IO"), ("cs_per_io", "ctx sw/IO")]
 if all(r["syscalls_per_io"] != "-" for r in rows):
     keys.append(("syscalls_per_io", "syscalls/IO"))
+if all(r["wake_us"] != "-" for r in rows):
+    keys.append(("wake_us", "wake-up round trip µs"))
 print(f"A/B, base {sys.argv[2]} vs current {sys.argv[3]}, same run, {len({r['round'] for r in rows})} rounds (mean of rounds; ratio = current / base)\n")
 print("| job | " + " | ".join(f"{h} base | {h} current | ratio" for _, h in keys) + " |")
 print("|---|" + "--:|--:|--:|" * len(keys))

@@ -32,6 +32,10 @@ Record fields (benchmarks.json is a list of them):
                 the I/Os completed in it. Split in client_cpu_us_per_io and
                 server_cpu_us_per_io; fio_thread_cpu_us_per_io is fio's own
                 usr+sys figure (job thread only), for comparison.
+  wake_cross_us, wake_same_us
+                the machine's price of a wake-up, timed just before the job
+                (wake_probe): the mean round trip between two processes over
+                two pipes, one on each of two CPUs, and both on one CPU.
 
 Only the Python standard library is used (Debian's /usr/bin/python3).
 """
@@ -44,6 +48,7 @@ import os
 import platform
 import shutil
 import signal
+import statistics
 import subprocess
 import sys
 import threading
@@ -386,6 +391,62 @@ def run_fio(cmd, timeout, err_path, server_pids):
     return json.loads(text[text.index("{") :]), sampler
 
 
+# ------------------------------------------------------------ the wake-up price
+
+WAKE_ROUNDS = 2000
+WAKE_WARMUP = 200
+
+
+def wake_round_trip(cpus, rounds=WAKE_ROUNDS):
+    """Mean µs of one round trip between this process, on cpus[0], and a child, on cpus[1],
+    over two pipes: each round trip is two wake-ups. On one CPU a wake-up is a context
+    switch; across two it is also an inter-processor interrupt and, in a VM, often a halted
+    vCPU that the hypervisor must resume. Cairn's hand-offs between processes pay that
+    price (docs/benchmarks.md, "Cross-CPU wake-ups"), and it moves with the host and the
+    hour: recorded before every job, it tells a slow machine from a slow build. The
+    caller's CPU affinity is restored."""
+    allowed = os.sched_getaffinity(0)
+    to_child_r, to_child_w = os.pipe()
+    to_parent_r, to_parent_w = os.pipe()
+    pid = os.fork()
+    if pid == 0:  # the child: echo every byte back, then leave without cleanup handlers
+        try:
+            os.close(to_child_w)
+            os.close(to_parent_r)
+            os.sched_setaffinity(0, {cpus[1]})
+            for _ in range(WAKE_WARMUP + rounds):
+                if not os.read(to_child_r, 1):
+                    break  # the parent gave up
+                os.write(to_parent_w, b"x")
+        finally:
+            os._exit(0)
+    os.close(to_child_r)
+    os.close(to_parent_w)
+    try:
+        os.sched_setaffinity(0, {cpus[0]})
+        for _ in range(WAKE_WARMUP):
+            os.write(to_child_w, b"x")
+            os.read(to_parent_r, 1)
+        t0 = time.perf_counter()
+        for _ in range(rounds):
+            os.write(to_child_w, b"x")
+            os.read(to_parent_r, 1)
+        return round((time.perf_counter() - t0) / rounds * 1e6, 1)
+    finally:
+        os.sched_setaffinity(0, allowed)
+        os.close(to_child_w)  # a child still reading sees end of file and leaves
+        os.close(to_parent_r)
+        os.waitpid(pid, 0)
+
+
+def wake_probe(rounds=WAKE_ROUNDS):
+    """{"wake_cross_us", "wake_same_us"}: wake_round_trip across the first two CPUs this
+    process may use (None with only one) and on the first one."""
+    cpus = sorted(os.sched_getaffinity(0))
+    cross = wake_round_trip((cpus[0], cpus[1]), rounds) if len(cpus) > 1 else None
+    return {"wake_cross_us": cross, "wake_same_us": wake_round_trip((cpus[0], cpus[0]), rounds)}
+
+
 def cmd_job(a):
     unmeasured = a.workload in UNMEASURED  # once over the region, not timed
     cmd = [a.fio, f"--name={a.workload}", f"--size={a.size_mib}m"] + COMMON_FIO_ARGS
@@ -401,6 +462,7 @@ def cmd_job(a):
         f.write(" ".join(cmd) + "\n")
 
     pids = [int(p) for p in a.pids.split()] if a.pids else []
+    wake = {} if unmeasured else wake_probe()
     try:
         res, sampler = run_fio(cmd, timeout, base + ".err", pids)
     except (RuntimeError, ValueError) as e:
@@ -418,6 +480,7 @@ def cmd_job(a):
             f"look at the target's logs")
     record = {"kind": a.workload if unmeasured else "measurement", "target": a.target, "workload": name}
     record.update(rec)
+    record.update(wake)
     if a.sds:
         record["sds"] = a.sds
     if a.round:
@@ -426,7 +489,8 @@ def cmd_job(a):
     p99 = f"{rec['p99_lat_us']:.0f}" if rec["p99_lat_us"] is not None else "-"
     print(f"  {a.target:12s} {name:28s} {rec['iops']:10.0f} IOPS {rec['mbps']:8.1f} MB/s "
           f"lat {rec['mean_lat_us']:8.0f}/{p99:>6s} us  cpu {rec['cpu_us_per_io']:6.1f} us/IO "
-          f"(fio {rec['client_cpu_us_per_io']:.1f} + server {rec['server_cpu_us_per_io']:.1f})",
+          f"(fio {rec['client_cpu_us_per_io']:.1f} + server {rec['server_cpu_us_per_io']:.1f})"
+          f"  wake-up {fmt(wake.get('wake_cross_us'))}/{fmt(wake.get('wake_same_us'), 1)} us",
           flush=True)
 
 
@@ -770,6 +834,7 @@ def cmd_report(a):
                          f"| {fmt(m['cpu_us_per_io'], 1)} | {rel} |")
                 first = False
         L.append("")
+    L.extend(wake_section(records))
     out = os.path.join(a.dest, a.prefix + ".md")
     old_page = open(out).read() if os.path.exists(out) else ""
     if ratios:
@@ -818,6 +883,66 @@ def cmd_report(a):
     for r in ratios:
         print(f"  goal {r['workload']:26s} {r['metric']:14.14s} {r['target']}/{r['versus']} = {r['ratio']:.2f} "
               f"(goal {r['goal']}): {'met' if r['met'] else 'NOT met'}")
+
+
+# The workloads whose every measurement (each target, each fresh cluster) the report sets
+# beside the wake-up price timed before it.
+WAKE_TABLE = ("randwrite-4k-qd32", "randread-4k-qd32")
+
+
+def base_workload(name):
+    """A measurement's workload without the scaling (-sdsN) and round (-rN) suffixes."""
+    for suffix in ("-r", "-sds"):
+        head, sep, tail = name.rpartition(suffix)
+        if sep and tail.isdigit():
+            name = head
+    return name
+
+
+def is_cairn_host(target):
+    """Cairn on the host over NBD (every cluster layout and security mode), not through iSCSI."""
+    return target in ("cairn-nbd", "cairn-colocated") or target.startswith("cairn-nbd-")
+
+
+def wake_section(records):
+    """The report's lines on the wake-up price during the run (none if no job recorded it)."""
+    meas = [r for r in records if r["kind"] == "measurement"]
+    probed = [r for r in meas if r.get("wake_cross_us") is not None]
+    if not probed:
+        return []
+    cross = sorted(r["wake_cross_us"] for r in probed)
+    same = sorted(r["wake_same_us"] for r in probed)
+    L = ["## The machine during the run: the price of a wake-up\n",
+         "Before every job, bench.py timed a round trip between two processes over two pipes "
+         f"({WAKE_ROUNDS:,} rounds, `wake_probe`): one process on each of two CPUs, then both on one CPU. "
+         "A round trip is two wake-ups. Across CPUs each is also an inter-processor interrupt and, in a VM, "
+         "often a halted vCPU that the hypervisor must resume. That price belongs to the machine and the "
+         "hour, not to the build. A Cairn I/O crosses four processes where nbdkit-file's crosses two, so "
+         "Cairn's figures move with it more than its peers' (\"Cross-CPU wake-ups\" under Where the time "
+         "goes). Each job's figures are in the JSON (`wake_cross_us`, `wake_same_us`).\n",
+         f"- Over the run's {len(probed)} jobs, a round trip across CPUs took **{fmt(cross[0])}-{fmt(cross[-1])} µs** "
+         f"(median {fmt(statistics.median(cross))}), on one CPU {fmt(same[0], 1)}-{fmt(same[-1], 1)} µs "
+         f"(median {fmt(statistics.median(same), 1)}).", ""]
+    for w in WAKE_TABLE:
+        rows = [(i, r) for i, r in enumerate(meas, 1)
+                if base_workload(r["workload"]) == w and r.get("wake_cross_us") is not None]
+        if not rows:
+            continue
+        L.append(f"{w}, every target and fresh cluster in run order (# = the job's place in the run):\n")
+        L.append("| # | target | cluster | round trip across CPUs (µs) | IOPS | server CPU µs/IO | busy % |")
+        L.append("|--:|---|---|--:|--:|--:|--:|")
+        for i, r in rows:
+            cluster = r["workload"][len(w) + 1:] or "-"
+            L.append(f"| {i} | {r['target']} | {cluster} | {fmt(r['wake_cross_us'])} | {fmt(r['iops'])} "
+                     f"| {fmt(r.get('server_cpu_us_per_io'), 1)} | {fmt(r.get('system_busy_pct'))} |")
+        cairn = [r for _, r in rows if is_cairn_host(r["target"])]
+        xs, ys = [r["wake_cross_us"] for r in cairn], [r["iops"] for r in cairn]
+        if len(cairn) >= 3 and len(set(xs)) > 1 and len(set(ys)) > 1:
+            L.append(f"\nOver Cairn's {len(cairn)} clusters on the host, the correlation of the round trip "
+                     f"with IOPS is r = {statistics.correlation(xs, ys):.2f} (Pearson; negative: "
+                     "a dearer wake-up, fewer IOPS).")
+        L.append("")
+    return L
 
 
 def main():

@@ -69,12 +69,18 @@ for r in meas:
         check(isinstance(r.get(k), (int, float)) and r[k] > 0, f"{r['target']} {r['workload']}: {k}={r.get(k)}")
     if r["target"] != "raw":
         check(r["server_cpu_us_per_io"] > 0, f"{r['target']} {r['workload']}: server CPU not counted")
+    # the wake-up price was timed before every job (across CPUs only where there are two)
+    check(r.get("wake_same_us", 0) > 0, f"{r['target']} {r['workload']}: no wake-up probe")
+    check((r.get("wake_cross_us") or 0) > 0 or len(os.sched_getaffinity(0)) < 2,
+          f"{r['target']} {r['workload']}: no cross-CPU wake-up probe")
 check(all(r["server_cpu_us_per_io"] == 0 for r in meas if r["target"] == "raw"), "raw has no server")
 sds = sorted({r["sds"] for r in meas if r.get("sds")})
 check(sds == [1, 2], f"scaling SDS counts {sds}")
 order = [(r["round"], r["sds"]) for r in map(json.loads, open(os.path.join(out, "records.jsonl")))
          if r["kind"] == "measurement" and r.get("sds") and r["workload"].startswith("randread-4k-qd32")]
 check(order == [(1, 1), (1, 2), (2, 2), (2, 1)], f"scaling rounds not rotated: {order}")
+page = open(os.path.join(out, "benchmarks.md")).read()
+check("## The machine during the run: the price of a wake-up" in page, "no wake-up section in the report")
 ratios = {(r["workload"], r["versus"], r["metric"].split()[0]) for r in recs if r["kind"] == "ratio"}
 for w in ("randread-4k-qd32", "randwrite-4k-qd32"):
     check((w, "nbdkit-file", "iops") in ratios, f"ratio {w} vs nbdkit-file missing")

@@ -211,6 +211,47 @@ class TestRatios(unittest.TestCase):
         self.assertEqual(got["randread-4k-qd1"]["target"], "cairn-nbd-authenticated")
 
 
+class TestWakeProbe(unittest.TestCase):
+    def test_probe_times_real_round_trips(self):
+        before = os.sched_getaffinity(0)
+        got = bench.wake_probe(rounds=300)
+        self.assertEqual(os.sched_getaffinity(0), before)  # affinity restored
+        with self.assertRaises(ChildProcessError):
+            os.waitpid(-1, os.WNOHANG)  # the child was reaped
+        self.assertGreater(got["wake_same_us"], 0)
+        if len(before) > 1:
+            self.assertGreater(got["wake_cross_us"], 0)
+        else:
+            self.assertIsNone(got["wake_cross_us"])
+
+    def test_section(self):
+        def m(target, workload, cross, iops, **kw):
+            r = {"kind": "measurement", "target": target, "workload": workload, "iops": iops,
+                 "wake_cross_us": cross, "wake_same_us": 5.0, "server_cpu_us_per_io": 100.0,
+                 "system_busy_pct": 150.0}
+            r.update(kw)
+            return r
+        recs = [m("nbdkit-file", "randwrite-4k-qd32", 60.0, 40000.0),
+                {"kind": "fill", "target": "cairn-nbd", "workload": "fill"},
+                m("cairn-nbd", "randread-4k-qd1", 70.0, 3000.0),
+                m("cairn-nbd", "randwrite-4k-qd32", 100.0, 5000.0),
+                m("cairn-nbd", "randwrite-4k-qd32-sds2-r1", 60.0, 9000.0, sds=2, round=1),
+                m("cairn-nbd-none", "randwrite-4k-qd32-r1", 80.0, 7000.0, round=1),
+                m("cairn-iscsi", "randwrite-4k-qd16", 90.0, 900.0)]
+        text = "\n".join(bench.wake_section(recs))
+        self.assertIn("Over the run's 6 jobs, a round trip across CPUs took **60-100 µs** (median 75)", text)
+        self.assertIn("| 1 | nbdkit-file | - | 60 | 40,000 |", text)
+        self.assertIn("| 3 | cairn-nbd | - | 100 | 5,000 |", text)
+        self.assertIn("| 4 | cairn-nbd | sds2-r1 | 60 | 9,000 |", text)
+        self.assertIn("| 5 | cairn-nbd-none | r1 | 80 | 7,000 |", text)
+        self.assertNotIn("randread-4k-qd32,", text)  # no such measurement: no table
+        # Cairn's three clusters only (not nbdkit-file): exactly linear, r = -1
+        self.assertIn("Over Cairn's 3 clusters on the host, the correlation of the round trip with IOPS is r = -1.00", text)
+        self.assertEqual(bench.wake_section([r for r in recs if r["kind"] != "measurement"]), [])
+        self.assertEqual(bench.base_workload("randwrite-4k-qd32-sds4-r3"), "randwrite-4k-qd32")
+        self.assertEqual(bench.base_workload("randrw-64k32k-mix45-qd16"), "randrw-64k32k-mix45-qd16")
+
+
 class TestWorkloads(unittest.TestCase):
     def test_suites(self):
         names = {s: [n for n, suites, _ in bench.load_workloads() if s in suites]
