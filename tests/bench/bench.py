@@ -629,6 +629,39 @@ def sh(cmd):
         return ""
 
 
+def damon_schemes(root="/sys/kernel/mm/damon/admin"):
+    """The kernel's DAMON schemes that run (e.g. proactive reclaim set up by the hypervisor's
+    image): one line each, "" when there are none. A pageout scheme drops page-cache pages
+    idle for a while, so a target's cached reads can turn into device reads mid-run."""
+    def read(*parts):
+        with open(os.path.join(*parts)) as f:
+            return f.read().strip()
+    out = []
+    try:
+        kds = sorted(d for d in os.listdir(os.path.join(root, "kdamonds")) if d.isdigit())
+    except OSError:
+        return ""
+    for k in kds:
+        kd = os.path.join(root, "kdamonds", k)
+        try:
+            if read(kd, "state") != "on":
+                continue
+            for c in sorted(d for d in os.listdir(os.path.join(kd, "contexts")) if d.isdigit()):
+                ctx = os.path.join(kd, "contexts", c)
+                aggr_s = int(read(ctx, "monitoring_attrs", "intervals", "aggr_us")) / 1e6
+                for sc in sorted(d for d in os.listdir(os.path.join(ctx, "schemes")) if d.isdigit()):
+                    sch = os.path.join(ctx, "schemes", sc)
+                    age = int(read(sch, "access_pattern", "age", "min"))
+                    quota = int(read(sch, "quotas", "bytes"))
+                    period = int(read(sch, "quotas", "reset_interval_ms"))
+                    out.append(f"kdamond {k}: {read(sch, 'action')} of {read(ctx, 'operations')} regions idle for "
+                               f"{age * aggr_s:g} s or more"
+                               + (f", at most {quota >> 20} MiB per {period} ms" if quota else ""))
+        except (OSError, ValueError):
+            continue
+    return "; ".join(out)
+
+
 def machine_info():
     cpu = ""
     with open("/proc/cpuinfo") as f:
@@ -648,6 +681,7 @@ def machine_info():
         "ceph": sh(["ceph", "--version"]).split("(")[0].strip(),
         "cairn_git": sh(["git", "-C", HERE, "describe", "--always", "--dirty"]),
         "loadavg_end": " ".join(open("/proc/loadavg").read().split()[:3]),
+        "damon": damon_schemes(),
     }
 
 
@@ -741,6 +775,9 @@ def cmd_report(a):
     L.append(f"- CPU: {meta['cpu_model']}, **{meta['cores']} cores**; memory **{meta['memory_gib']} GiB**; "
              f"kernel {meta['kernel']}")
     L.append(f"- Storage: files on `{meta.get('workdir_fs', '?')}` (the same filesystem for every target)")
+    if meta.get("damon"):
+        L.append(f"- Proactive reclaim by the kernel (DAMON) was on: {meta['damon']}. Page-cache pages a target "
+                 "leaves idle that long are dropped and read again from the disk when next used.")
     L.append(f"- {meta['fio']}; nbdkit {meta['nbdkit'].replace('nbdkit ', '')}; {meta['ceph'] or 'ceph: not installed'}; "
              f"Cairn {meta['cairn_git'] or '?'}")
     if meta.get("loadavg_start"):

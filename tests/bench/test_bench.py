@@ -252,6 +252,29 @@ class TestWakeProbe(unittest.TestCase):
         self.assertEqual(bench.base_workload("randrw-64k32k-mix45-qd16"), "randrw-64k32k-mix45-qd16")
 
 
+class TestDamon(unittest.TestCase):
+    def test_schemes(self):
+        with tempfile.TemporaryDirectory() as root:
+            def put(path, text):
+                path = os.path.join(root, path)
+                os.makedirs(os.path.dirname(path), exist_ok=True)
+                with open(path, "w") as f:
+                    f.write(text + "\n")
+            self.assertEqual(bench.damon_schemes(root), "")  # no kdamonds
+            ctx = "kdamonds/0/contexts/0/"
+            put("kdamonds/0/state", "on")
+            put(ctx + "operations", "paddr")
+            put(ctx + "monitoring_attrs/intervals/aggr_us", "5000000")
+            put(ctx + "schemes/0/action", "pageout")
+            put(ctx + "schemes/0/access_pattern/age/min", "12")
+            put(ctx + "schemes/0/quotas/bytes", str(128 << 20))
+            put(ctx + "schemes/0/quotas/reset_interval_ms", "1000")
+            self.assertEqual(bench.damon_schemes(root),
+                             "kdamond 0: pageout of paddr regions idle for 60 s or more, at most 128 MiB per 1000 ms")
+            put("kdamonds/0/state", "off")
+            self.assertEqual(bench.damon_schemes(root), "")
+
+
 class TestWorkloads(unittest.TestCase):
     def test_suites(self):
         names = {s: [n for n, suites, _ in bench.load_workloads() if s in suites]
