@@ -32,6 +32,10 @@ Record fields (benchmarks.json is a list of them):
                 the I/Os completed in it. Split in client_cpu_us_per_io and
                 server_cpu_us_per_io; fio_thread_cpu_us_per_io is fio's own
                 usr+sys figure (job thread only), for comparison.
+  page_cache_gib, file_refaults_per_io
+                the page cache when the job started, and the file pages the
+                kernel read again during it after dropping them (reclaim, or a
+                DAMON pageout of idle pages), machine-wide, per I/O
   wake_cross_us, wake_same_us
                 the machine's price of a wake-up, timed just before the job
                 (wake_probe): the mean round trip between two processes over
@@ -447,6 +451,26 @@ def wake_probe(rounds=WAKE_ROUNDS):
     return {"wake_cross_us": cross, "wake_same_us": wake_round_trip((cpus[0], cpus[0]), rounds)}
 
 
+def page_cache_state():
+    """(page cache in GiB, file pages refaulted since boot): /proc/meminfo's Cached and
+    /proc/vmstat's workingset_refault_file (a page read again from the disk after the kernel
+    dropped it, by reclaim or by a DAMON pageout). None for what this kernel does not give."""
+    cached = refaults = None
+    try:
+        with open("/proc/meminfo") as f:
+            for line in f:
+                if line.startswith("Cached:"):
+                    cached = round(int(line.split()[1]) / 1024 / 1024, 2)
+        with open("/proc/vmstat") as f:
+            for line in f:
+                k, _, v = line.partition(" ")
+                if k == "workingset_refault_file":
+                    refaults = int(v)
+    except (OSError, ValueError):
+        pass
+    return cached, refaults
+
+
 def cmd_job(a):
     unmeasured = a.workload in UNMEASURED  # once over the region, not timed
     cmd = [a.fio, f"--name={a.workload}", f"--size={a.size_mib}m"] + COMMON_FIO_ARGS
@@ -463,6 +487,7 @@ def cmd_job(a):
 
     pids = [int(p) for p in a.pids.split()] if a.pids else []
     wake = {} if unmeasured else wake_probe()
+    cached, refaults0 = page_cache_state()
     try:
         res, sampler = run_fio(cmd, timeout, base + ".err", pids)
     except (RuntimeError, ValueError) as e:
@@ -481,6 +506,12 @@ def cmd_job(a):
     record = {"kind": a.workload if unmeasured else "measurement", "target": a.target, "workload": name}
     record.update(rec)
     record.update(wake)
+    refaults1 = page_cache_state()[1]
+    if cached is not None:
+        record["page_cache_gib"] = cached
+    if refaults0 is not None and refaults1 is not None and rec["ios"]:
+        # machine-wide, warm-up included: pages some target had cached, dropped, and read again
+        record["file_refaults_per_io"] = round((refaults1 - refaults0) / rec["ios"], 3)
     if a.sds:
         record["sds"] = a.sds
     if a.round:
@@ -966,12 +997,14 @@ def wake_section(records):
         if not rows:
             continue
         L.append(f"{w}, every target and fresh cluster in run order (# = the job's place in the run):\n")
-        L.append("| # | target | cluster | round trip across CPUs (µs) | IOPS | server CPU µs/IO | busy % |")
-        L.append("|--:|---|---|--:|--:|--:|--:|")
+        L.append("| # | target | cluster | round trip across CPUs (µs) | IOPS | server CPU µs/IO | busy % "
+                 "| page cache (GiB) | file refaults / I/O |")
+        L.append("|--:|---|---|--:|--:|--:|--:|--:|--:|")
         for i, r in rows:
             cluster = r["workload"][len(w) + 1:] or "-"
             L.append(f"| {i} | {r['target']} | {cluster} | {fmt(r['wake_cross_us'])} | {fmt(r['iops'])} "
-                     f"| {fmt(r.get('server_cpu_us_per_io'), 1)} | {fmt(r.get('system_busy_pct'))} |")
+                     f"| {fmt(r.get('server_cpu_us_per_io'), 1)} | {fmt(r.get('system_busy_pct'))} "
+                     f"| {fmt(r.get('page_cache_gib'), 1)} | {fmt(r.get('file_refaults_per_io'), 3)} |")
         cairn = [r for _, r in rows if is_cairn_host(r["target"])]
         xs, ys = [r["wake_cross_us"] for r in cairn], [r["iops"] for r in cairn]
         if len(cairn) >= 3 and len(set(xs)) > 1 and len(set(ys)) > 1:

@@ -73,6 +73,8 @@ for r in meas:
     check(r.get("wake_same_us", 0) > 0, f"{r['target']} {r['workload']}: no wake-up probe")
     check((r.get("wake_cross_us") or 0) > 0 or len(os.sched_getaffinity(0)) < 2,
           f"{r['target']} {r['workload']}: no cross-CPU wake-up probe")
+    check(r.get("page_cache_gib", 0) > 0 and r.get("file_refaults_per_io", -1) >= 0,
+          f"{r['target']} {r['workload']}: page cache not recorded")
 check(all(r["server_cpu_us_per_io"] == 0 for r in meas if r["target"] == "raw"), "raw has no server")
 sds = sorted({r["sds"] for r in meas if r.get("sds")})
 check(sds == [1, 2], f"scaling SDS counts {sds}")

@@ -234,14 +234,14 @@ class TestWakeProbe(unittest.TestCase):
         recs = [m("nbdkit-file", "randwrite-4k-qd32", 60.0, 40000.0),
                 {"kind": "fill", "target": "cairn-nbd", "workload": "fill"},
                 m("cairn-nbd", "randread-4k-qd1", 70.0, 3000.0),
-                m("cairn-nbd", "randwrite-4k-qd32", 100.0, 5000.0),
+                m("cairn-nbd", "randwrite-4k-qd32", 100.0, 5000.0, page_cache_gib=3.25, file_refaults_per_io=0.5),
                 m("cairn-nbd", "randwrite-4k-qd32-sds2-r1", 60.0, 9000.0, sds=2, round=1),
                 m("cairn-nbd-none", "randwrite-4k-qd32-r1", 80.0, 7000.0, round=1),
                 m("cairn-iscsi", "randwrite-4k-qd16", 90.0, 900.0)]
         text = "\n".join(bench.wake_section(recs))
         self.assertIn("Over the run's 6 jobs, a round trip across CPUs took **60-100 µs** (median 75)", text)
-        self.assertIn("| 1 | nbdkit-file | - | 60 | 40,000 |", text)
-        self.assertIn("| 3 | cairn-nbd | - | 100 | 5,000 |", text)
+        self.assertIn("| 1 | nbdkit-file | - | 60 | 40,000 | 100.0 | 150 | - | - |", text)
+        self.assertIn("| 3 | cairn-nbd | - | 100 | 5,000 | 100.0 | 150 | 3.2 | 0.500 |", text)
         self.assertIn("| 4 | cairn-nbd | sds2-r1 | 60 | 9,000 |", text)
         self.assertIn("| 5 | cairn-nbd-none | r1 | 80 | 7,000 |", text)
         self.assertNotIn("randread-4k-qd32,", text)  # no such measurement: no table
@@ -250,6 +250,14 @@ class TestWakeProbe(unittest.TestCase):
         self.assertEqual(bench.wake_section([r for r in recs if r["kind"] != "measurement"]), [])
         self.assertEqual(bench.base_workload("randwrite-4k-qd32-sds4-r3"), "randwrite-4k-qd32")
         self.assertEqual(bench.base_workload("randrw-64k32k-mix45-qd16"), "randrw-64k32k-mix45-qd16")
+
+
+class TestPageCache(unittest.TestCase):
+    def test_state_moves_with_reads(self):
+        cached, refaults = bench.page_cache_state()
+        self.assertGreater(cached, 0)  # this test's own files are cached
+        self.assertIsInstance(refaults, int)  # every kernel since 5.9 counts them
+        self.assertGreaterEqual(bench.page_cache_state()[1], refaults)
 
 
 class TestDamon(unittest.TestCase):
