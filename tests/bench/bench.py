@@ -47,6 +47,7 @@ Only the Python standard library is used (Debian's /usr/bin/python3).
 import argparse
 import bisect
 import datetime
+import glob
 import json
 import os
 import platform
@@ -629,14 +630,22 @@ def mean_of(rs):
     return m
 
 
+def base_workload(name):
+    """A measurement's workload without the scaling (-sdsN) and round (-rN) suffixes."""
+    for suffix in ("-r", "-sds"):
+        head, sep, tail = name.rpartition(suffix)
+        if sep and tail.isdigit():
+            name = head
+    return name
+
+
 def scaling_means(records):
     """{workload: {SDS count: mean_of(its rounds)}}: the scaling run's measurements (one per
     round, or a single one when the run had one round)."""
     acc = {}
     for r in records:
         if r["kind"] == "measurement" and r.get("sds"):
-            base = r["workload"].rsplit("-sds", 1)[0]
-            acc.setdefault(base, {}).setdefault(r["sds"], []).append(r)
+            acc.setdefault(base_workload(r["workload"]), {}).setdefault(r["sds"], []).append(r)
     return {w: {n: mean_of(rs) for n, rs in counts.items()} for w, counts in acc.items()}
 
 
@@ -648,8 +657,7 @@ def security_means(records):
         if r["kind"] != "measurement" or not r.get("round") or not r["target"].startswith("cairn-nbd-"):
             continue
         mode = r["target"][len("cairn-nbd-"):]
-        w = r["workload"].rsplit("-r", 1)[0]
-        acc.setdefault(w, {}).setdefault(mode, []).append(r)
+        acc.setdefault(base_workload(r["workload"]), {}).setdefault(mode, []).append(r)
     return {w: {mode: mean_of(rs) for mode, rs in modes.items()} for w, modes in acc.items()}
 
 
@@ -668,26 +676,17 @@ def damon_schemes(root="/sys/kernel/mm/damon/admin"):
         with open(os.path.join(*parts)) as f:
             return f.read().strip()
     out = []
-    try:
-        kds = sorted(d for d in os.listdir(os.path.join(root, "kdamonds")) if d.isdigit())
-    except OSError:
-        return ""
-    for k in kds:
-        kd = os.path.join(root, "kdamonds", k)
+    for sch in sorted(glob.glob(os.path.join(root, "kdamonds", "[0-9]*", "contexts", "[0-9]*", "schemes", "[0-9]*"))):
+        ctx = os.path.dirname(os.path.dirname(sch))
+        kd = os.path.dirname(os.path.dirname(ctx))
         try:
             if read(kd, "state") != "on":
                 continue
-            for c in sorted(d for d in os.listdir(os.path.join(kd, "contexts")) if d.isdigit()):
-                ctx = os.path.join(kd, "contexts", c)
-                aggr_s = int(read(ctx, "monitoring_attrs", "intervals", "aggr_us")) / 1e6
-                for sc in sorted(d for d in os.listdir(os.path.join(ctx, "schemes")) if d.isdigit()):
-                    sch = os.path.join(ctx, "schemes", sc)
-                    age = int(read(sch, "access_pattern", "age", "min"))
-                    quota = int(read(sch, "quotas", "bytes"))
-                    period = int(read(sch, "quotas", "reset_interval_ms"))
-                    out.append(f"kdamond {k}: {read(sch, 'action')} of {read(ctx, 'operations')} regions idle for "
-                               f"{age * aggr_s:g} s or more"
-                               + (f", at most {quota >> 20} MiB per {period} ms" if quota else ""))
+            age_s = int(read(sch, "access_pattern", "age", "min")) * int(read(ctx, "monitoring_attrs", "intervals", "aggr_us")) / 1e6
+            quota = int(read(sch, "quotas", "bytes"))
+            out.append(f"kdamond {os.path.basename(kd)}: {read(sch, 'action')} of {read(ctx, 'operations')} regions "
+                       f"idle for {age_s:g} s or more"
+                       + (f", at most {quota >> 20} MiB per {read(sch, 'quotas', 'reset_interval_ms')} ms" if quota else ""))
         except (OSError, ValueError):
             continue
     return "; ".join(out)
@@ -956,15 +955,6 @@ def cmd_report(a):
 # The workloads whose every measurement (each target, each fresh cluster) the report sets
 # beside the wake-up price timed before it.
 WAKE_TABLE = ("randwrite-4k-qd32", "randread-4k-qd32")
-
-
-def base_workload(name):
-    """A measurement's workload without the scaling (-sdsN) and round (-rN) suffixes."""
-    for suffix in ("-r", "-sds"):
-        head, sep, tail = name.rpartition(suffix)
-        if sep and tail.isdigit():
-            name = head
-    return name
 
 
 def is_cairn_host(target):
