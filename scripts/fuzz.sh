@@ -14,30 +14,50 @@ ROOT=$(cd "$(dirname "$0")/.." && pwd)
 secs=${1:-5}
 cd "$ROOT/appliance"
 t0=$(date +%s)
+gocache=$(go env GOCACHE)
+module=$(go list -m)
+bins=$(mktemp -d)
+log=$bins/fuzz.log
+trap 'rm -rf "$bins"' EXIT
+# fuzz_once PKG FN: one target for the time given, in the package's
+# directory (a finding goes to its testdata/fuzz/FN), with the corpus Go's
+# own `go test -fuzz` keeps in its cache. The test binary is built once per
+# package: go test -fuzz would link it (and vet the package) for every
+# target again.
+fuzz_once() {
+	(cd "$1" && nice "$bins/$(tr / _ <<<"$1").test" -test.run='^$' -test.fuzz="^$2\$" -test.fuzztime="${secs}s" \
+		-test.parallel=2 -test.fuzzcachedir="$gocache/fuzz/$module/${1#./}") >"$log" 2>&1
+}
 n=0 failed=()
 while IFS=: read -r file fn; do
 	pkg=./$(dirname "$file")
 	n=$((n + 1))
 	s=$(date +%s)
 	ok=0
-	nice go test -run '^$' -fuzz "^${fn}\$" -fuzztime "${secs}s" -parallel 2 "$pkg" >"/tmp/cairn-fuzz.$$.log" 2>&1 && ok=1
+	bin=$bins/$(tr / _ <<<"$pkg").test
+	if [ ! -x "$bin" ] && ! nice go test -c -fuzz=. -o "$bin" "$pkg" >"$log" 2>&1; then
+		tail -20 "$log"
+		echo "FAIL fuzz $fn ($pkg): its fuzz test binary does not build: cd appliance && go test -c -fuzz=. $pkg"
+		failed+=("$fn")
+		continue
+	fi
+	fuzz_once "$pkg" "$fn" && ok=1
 	# Go's fuzz engine can stop with "context deadline exceeded" when the time is up while it
 	# coordinates its workers, with no failing input: that is not a finding (a finding always
 	# writes one to testdata/fuzz). Such a target is fuzzed once more, and says so.
-	if [ $ok = 0 ] && grep -q 'context deadline exceeded' "/tmp/cairn-fuzz.$$.log" &&
-		! grep -q 'Failing input written to' "/tmp/cairn-fuzz.$$.log"; then
+	if [ $ok = 0 ] && grep -q 'context deadline exceeded' "$log" &&
+		! grep -q 'Failing input written to' "$log"; then
 		echo "fuzz $fn ($pkg): the engine stopped on its own deadline with no failing input; again"
-		nice go test -run '^$' -fuzz "^${fn}\$" -fuzztime "${secs}s" -parallel 2 "$pkg" >"/tmp/cairn-fuzz.$$.log" 2>&1 && ok=1
+		fuzz_once "$pkg" "$fn" && ok=1
 	fi
 	if [ $ok = 1 ]; then
 		echo "fuzz $fn ($pkg): ok in $(($(date +%s) - s)) s"
 	else
-		tail -20 "/tmp/cairn-fuzz.$$.log"
+		tail -20 "$log"
 		echo "FAIL fuzz $fn ($pkg): replay with: cd appliance && go test -run '^${fn}\$' $pkg"
 		failed+=("$fn")
 	fi
 done < <(grep -rHo --include='*_test.go' '^func Fuzz[A-Za-z0-9_]*' internal contract 2>/dev/null | sed 's/:func /:/' | sort)
-rm -f "/tmp/cairn-fuzz.$$.log"
 echo "fuzz: $n targets, ${secs} s each, ${#failed[@]} failed, in $(($(date +%s) - t0)) s"
 [ "$n" -gt 0 ] || { echo "FAIL no fuzz targets found"; exit 1; }
 [ "${#failed[@]}" -eq 0 ]

@@ -20,7 +20,8 @@ state=${1:?usage: bench-figures.sh STATEDIR [RAW_COPY_MBPS]}
 bench_raw=${2:-0}
 mkdir -p "$state"
 rc=0
-CHAOS_OUT=$state "$DIR/run.sh" sds-kill maintenance-instant >"$state/run.out" 2>&1 || rc=$?
+# One at a time: the rebuild rate and the resync are measured alone.
+CHAOS_JOBS=1 CHAOS_OUT=$state "$DIR/run.sh" sds-kill maintenance-instant >"$state/run.out" 2>&1 || rc=$?
 cat "$state/run.out" >&2
 [ -s "$state/figures.json" ] || {
 	echo "bench-figures: no figures measured (see $state/run.out and $state/logs/)" >&2

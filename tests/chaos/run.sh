@@ -28,7 +28,9 @@
 # namespaces), fio with the nbd engine, jq, nft, iproute2, go (checker).
 #
 # Environment: CHAOS_OUT, CHAOS_KEEP=1 (keep state dirs), CHAOS_DEADLINE (whole
-# suite, default 900 s; a passing run takes about 340 s), CHAOS_MAINT_SECONDS
+# suite, default 900 s; a passing run takes about 240 s, 360 s one at a time),
+# CHAOS_JOBS (scenarios run at once, default 2: each is in namespaces of its
+# own, and they mostly wait; sds-kill always runs alone), CHAOS_MAINT_SECONDS
 # (instant maintenance length, default 30: the same 64 MiB of writes land in it
 # whatever its length), CHAOS_PREFILL_MIB (data to rebuild
 # in sds-kill, default 1024), CAIRN_BIN (binaries, default appliance/bin).
@@ -43,6 +45,10 @@ OUT=${CHAOS_OUT:-$CHAOS_DIR/out}
 BIN=${CAIRN_BIN:-$ROOT/appliance/bin}
 MAINT_SECONDS=${CHAOS_MAINT_SECONDS:-30}
 DEADLINE=${CHAOS_DEADLINE:-900}
+JOBS=${CHAOS_JOBS:-2}
+# Run with nothing beside them: sds-kill's detection, I/O pause and rebuild
+# rate are the figures of issue 3, measured with the machine to themselves.
+ALONE="sds-kill"
 PREFILL_MIB=${CHAOS_PREFILL_MIB:-1024}
 GEN_MIB=64
 
@@ -428,46 +434,52 @@ cleanup() {
 	if [ "${CHAOS_KEEP:-0}" = 1 ]; then echo "state kept in $WORK"; else rm -rf "$WORK"; fi
 }
 trap cleanup EXIT
-# Interrupted: stop the running scenario now (its cluster first, which ends
-# whatever it waits for), then everything else through the EXIT trap.
-CHILD=""
+# Scenarios running now: pid -> index in scenarios, and when each started.
+declare -A RUNNING=() T0=() LIMIT_OF=()
+# Interrupted: stop the running scenarios now (their clusters first, which
+# ends whatever they wait for), then everything else through the EXIT trap.
 interrupted() {
 	echo "interrupted: stopping" >&2
-	if [ -n "$CHILD" ]; then
-		kill -TERM "$CHILD" 2>/dev/null || true
-		"$NC" stop "${STATES[-1]}" >/dev/null 2>&1 || true
-		kill -KILL "$CHILD" 2>/dev/null || true
-	fi
+	local pid
+	for pid in "${!RUNNING[@]}"; do
+		kill -TERM "$pid" 2>/dev/null || true
+		"$NC" stop "$WORK/${scenarios[${RUNNING[$pid]}]}" >/dev/null 2>&1 || true
+		kill -KILL "$pid" 2>/dev/null || true
+	done
 	exit 130
 }
 trap interrupted INT TERM
 
 pass=0 failed=0 figs=()
 t_all=$(now_ms)
-for i in "${!scenarios[@]}"; do
-	s=${scenarios[$i]}
-	d=$WORK/$s
+# start_scenario I: in the background, in namespaces of its own (prefix
+# cairnchaos-run<pid>-I), bounded by its LIMIT and by what is left of the
+# suite's deadline.
+start_scenario() {
+	local i=$1 s=${scenarios[$1]} d=$WORK/${scenarios[$1]} t0 left limit
 	STATES+=("$d")
 	mkdir -p "$d"
 	t0=$(now_ms)
-	rc=0
-	# The whole suite stays within CHAOS_DEADLINE even when scenarios hang.
 	left=$((DEADLINE - (t0 - t_all) / 1000))
 	if ((left < 60)); then
 		printf '%-22s FAIL %7s s   not run: the %s s suite deadline is reached\n' "$s" 0 "$DEADLINE"
 		failed=$((failed + 1))
-		continue
+		return
 	fi
 	limit=$((LIMIT[$s] < left ? LIMIT[$s] : left))
-	# In the background and waited for, so that a signal to this script is
-	# handled at once.
 	CAIRN_CHAOS_PREFIX=cairnchaos-run$$-$i timeout -k 20 "$limit" "$0" __one "$s" "$d" >"$OUT/logs/$s.log" 2>&1 &
-	CHILD=$!
-	wait "$CHILD" || rc=$?
-	CHILD=""
-	"$NC" stop "$d" >/dev/null 2>&1 || true # also after a timeout's KILL
-	el=$(secs $(($(now_ms) - t0)))
-	if [ $rc = 124 ] || [ $rc = 137 ]; then echo "FAIL: timed out after $limit s" >>"$OUT/logs/$s.log"; fi
+	RUNNING[$!]=$i T0[$!]=$t0 LIMIT_OF[$!]=$limit
+}
+# finish_scenario: waits for the next running scenario to end, stops its
+# cluster (also after a timeout's KILL) and prints its result.
+finish_scenario() {
+	local pid rc=0 i s d el
+	wait -n -p pid "${!RUNNING[@]}" || rc=$?
+	i=${RUNNING[$pid]} s=${scenarios[${RUNNING[$pid]}]} d=$WORK/${scenarios[${RUNNING[$pid]}]}
+	unset "RUNNING[$pid]"
+	"$NC" stop "$d" >/dev/null 2>&1 || true
+	el=$(secs $(($(now_ms) - T0[$pid])))
+	if [ $rc = 124 ] || [ $rc = 137 ]; then echo "FAIL: timed out after ${LIMIT_OF[$pid]} s" >>"$OUT/logs/$s.log"; fi
 	if [ $rc = 0 ]; then
 		printf '%-22s PASS %7s s\n' "$s" "$el"
 		pass=$((pass + 1))
@@ -481,7 +493,19 @@ for i in "${!scenarios[@]}"; do
 	fi
 	[ -f "$d/figures.jsonl" ] && figs+=("$d/figures.jsonl")
 	rm -f "$d"/devices/*.img 2>/dev/null || true
+}
+echo "chaos: ${#scenarios[@]} scenarios, up to $JOBS at a time (CHAOS_JOBS; $ALONE alone), each in namespaces of its own"
+for i in "${!scenarios[@]}"; do
+	if [[ " $ALONE " == *" ${scenarios[$i]} "* ]]; then
+		while ((${#RUNNING[@]} > 0)); do finish_scenario; done
+		start_scenario "$i"
+		while ((${#RUNNING[@]} > 0)); do finish_scenario; done
+		continue
+	fi
+	while ((${#RUNNING[@]} >= JOBS)); do finish_scenario; done
+	start_scenario "$i"
 done
+while ((${#RUNNING[@]} > 0)); do finish_scenario; done
 if [ ${#figs[@]} -gt 0 ]; then
 	cat "${figs[@]}" | jq -s . >"$OUT/figures.json"
 	echo "figures: $OUT/figures.json"

@@ -4,7 +4,6 @@ package etcdtest
 import (
 	"context"
 	"log/slog"
-	"net"
 	"net/url"
 	"strings"
 	"testing"
@@ -13,6 +12,7 @@ import (
 	"github.com/cairn-storage/cairn/appliance/internal/mdm"
 	"github.com/cairn-storage/cairn/appliance/internal/pki"
 	"github.com/cairn-storage/cairn/appliance/internal/pki/pkitest"
+	"github.com/cairn-storage/cairn/appliance/internal/porttest"
 	"github.com/cairn-storage/cairn/appliance/internal/refusals"
 	clientv3 "go.etcd.io/etcd/client/v3"
 	"go.etcd.io/etcd/server/v3/embed"
@@ -20,18 +20,12 @@ import (
 
 func freeURL(t testing.TB) url.URL {
 	t.Helper()
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	addr := l.Addr().String()
-	l.Close()
-	return url.URL{Scheme: "http", Host: addr}
+	return url.URL{Scheme: "http", Host: porttest.Addr(t)}
 }
 
 // withFreePorts calls start with a fresh client and peer URL until it does
-// not fail for a port taken meanwhile (freeURL closes its listener, and a
-// test in another package may bind the port before etcd does).
+// not fail for a port taken meanwhile (another test's porttest.Addr may
+// pick the same port before etcd binds it).
 func withFreePorts(t testing.TB, start func(cu, pu url.URL) error) {
 	t.Helper()
 	for i := 0; ; i++ {

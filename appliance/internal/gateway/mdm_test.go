@@ -5,7 +5,6 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
-	"net"
 	"net/http/httptest"
 	"os"
 	"path/filepath"
@@ -17,19 +16,10 @@ import (
 
 	"github.com/cairn-storage/cairn/appliance/internal/mdm"
 	"github.com/cairn-storage/cairn/appliance/internal/model"
+	"github.com/cairn-storage/cairn/appliance/internal/porttest"
 	"github.com/cairn-storage/cairn/appliance/internal/testlog"
 	clientv3 "go.etcd.io/etcd/client/v3"
 )
-
-func freePort(t *testing.T) string {
-	t.Helper()
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer l.Close()
-	return l.Addr().String()
-}
 
 // mdmCluster is real MDM members (embedded etcd, election, control loop)
 // behind a gateway.
@@ -45,7 +35,7 @@ func startMDMCluster(t *testing.T, names []string, tieBreakers ...string) *mdmCl
 	peers, clients := map[string]string{}, map[string]string{}
 	var initial, endpoints []string
 	for _, n := range names {
-		peers[n], clients[n] = "http://"+freePort(t), "http://"+freePort(t)
+		peers[n], clients[n] = "http://"+porttest.Addr(t), "http://"+porttest.Addr(t)
 		initial = append(initial, n+"="+peers[n])
 		endpoints = append(endpoints, clients[n])
 	}

@@ -19,6 +19,7 @@ import (
 	"github.com/cairn-storage/cairn/appliance/internal/model"
 	"github.com/cairn-storage/cairn/appliance/internal/pki"
 	"github.com/cairn-storage/cairn/appliance/internal/pki/pkitest"
+	"github.com/cairn-storage/cairn/appliance/internal/porttest"
 	"github.com/cairn-storage/cairn/appliance/internal/refusals"
 	"github.com/cairn-storage/cairn/appliance/internal/testlog"
 	"go.etcd.io/etcd/api/v3/v3rpc/rpctypes"
@@ -229,7 +230,7 @@ func TestThreeMembersPeerTLS(t *testing.T) {
 	peers, clients := map[string]string{}, map[string]string{}
 	var initial []string
 	for _, n := range names {
-		peers[n], clients[n] = "https://"+freeAddr(t), "https://"+freeAddr(t)
+		peers[n], clients[n] = "https://"+porttest.Addr(t), "https://"+porttest.Addr(t)
 		initial = append(initial, n+"="+peers[n])
 	}
 	ctx, cancel := context.WithCancel(context.Background())
@@ -282,15 +283,6 @@ func TestThreeMembersPeerTLS(t *testing.T) {
 	if err == nil || !strings.Contains(err.Error(), "bad certificate") && !strings.Contains(err.Error(), "certificate") {
 		t.Errorf("gateway certificate on the peer port: %v, want a refused handshake", err)
 	}
-}
-
-func freeAddr(t *testing.T) string {
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer l.Close()
-	return l.Addr().String()
 }
 
 // A scheme that does not match the PKI is refused up front, saying what to

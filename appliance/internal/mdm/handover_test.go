@@ -12,6 +12,7 @@ import (
 
 	"github.com/cairn-storage/cairn/appliance/internal/mdm"
 	"github.com/cairn-storage/cairn/appliance/internal/model"
+	"github.com/cairn-storage/cairn/appliance/internal/porttest"
 	clientv3 "go.etcd.io/etcd/client/v3"
 )
 
@@ -25,7 +26,7 @@ func TestLeaderHandoverQueue(t *testing.T) {
 	peers, clients := map[string]string{}, map[string]string{}
 	var initial, endpoints []string
 	for _, n := range names {
-		peers[n], clients[n] = "http://"+freeAddr(t), "http://"+freeAddr(t)
+		peers[n], clients[n] = "http://"+porttest.Addr(t), "http://"+porttest.Addr(t)
 		initial = append(initial, n+"="+peers[n])
 		endpoints = append(endpoints, clients[n])
 	}

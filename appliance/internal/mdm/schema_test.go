@@ -15,6 +15,7 @@ import (
 	"github.com/cairn-storage/cairn/appliance/internal/model"
 	"github.com/cairn-storage/cairn/appliance/internal/pki"
 	"github.com/cairn-storage/cairn/appliance/internal/pki/pkitest"
+	"github.com/cairn-storage/cairn/appliance/internal/porttest"
 	"github.com/cairn-storage/cairn/appliance/internal/testlog"
 )
 
@@ -23,8 +24,8 @@ import (
 // model (brought back after the system moved on) does not lead it.
 func TestLeaderWritesTheSchemaAndLeadsNoNewerModel(t *testing.T) {
 	kit := pkitest.New(t)
-	cfg := mdm.Config{Name: "mdm1", DataDir: filepath.Join(t.TempDir(), "mdm1"), PeerURL: "https://" + freeAddr(t),
-		ClientURL: "https://" + freeAddr(t), Identity: kit.Identity(pki.RoleMDM, "mdm1"), ElectionTTL: 2}
+	cfg := mdm.Config{Name: "mdm1", DataDir: filepath.Join(t.TempDir(), "mdm1"), PeerURL: "https://" + porttest.Addr(t),
+		ClientURL: "https://" + porttest.Addr(t), Identity: kit.Identity(pki.RoleMDM, "mdm1"), ElectionTTL: 2}
 	run := func(logs *testlog.Buffer) func() {
 		c := cfg
 		c.Logger = slog.New(slog.NewTextHandler(logs, nil))

@@ -15,6 +15,7 @@ import (
 	"github.com/cairn-storage/cairn/appliance/internal/model"
 	"github.com/cairn-storage/cairn/appliance/internal/pki"
 	"github.com/cairn-storage/cairn/appliance/internal/pki/pkitest"
+	"github.com/cairn-storage/cairn/appliance/internal/porttest"
 	"github.com/cairn-storage/cairn/appliance/internal/testlog"
 	clientv3 "go.etcd.io/etcd/client/v3"
 )
@@ -93,7 +94,7 @@ func TestSecretsReadableByGatewayAndTargetOnly(t *testing.T) {
 func TestLeaderMovesInlineSecrets(t *testing.T) {
 	kit := pkitest.New(t)
 	var logBuf testlog.Buffer
-	pu, cu := "https://"+freeAddr(t), "https://"+freeAddr(t)
+	pu, cu := "https://"+porttest.Addr(t), "https://"+porttest.Addr(t)
 	cfg := mdm.Config{Name: "mdm1", DataDir: filepath.Join(t.TempDir(), "mdm1"), PeerURL: pu, ClientURL: cu,
 		Identity: kit.Identity(pki.RoleMDM, "mdm1"), Logger: slog.New(slog.NewTextHandler(&logBuf, nil)),
 		ElectionTTL: 2}

@@ -9,7 +9,6 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
-	"net"
 	"os"
 	"path/filepath"
 	"slices"
@@ -26,6 +25,7 @@ import (
 	"github.com/cairn-storage/cairn/appliance/internal/model"
 	"github.com/cairn-storage/cairn/appliance/internal/pki"
 	"github.com/cairn-storage/cairn/appliance/internal/pki/pkitest"
+	"github.com/cairn-storage/cairn/appliance/internal/porttest"
 	"github.com/cairn-storage/cairn/appliance/internal/sds"
 	"github.com/cairn-storage/cairn/appliance/internal/sdsrpc"
 	"github.com/cairn-storage/cairn/appliance/internal/wire"
@@ -78,15 +78,6 @@ type Options struct {
 	// LogTo receives the cluster's log (default stderr), at warning level
 	// unless CAIRN_TEST_LOG=info.
 	LogTo io.Writer
-}
-
-func freeAddr(t testing.TB) string {
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer l.Close()
-	return l.Addr().String()
 }
 
 // Start runs a cluster and stops it when the test ends.
@@ -146,7 +137,7 @@ func Start(t testing.TB, o Options) *Cluster {
 	go func() { defer c.wg.Done(); (&mdm.Controller{Etcd: cli, Log: log}).Run(ctx) }()
 
 	for i := 0; i < o.SDSs; i++ {
-		s := &SDS{ID: model.NewID(), Name: fmt.Sprintf("sds%d", i+1), Addr: freeAddr(t)}
+		s := &SDS{ID: model.NewID(), Name: fmt.Sprintf("sds%d", i+1), Addr: porttest.Addr(t)}
 		s.State = filepath.Join(c.Dir, s.Name)
 		must(c.Store.Create(ctx, model.KindSDS, s.ID, s.Name, model.SDS{ID: s.ID, Name: s.Name, PDID: pd.ID, Address: s.Addr, State: model.SDSNormal}, nil))
 		c.SDSs = append(c.SDSs, s)

@@ -25,42 +25,47 @@ import (
 	"net/http"
 	"os"
 	"strings"
+	"sync"
 	"time"
 
 	clientv3 "go.etcd.io/etcd/client/v3"
 	"go.uber.org/zap"
 )
 
-type result struct{ accepted, refused, unreachable int }
-
-var res result
-
-func refused(probe, how string, a ...any) {
-	res.refused++
-	fmt.Printf("refused  %-34s %s\n", probe, fmt.Sprintf(how, a...))
+// report is what one probe saw: its lines, printed together once every
+// probe is done (the probes run at once: most wait for a deadline), and
+// its counts.
+type report struct {
+	out                            strings.Builder
+	accepted, refused, unreachable int
 }
 
-// unreachable: the attempt never reached the service (no route, nothing
+func (r *report) refusedf(probe, how string, a ...any) {
+	r.refused++
+	fmt.Fprintf(&r.out, "refused  %-34s %s\n", probe, fmt.Sprintf(how, a...))
+}
+
+// unreachablef: the attempt never reached the service (no route, nothing
 // listening). It proves nothing, so it fails the run like an acceptance.
-func unreachable(probe string, err error) {
-	res.unreachable++
-	fmt.Printf("UNREACHABLE %-31s %v\n", probe, err)
+func (r *report) unreachablef(probe string, err error) {
+	r.unreachable++
+	fmt.Fprintf(&r.out, "UNREACHABLE %-31s %v\n", probe, err)
 }
 
 // reach checks that addr accepts TCP connections from here.
-func reach(probe, addr string) bool {
+func (r *report) reach(probe, addr string) bool {
 	c, err := net.DialTimeout("tcp", addr, 3*time.Second)
 	if err != nil {
-		unreachable(probe, err)
+		r.unreachablef(probe, err)
 		return false
 	}
 	c.Close()
 	return true
 }
 
-func accepted(probe, what string, a ...any) {
-	res.accepted++
-	fmt.Printf("ACCEPTED %-34s %s\n", probe, fmt.Sprintf(what, a...))
+func (r *report) acceptedf(probe, what string, a ...any) {
+	r.accepted++
+	fmt.Fprintf(&r.out, "ACCEPTED %-34s %s\n", probe, fmt.Sprintf(what, a...))
 }
 
 // creds is a certificate the attacker holds (a stolen host certificate, or
@@ -111,33 +116,48 @@ func main() {
 		}
 		all = append(all, c)
 	}
+	// Every probe at once, each with its own report; printed in this order.
+	var probes []func(*report)
 	for _, a := range split(sds) {
-		probeSDSPlain(a)
+		probes = append(probes, func(r *report) { probeSDSPlain(r, a) })
 		for _, c := range all {
-			probeSDSTLS(a, c)
+			probes = append(probes, func(r *report) { probeSDSTLS(r, a, c) })
 		}
 	}
 	for _, a := range split(mdm) {
-		probeEtcd("etcd-plain "+a, "http://"+a, nil)
+		probes = append(probes, func(r *report) { probeEtcd(r, "etcd-plain "+a, "http://"+a, nil) })
 		for _, c := range all {
-			probeEtcd("etcd-tls/"+c.label+" "+a, "https://"+a, c.tls())
+			probes = append(probes, func(r *report) { probeEtcd(r, "etcd-tls/"+c.label+" "+a, "https://"+a, c.tls()) })
 		}
 	}
 	if nbd != "" {
-		probeNBD(nbd, volume, nil)
+		probes = append(probes, func(r *report) { probeNBD(r, nbd, volume, nil) })
 		for _, c := range all {
-			c := c
-			probeNBD(nbd, volume, &c)
+			probes = append(probes, func(r *report) { probeNBD(r, nbd, volume, &c) })
 		}
 	}
 	if gw != "" {
-		probeLogin(gw, guesses)
+		probes = append(probes, func(r *report) { probeLogin(r, gw, guesses) })
 	}
-	fmt.Printf("%d attempts refused, %d accepted, %d did not reach their service\n", res.refused, res.accepted, res.unreachable)
-	if res.accepted > 0 {
+	reports := make([]report, len(probes))
+	var wg sync.WaitGroup
+	for i, p := range probes {
+		wg.Add(1)
+		go func() { defer wg.Done(); p(&reports[i]) }()
+	}
+	wg.Wait()
+	var total report
+	for i := range reports {
+		fmt.Print(reports[i].out.String())
+		total.accepted += reports[i].accepted
+		total.refused += reports[i].refused
+		total.unreachable += reports[i].unreachable
+	}
+	fmt.Printf("%d attempts refused, %d accepted, %d did not reach their service\n", total.refused, total.accepted, total.unreachable)
+	if total.accepted > 0 {
 		os.Exit(1)
 	}
-	if res.unreachable > 0 {
+	if total.unreachable > 0 {
 		os.Exit(3)
 	}
 }
@@ -223,30 +243,30 @@ func talk(c net.Conn) (string, bool) {
 	return fmt.Sprintf("answered status %d, epoch %d", status, binary.BigEndian.Uint64(h[16:])), true
 }
 
-func probeSDSPlain(addr string) {
+func probeSDSPlain(r *report, addr string) {
 	probe := "sds-plain " + addr
 	c, err := net.DialTimeout("tcp", addr, 3*time.Second)
 	if err != nil {
-		unreachable(probe, err)
+		r.unreachablef(probe, err)
 		return
 	}
 	defer c.Close()
 	if how, ok := talk(c); ok {
-		accepted(probe, "%s", how)
+		r.acceptedf(probe, "%s", how)
 	} else {
-		refused(probe, "%s", how)
+		r.refusedf(probe, "%s", how)
 	}
 }
 
-func probeSDSTLS(addr string, cr creds) {
+func probeSDSTLS(r *report, addr string, cr creds) {
 	probe := "sds-tls/" + cr.label + " " + addr
-	if !reach(probe, addr) {
+	if !r.reach(probe, addr) {
 		return
 	}
 	d := &net.Dialer{Timeout: 3 * time.Second}
 	c, err := tls.DialWithDialer(d, "tcp", addr, cr.tls())
 	if err != nil {
-		refused(probe, "handshake: %v", err)
+		r.refusedf(probe, "handshake: %v", err)
 		return
 	}
 	defer c.Close()
@@ -258,44 +278,44 @@ func probeSDSTLS(addr string, cr creds) {
 	_ = c.SetReadDeadline(time.Now().Add(2 * time.Second))
 	b := make([]byte, 1)
 	if _, err := c.Read(b); err == nil {
-		accepted(probe, "the server accepted the certificate (sent 0x%02x after the handshake)", b[0])
+		r.acceptedf(probe, "the server accepted the certificate (sent 0x%02x after the handshake)", b[0])
 		return
 	} else if ne, ok := err.(net.Error); !ok || !ne.Timeout() {
-		refused(probe, "after handshake: %v", err)
+		r.refusedf(probe, "after handshake: %v", err)
 		return
 	}
 	if how, ok := talk(c); ok {
-		accepted(probe, "%s", how)
+		r.acceptedf(probe, "%s", how)
 	} else {
-		refused(probe, "%s", how)
+		r.refusedf(probe, "%s", how)
 	}
 }
 
 // --- etcd --------------------------------------------------------------
 
-func probeEtcd(probe, url string, cfg *tls.Config) {
-	if !reach(probe, url[strings.Index(url, "//")+2:]) {
+func probeEtcd(r *report, probe, url string, cfg *tls.Config) {
+	if !r.reach(probe, url[strings.Index(url, "//")+2:]) {
 		return
 	}
 	cli, err := clientv3.New(clientv3.Config{Endpoints: []string{url}, DialTimeout: 3 * time.Second, TLS: cfg, Logger: zap.NewNop()})
 	if err != nil {
-		refused(probe, "connect: %v", err)
+		r.refusedf(probe, "connect: %v", err)
 		return
 	}
 	defer cli.Close()
 	ctx, cancel := context.WithTimeout(context.Background(), 4*time.Second)
 	defer cancel()
-	if r, err := cli.Get(ctx, "/cairn/", clientv3.WithPrefix(), clientv3.WithCountOnly()); err == nil {
-		accepted(probe+" read", "read the model: %d keys", r.Count)
+	if got, err := cli.Get(ctx, "/cairn/", clientv3.WithPrefix(), clientv3.WithCountOnly()); err == nil {
+		r.acceptedf(probe+" read", "read the model: %d keys", got.Count)
 	} else {
-		refused(probe+" read", "%s", short(err))
+		r.refusedf(probe+" read", "%s", short(err))
 	}
 	ctx2, cancel2 := context.WithTimeout(context.Background(), 4*time.Second)
 	defer cancel2()
 	if _, err := cli.Put(ctx2, "/cairn/v1/rogue", "x"); err == nil {
-		accepted(probe+" write", "wrote /cairn/v1/rogue")
+		r.acceptedf(probe+" write", "wrote /cairn/v1/rogue")
 	} else {
-		refused(probe+" write", "%s", short(err))
+		r.refusedf(probe+" write", "%s", short(err))
 	}
 }
 
@@ -360,16 +380,16 @@ func goData(name string) []byte {
 
 // listAndGo asks for the export list and for the export; it reports what
 // leaked.
-func listAndGo(probe string, n *nbdConn, volume string) {
+func listAndGo(r *report, probe string, n *nbdConn, volume string) {
 	if err := n.opt(optList, nil); err != nil {
-		refused(probe+" list", "%v", err)
+		r.refusedf(probe+" list", "%v", err)
 		return
 	}
 	var names []string
 	for {
 		typ, d, err := n.reply()
 		if err != nil {
-			refused(probe+" list", "%v", err)
+			r.refusedf(probe+" list", "%v", err)
 			return
 		}
 		if typ == repServer && len(d) >= 4 {
@@ -384,101 +404,101 @@ func listAndGo(probe string, n *nbdConn, volume string) {
 		}
 	}
 	if len(names) > 0 {
-		accepted(probe+" list", "exports listed: %v", names)
+		r.acceptedf(probe+" list", "exports listed: %v", names)
 	} else {
-		refused(probe+" list", "no export listed")
+		r.refusedf(probe+" list", "no export listed")
 	}
 	if err := n.opt(optGo, goData(volume)); err != nil {
-		refused(probe+" go", "%v", err)
+		r.refusedf(probe+" go", "%v", err)
 		return
 	}
 	for {
 		typ, d, err := n.reply()
 		if err != nil {
-			refused(probe+" go", "%v", err)
+			r.refusedf(probe+" go", "%v", err)
 			return
 		}
 		switch {
 		case typ == repInfo:
 			continue
 		case typ == repAck:
-			accepted(probe+" go", "export %q opened", volume)
+			r.acceptedf(probe+" go", "export %q opened", volume)
 			return
 		default:
-			refused(probe+" go", "error 0x%x: %.100s", typ, d)
+			r.refusedf(probe+" go", "error 0x%x: %.100s", typ, d)
 			return
 		}
 	}
 }
 
-func probeNBD(addr, volume string, cr *creds) {
+func probeNBD(r *report, addr, volume string, cr *creds) {
 	probe := "nbd-plain " + addr
 	if cr != nil {
 		probe = "nbd-tls/" + cr.label + " " + addr
 	}
 	c, err := net.DialTimeout("tcp", addr, 3*time.Second)
 	if err != nil {
-		unreachable(probe, err)
+		r.unreachablef(probe, err)
 		return
 	}
 	defer c.Close()
 	_ = c.SetDeadline(time.Now().Add(6 * time.Second))
 	g := make([]byte, 18)
 	if _, err := io.ReadFull(c, g); err != nil || string(g[:8]) != "NBDMAGIC" {
-		refused(probe, "no NBD greeting: %v", err)
+		r.refusedf(probe, "no NBD greeting: %v", err)
 		return
 	}
 	if _, err := c.Write([]byte{0, 0, 0, 3}); err != nil { // fixed newstyle, no zeroes
-		refused(probe, "%v", err)
+		r.refusedf(probe, "%v", err)
 		return
 	}
 	n := &nbdConn{c: c}
 	if cr == nil {
-		listAndGo(probe, n, volume)
+		listAndGo(r, probe, n, volume)
 		return
 	}
 	if err := n.opt(optStartTLS, nil); err != nil {
-		refused(probe, "%v", err)
+		r.refusedf(probe, "%v", err)
 		return
 	}
 	if typ, d, err := n.reply(); err != nil || typ != repAck {
-		refused(probe, "STARTTLS answered 0x%x %.80s %v", typ, d, err)
+		r.refusedf(probe, "STARTTLS answered 0x%x %.80s %v", typ, d, err)
 		return
 	}
 	tc := tls.Client(c, cr.tls())
 	if err := tc.Handshake(); err != nil {
-		refused(probe, "handshake: %v", err)
+		r.refusedf(probe, "handshake: %v", err)
 		return
 	}
-	listAndGo(probe, &nbdConn{c: tc}, volume)
+	listAndGo(r, probe, &nbdConn{c: tc}, volume)
 }
 
 // --- gateway -----------------------------------------------------------
 
-func probeLogin(addr string, guesses int) {
-	if !reach("login-guess "+addr, addr) {
+func probeLogin(r *report, addr string, guesses int) {
+	if !r.reach("login-guess "+addr, addr) {
 		return
 	}
 	cl := &http.Client{Timeout: 10 * time.Second, Transport: &http.Transport{TLSClientConfig: &tls.Config{InsecureSkipVerify: true}}}
 	codes := map[int]int{}
 	for i := 0; i < guesses; i++ {
 		body := fmt.Sprintf(`{"username":"admin","password":"guess-%d-%d"}`, i, time.Now().UnixNano())
-		r, err := cl.Post("https://"+addr+"/api/v1/login", "application/json", strings.NewReader(body))
+		resp, err := cl.Post("https://"+addr+"/api/v1/login", "application/json", strings.NewReader(body))
 		if err != nil {
-			unreachable("login-guess "+addr, err)
+			r.unreachablef("login-guess "+addr, err)
 			return
 		}
-		_, _ = io.Copy(io.Discard, io.LimitReader(r.Body, 1<<16))
-		r.Body.Close()
-		codes[r.StatusCode]++
-		if r.StatusCode == http.StatusOK {
-			accepted("login-guess "+addr, "guess %d logged in", i)
+		_, _ = io.Copy(io.Discard, io.LimitReader(resp.Body, 1<<16))
+		resp.Body.Close()
+		codes[resp.StatusCode]++
+		if resp.StatusCode == http.StatusOK {
+			r.acceptedf("login-guess "+addr, "guess %d logged in", i)
 			return
 		}
 	}
 	if codes[http.StatusTooManyRequests] == 0 {
-		accepted("login-guess "+addr, "%d guesses, never throttled (answers %v)", guesses, codes)
+		r.acceptedf("login-guess "+addr, "%d guesses, never throttled (answers %v)", guesses, codes)
 		return
 	}
-	refused("login-guess "+addr, "%d guesses: answers %v (429 = throttled)", guesses, codes)
+	r.refusedf("login-guess "+addr, "%d guesses: answers %v (429 = throttled)", guesses, codes)
 }
