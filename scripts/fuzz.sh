@@ -19,14 +19,14 @@ module=$(go list -m)
 bins=$(mktemp -d)
 log=$bins/fuzz.log
 trap 'rm -rf "$bins"' EXIT
-# fuzz_once PKG FN: one target for the time given, in the package's
-# directory (a finding goes to its testdata/fuzz/FN), with the corpus Go's
-# own `go test -fuzz` keeps in its cache. The test binary is built once per
-# package: go test -fuzz would link it (and vet the package) for every
-# target again.
+# fuzz_once BIN PKG FN: one target of PKG's fuzz test binary BIN for the
+# time given, in the package's directory (a finding goes to its
+# testdata/fuzz/FN), with the corpus Go's own `go test -fuzz` keeps in its
+# cache. The binary is built once per package: go test -fuzz would link it
+# (and vet the package) for every target again.
 fuzz_once() {
-	(cd "$1" && nice "$bins/$(tr / _ <<<"$1").test" -test.run='^$' -test.fuzz="^$2\$" -test.fuzztime="${secs}s" \
-		-test.parallel=2 -test.fuzzcachedir="$gocache/fuzz/$module/${1#./}") >"$log" 2>&1
+	(cd "$2" && nice "$1" -test.run='^$' -test.fuzz="^$3\$" -test.fuzztime="${secs}s" \
+		-test.parallel=2 -test.fuzzcachedir="$gocache/fuzz/$module/${2#./}") >"$log" 2>&1
 }
 n=0 failed=()
 while IFS=: read -r file fn; do
@@ -41,14 +41,14 @@ while IFS=: read -r file fn; do
 		failed+=("$fn")
 		continue
 	fi
-	fuzz_once "$pkg" "$fn" && ok=1
+	fuzz_once "$bin" "$pkg" "$fn" && ok=1
 	# Go's fuzz engine can stop with "context deadline exceeded" when the time is up while it
 	# coordinates its workers, with no failing input: that is not a finding (a finding always
 	# writes one to testdata/fuzz). Such a target is fuzzed once more, and says so.
 	if [ $ok = 0 ] && grep -q 'context deadline exceeded' "$log" &&
 		! grep -q 'Failing input written to' "$log"; then
 		echo "fuzz $fn ($pkg): the engine stopped on its own deadline with no failing input; again"
-		fuzz_once "$pkg" "$fn" && ok=1
+		fuzz_once "$bin" "$pkg" "$fn" && ok=1
 	fi
 	if [ $ok = 1 ]; then
 		echo "fuzz $fn ($pkg): ok in $(($(date +%s) - s)) s"

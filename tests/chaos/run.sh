@@ -456,7 +456,8 @@ t_all=$(now_ms)
 # cairnchaos-run<pid>-I), bounded by its LIMIT and by what is left of the
 # suite's deadline.
 start_scenario() {
-	local i=$1 s=${scenarios[$1]} d=$WORK/${scenarios[$1]} t0 left limit
+	local i=$1 s=${scenarios[$1]} t0 left limit
+	local d=$WORK/$s
 	STATES+=("$d")
 	mkdir -p "$d"
 	t0=$(now_ms)
@@ -473,9 +474,10 @@ start_scenario() {
 # finish_scenario: waits for the next running scenario to end, stops its
 # cluster (also after a timeout's KILL) and prints its result.
 finish_scenario() {
-	local pid rc=0 i s d el
+	local pid rc=0 s d el
 	wait -n -p pid "${!RUNNING[@]}" || rc=$?
-	i=${RUNNING[$pid]} s=${scenarios[${RUNNING[$pid]}]} d=$WORK/${scenarios[${RUNNING[$pid]}]}
+	s=${scenarios[${RUNNING[$pid]}]}
+	d=$WORK/$s
 	unset "RUNNING[$pid]"
 	"$NC" stop "$d" >/dev/null 2>&1 || true
 	el=$(secs $(($(now_ms) - T0[$pid])))

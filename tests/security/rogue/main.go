@@ -36,9 +36,11 @@ import (
 // probe is done (the probes run at once: most wait for a deadline), and
 // its counts.
 type report struct {
-	out                            strings.Builder
-	accepted, refused, unreachable int
+	out strings.Builder
+	counts
 }
+
+type counts struct{ accepted, refused, unreachable int }
 
 func (r *report) refusedf(probe, how string, a ...any) {
 	r.refused++
@@ -146,12 +148,11 @@ func main() {
 		go func() { defer wg.Done(); p(&reports[i]) }()
 	}
 	wg.Wait()
-	var total report
+	var total counts
 	for i := range reports {
 		fmt.Print(reports[i].out.String())
-		total.accepted += reports[i].accepted
-		total.refused += reports[i].refused
-		total.unreachable += reports[i].unreachable
+		c := reports[i].counts
+		total = counts{total.accepted + c.accepted, total.refused + c.refused, total.unreachable + c.unreachable}
 	}
 	fmt.Printf("%d attempts refused, %d accepted, %d did not reach their service\n", total.refused, total.accepted, total.unreachable)
 	if total.accepted > 0 {
