@@ -244,17 +244,25 @@ func TestAsyncPathThrottledAndCounted(t *testing.T) {
 	}
 }
 
-// limited wraps vol with a limiter of its own, full at the start.
+// limited wraps vol with a limiter of its own, full now.
 func limited(vol *client.Volume, l qos.Limits) *Volume {
-	return &Volume{Volume: vol, st: &volumeIO{lim: qos.NewLimiter(l, time.Now())}}
+	return limitedAt(vol, l, time.Now())
+}
+
+// limitedAt wraps vol with a limiter of its own, full at t0.
+func limitedAt(vol *client.Volume, l qos.Limits, t0 time.Time) *Volume {
+	return &Volume{Volume: vol, st: &volumeIO{lim: qos.NewLimiter(l, t0)}}
 }
 
 // TestOffloadCostModel checks what each offloaded command is charged,
 // deterministically: the command runs on a fresh limiter of 1 IOPS (or
-// 1 MiB/s) with its context already cancelled, so no wait is slept and
-// the command itself fails at once; the charge is taken before it runs
-// and is read off the wait of a probe right after (a one-I/O probe waits
-// one second per I/O charged; a 1 MiB probe one second per MiB).
+// 1 MiB/s), full at t0, with its context already cancelled, so no wait is
+// slept and the command itself fails at once; the charge is taken before
+// it runs and is read off the wait of a probe after it (a one-I/O probe
+// waits one second per I/O charged; a 1 MiB probe one second per MiB).
+// The probe is stamped t0, before the charge: a bucket never refills
+// backwards, so the time the command took (tens of milliseconds on a
+// loaded machine, which once read as 1.95 I/Os for 2) does not count.
 func TestOffloadCostModel(t *testing.T) {
 	c := testcluster.Start(t, testcluster.Options{SDSs: 2, DevicesPerSDS: 1, PGCount: 16})
 	a := c.CreateVolume("a", model.AllocationUnit, true)
@@ -269,17 +277,17 @@ func TestOffloadCostModel(t *testing.T) {
 	type charge struct{ ios, mib float64 }
 	measure := func(cmd func(va, vb *Volume)) (ca, cb charge) {
 		probe := func(lim qos.Limits, n int64) (float64, float64) {
-			va, vb := limited(a, lim), limited(b, lim)
+			t0 := time.Now()
+			va, vb := limitedAt(a, lim, t0), limitedAt(b, lim, t0)
 			cmd(va, vb)
-			now := time.Now()
-			return va.st.lim.Admit(n, now).Seconds(), vb.st.lim.Admit(n, now).Seconds()
+			return va.st.lim.Admit(n, t0).Seconds(), vb.st.lim.Admit(n, t0).Seconds()
 		}
 		ca.ios, cb.ios = probe(qos.Limits{IOPS: 1}, 0)
 		ca.mib, cb.mib = probe(qos.Limits{BytesPerSecond: 1 << 20}, 1<<20)
 		return ca, cb
 	}
 	near := func(got charge, ios, mib float64) bool {
-		return math.Abs(got.ios-ios) < 0.05 && math.Abs(got.mib-mib) < 0.05
+		return math.Abs(got.ios-ios) < 1e-6 && math.Abs(got.mib-mib) < 1e-6
 	}
 	cases := []struct {
 		what string
