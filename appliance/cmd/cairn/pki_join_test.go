@@ -12,6 +12,7 @@ import (
 	"github.com/cairn-storage/cairn/appliance/internal/join"
 	"github.com/cairn-storage/cairn/appliance/internal/pki"
 	"github.com/cairn-storage/cairn/appliance/internal/pki/pkitest"
+	"github.com/cairn-storage/cairn/appliance/internal/porttest"
 )
 
 // TestPKIServeBootstrapWithoutEtcd: at a new system's first boot the first
@@ -47,12 +48,7 @@ func TestPKIServeBootstrapWithoutEtcd(t *testing.T) {
 			held = append(held, c)
 		}
 	}()
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	addr := ln.Addr().String()
-	ln.Close()
+	addr := porttest.Addr(t)
 
 	ctx, cancel := context.WithCancel(context.Background())
 	served := make(chan error, 1)

@@ -7,7 +7,6 @@ import (
 	"crypto/x509"
 	"io"
 	"log/slog"
-	"net"
 	"net/http"
 	"os"
 	"path/filepath"
@@ -19,6 +18,7 @@ import (
 	"github.com/cairn-storage/cairn/appliance/internal/join/jointest"
 	"github.com/cairn-storage/cairn/appliance/internal/pki"
 	"github.com/cairn-storage/cairn/appliance/internal/pki/pkitest"
+	"github.com/cairn-storage/cairn/appliance/internal/porttest"
 	"github.com/cairn-storage/cairn/appliance/internal/refusals"
 	"github.com/cairn-storage/cairn/appliance/internal/testlog"
 )
@@ -200,11 +200,5 @@ func pairOf(t *testing.T, dir string) *tls.Certificate {
 // deadURL is a loopback address where nothing listens.
 func deadURL(t *testing.T) string {
 	t.Helper()
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	addr := ln.Addr().String()
-	ln.Close()
-	return "https://" + addr
+	return "https://" + porttest.Addr(t)
 }

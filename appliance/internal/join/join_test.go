@@ -2,7 +2,6 @@ package join_test
 
 import (
 	"context"
-	"net"
 	"os"
 	"path/filepath"
 	"strings"
@@ -18,6 +17,7 @@ import (
 	"github.com/cairn-storage/cairn/appliance/internal/model"
 	"github.com/cairn-storage/cairn/appliance/internal/pki"
 	"github.com/cairn-storage/cairn/appliance/internal/pki/pkitest"
+	"github.com/cairn-storage/cairn/appliance/internal/porttest"
 	"github.com/cairn-storage/cairn/appliance/internal/refusals"
 )
 
@@ -170,9 +170,7 @@ func TestJoinPinsTheCA(t *testing.T) {
 		t.Fatalf("an impostor is not final: %v", err)
 	}
 	// The token was not spent by that attempt; a dead address first is skipped.
-	ln, _ := net.Listen("tcp", "127.0.0.1:0")
-	dead := "https://" + ln.Addr().String()
-	ln.Close()
+	dead := "https://" + porttest.Addr(t)
 	if _, err := join.Join(ctx, []string{dead}, tok.String(), pki.Request{Role: pki.RoleSDS, Name: "x"}, t.TempDir()); err == nil || join.Final(err) {
 		t.Fatalf("no service answering is worth another try: %v", err)
 	}

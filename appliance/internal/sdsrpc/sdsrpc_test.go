@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"net"
 	"os"
 	"path/filepath"
 	"strings"
@@ -13,6 +12,7 @@ import (
 
 	"github.com/cairn-storage/cairn/appliance/internal/model"
 	"github.com/cairn-storage/cairn/appliance/internal/pki"
+	"github.com/cairn-storage/cairn/appliance/internal/porttest"
 	"github.com/cairn-storage/cairn/appliance/internal/sdsrpc"
 	"github.com/cairn-storage/cairn/appliance/internal/testcluster"
 )
@@ -95,12 +95,7 @@ func TestPrepareDeviceAnswers(t *testing.T) {
 	}
 
 	// An SDS that does not answer is unavailable.
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	gone := l.Addr().String()
-	l.Close()
+	gone := porttest.Addr(t)
 	_, err = prober.PrepareDevice(ctx, gone, sys.ID, model.NewID(), newFile("any.img", nil, 64<<20), false)
 	if !errors.Is(err, model.ErrUnavailable) || errors.Is(err, model.ErrInUse) || !strings.Contains(err.Error(), "is the SDS running?") {
 		t.Fatalf("no SDS at %s: error %v; want unavailable, saying what to check", gone, err)
