@@ -41,9 +41,12 @@
 # harness fails its own way (die, fail, diagnostics first), with its own words.
 # shellcheck shell=bash
 
-# free_port: a port the kernel just handed out on 127.0.0.1. Another process
-# may take it before the caller binds it; the harnesses live with that (they
-# start the daemon right away and fail clearly when it cannot listen).
+# free_port: a port that was free on 127.0.0.1, picked below the kernel's
+# ephemeral range (as appliance/internal/porttest does): a port from that
+# range may become the local port of any outgoing connection on the machine
+# (another suite's cluster running at the same time) before the caller binds
+# it. Only another picker could take it, and each picks at random; the
+# harnesses start the daemon right away and fail clearly when it cannot listen.
 free_port() {
 	free_ports 1
 }
@@ -51,9 +54,26 @@ free_port() {
 # free_ports N: N distinct free ports, one per line. They are held open
 # together while chosen, so (unlike N calls of free_port) no two are equal.
 free_ports() {
-	python3 -c 'import socket, sys
-socks = [socket.socket() for _ in range(int(sys.argv[1]))]
-for s in socks: s.bind(("127.0.0.1", 0))
+	python3 -c 'import random, socket, sys
+lo = 32768
+try:
+    lo = int(open("/proc/sys/net/ipv4/ip_local_port_range").read().split()[0])
+except (OSError, ValueError, IndexError):
+    pass
+low, high = 20000, max(lo, 20001) - 1
+socks = []
+n = int(sys.argv[1])
+for _ in range(200 * n):
+    if len(socks) == n:
+        break
+    s = socket.socket()
+    try:
+        s.bind(("127.0.0.1", random.randint(low, high)))
+        socks.append(s)
+    except OSError:
+        s.close()
+if len(socks) < n:
+    sys.exit("free_ports: no %s free ports between %d and %d on 127.0.0.1" % (sys.argv[1], low, high))
 print("\n".join(str(s.getsockname()[1]) for s in socks))' "$1"
 }
 

@@ -7,15 +7,32 @@ import { readFileSync } from 'node:fs';
 import https from 'node:https';
 import net from 'node:net';
 
+// freePort returns a loopback port that was free, picked below the kernel's
+// ephemeral range (as appliance/internal/porttest does): the caller binds it
+// seconds later, and a port from that range may meanwhile become the local
+// port of any outgoing connection (the real-cluster browser run beside this
+// one opens many).
 export async function freePort() {
-  return new Promise((resolve, reject) => {
-    const s = net.createServer();
-    s.once('error', reject);
-    s.listen(0, '127.0.0.1', () => {
-      const { port } = s.address();
-      s.close(() => resolve(port));
+  let lo = 32768;
+  try {
+    lo = Number(readFileSync('/proc/sys/net/ipv4/ip_local_port_range', 'utf8').trim().split(/\s+/)[0]) || lo;
+  } catch {
+    // not Linux: the default range
+  }
+  const low = 20000;
+  const high = Math.max(lo, low + 1) - 1;
+  for (let i = 0; i < 200; i++) {
+    const port = low + Math.floor(Math.random() * (high - low + 1));
+    const free = await new Promise((resolve) => {
+      const s = net.createServer();
+      s.once('error', () => resolve(false));
+      s.listen(port, '127.0.0.1', () => s.close(() => resolve(true)));
     });
-  });
+    if (free) {
+      return port;
+    }
+  }
+  throw new Error(`no free port between ${low} and ${high} on 127.0.0.1`);
 }
 
 export async function startStack(pluginBin, uiDir, log, extraArgs = []) {
