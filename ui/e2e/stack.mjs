@@ -160,7 +160,15 @@ export async function startClient(port, pluginBase, certFile, keyFile) {
     up.on('error', () => res.writeHead(502).end());
     req.pipe(up);
   });
-  await new Promise((resolve) => server.listen(port, '127.0.0.1', resolve));
+  // A listen error rejects (the caller's finally stops the plugin server)
+  // instead of an unhandled 'error' event ending the process with it running.
+  await new Promise((resolve, reject) => {
+    server.once('error', reject);
+    server.listen(port, '127.0.0.1', () => {
+      server.off('error', reject);
+      resolve();
+    });
+  });
   return {
     base: `https://127.0.0.1:${port}`,
     sdk,
