@@ -160,8 +160,11 @@ func TestUpdateSwitchesAndRollsBack(t *testing.T) {
 	oldBuild, newBuild := buildCairn(t, "7.0.0"), buildCairn(t, "7.0.1")
 	in := simRoot(t, oldBuild, cli.Endpoints()[0])
 	ctx := context.Background()
-	if v := unitVersion(t, in, "cairn-sds.service"); v != "7.0.0" {
-		t.Fatalf("before: cairn-sds runs %s", v)
+	// The unit is active once systemctl start returns, but its main process
+	// may not have exec'd cairn yet (systemd's start job ends at the fork):
+	// the installer's own health check waits for it.
+	if err := in.healthy(ctx, []string{"cairn-sds.service"}, "7.0.0"); err != nil {
+		t.Fatalf("before: %v", err)
 	}
 	units, err := in.Units(ctx)
 	if err != nil || strings.Join(units, ",") != "cairn-mdm.service,cairn-sds.service,cairn-target.service" {
