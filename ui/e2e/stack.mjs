@@ -2,37 +2,21 @@
 // (govmomi simulator kit + the in-memory Cairn array, exactly what
 // `make demo-vsphere` serves) with the built UI. Started on a free
 // loopback port, stopped (by its pid) when the tests end.
-import { spawn } from 'node:child_process';
+import { execFileSync, spawn } from 'node:child_process';
 import { readFileSync } from 'node:fs';
 import https from 'node:https';
-import net from 'node:net';
+import { fileURLToPath } from 'node:url';
 
-// freePort returns a loopback port that was free, picked below the kernel's
-// ephemeral range (as appliance/internal/porttest does): the caller binds it
-// seconds later, and a port from that range may meanwhile become the local
-// port of any outgoing connection (the real-cluster browser run beside this
-// one opens many).
+// freePort is tests/lib/common.sh's free_port, the harnesses' one picker: a
+// loopback port that was free, below the kernel's ephemeral range (as
+// appliance/internal/porttest does), since the caller binds it seconds later
+// and a port from that range may meanwhile become the local port of any
+// outgoing connection (the real-cluster browser run beside this one opens
+// many).
+const commonSh = fileURLToPath(new URL('../../tests/lib/common.sh', import.meta.url));
 export async function freePort() {
-  let lo = 32768;
-  try {
-    lo = Number(readFileSync('/proc/sys/net/ipv4/ip_local_port_range', 'utf8').trim().split(/\s+/)[0]) || lo;
-  } catch {
-    // not Linux: the default range
-  }
-  const low = 20000;
-  const high = Math.max(lo, low + 1) - 1;
-  for (let i = 0; i < 200; i++) {
-    const port = low + Math.floor(Math.random() * (high - low + 1));
-    const free = await new Promise((resolve) => {
-      const s = net.createServer();
-      s.once('error', () => resolve(false));
-      s.listen(port, '127.0.0.1', () => s.close(() => resolve(true)));
-    });
-    if (free) {
-      return port;
-    }
-  }
-  throw new Error(`no free port between ${low} and ${high} on 127.0.0.1`);
+  const out = execFileSync('bash', ['-c', '. "$1" && free_port', 'free-port', commonSh], { encoding: 'utf8' });
+  return Number(out.trim());
 }
 
 export async function startStack(pluginBin, uiDir, log, extraArgs = []) {
