@@ -188,7 +188,8 @@ func (a *Array) System(ctx context.Context) (*gateway.System, error) {
 	for _, d := range a.devs {
 		s.Capacity.Raw += d.Capacity
 	}
-	a.rebalanceView(s)
+	s.Rebuild = *a.rebuildLocked()
+	a.rebalanceStep()
 	return s, nil
 }
 

@@ -455,9 +455,16 @@ func (a *Array) startResync(s *gateway.SDS, now time.Time) {
 }
 
 // Rebuild implements gateway.StatisticsReader: the resyncs running now.
+// It is GET /system's "rebuild", as System reports it, without moving a
+// rebalance on.
 func (a *Array) Rebuild(ctx context.Context) (*gateway.Rebuild, error) {
 	a.mu.Lock()
 	defer a.mu.Unlock()
+	return a.rebuildLocked(), nil
+}
+
+// rebuildLocked sums the copy work as the gateway does. Callers hold a.mu.
+func (a *Array) rebuildLocked() *gateway.Rebuild {
 	a.advance()
 	l, now := a.load, a.now()
 	r := &gateway.Rebuild{DoneBytes: int64(l.finished), ResyncBytes: int64(l.finished)}
@@ -485,7 +492,9 @@ func (a *Array) Rebuild(ctx context.Context) (*gateway.Rebuild, error) {
 	if a.rebalancing > 0 && r.PendingBytes == 0 && a.rebalanceTotal > 0 {
 		r.PendingBytes = int64(a.rebalancing) * 256 << 20
 		r.Percent = 100 * float64(a.rebalanceTotal-a.rebalancing) / float64(a.rebalanceTotal)
-		return r, nil
+		eta := float64(a.rebalancing) // a group per read of GET /system
+		r.ETASeconds = &eta
+		return r
 	}
 	if r.PendingBytes > 0 {
 		r.Percent = math.Round(1000*runningDone/running) / 10
@@ -496,5 +505,5 @@ func (a *Array) Rebuild(ctx context.Context) (*gateway.Rebuild, error) {
 		zero := 0.0
 		r.ETASeconds = &zero
 	}
-	return r, nil
+	return r
 }

@@ -34,18 +34,9 @@ func (a *Array) startRebalance(poolID string) {
 	}
 }
 
-// rebalanceView reports the rebalance and moves it one group on. Callers
-// hold a.mu.
-func (a *Array) rebalanceView(s *gateway.System) {
-	rb := &s.Rebuild
-	rb.RebalancingGroups = a.rebalancing
-	rb.PendingBytes = int64(a.rebalancing) * 256 << 20
-	rb.Percent = 100
-	if a.rebalanceTotal > 0 {
-		rb.Percent = 100 * float64(a.rebalanceTotal-a.rebalancing) / float64(a.rebalanceTotal)
-		eta := float64(a.rebalancing)
-		rb.ETASeconds = &eta
-	}
+// rebalanceStep moves a rebalance on by one placement group: it advances
+// when GET /system is read. Callers hold a.mu.
+func (a *Array) rebalanceStep() {
 	if a.rebalancing > 0 {
 		a.rebalancing--
 	} else {

@@ -2,6 +2,7 @@ package server_test
 
 import (
 	"context"
+	"encoding/json"
 	"strings"
 	"testing"
 	"time"
@@ -77,6 +78,21 @@ func checkStatistics(t *testing.T, c *client, srv *server.Server, array *gateway
 		rb.PendingBytes <= 0 || rb.ObservedETASeconds != nil || rb.ResyncingGroups != 1 {
 		t.Fatalf("resync started: %d %+v", code, rb)
 	}
+	// The systems list carries the same progress, from the same gateway
+	// answer as the health beside it: the dashboard draws both from it.
+	var systems []server.SystemView
+	if code := c.do("GET", "/api/v1/systems", nil, &systems); code != 200 {
+		t.Fatalf("systems: %d", code)
+	}
+	for _, v := range systems {
+		if v.Name != "cairn1" {
+			continue
+		}
+		if v.Health == nil || v.Rebuild == nil || !sameJSON(v.Rebuild.Rebuild, v.Health.Rebuild) || v.Rebuild.ResyncingGroups != 1 ||
+			v.Rebuild.ETAState != server.ETAEstimating || v.Health.Health.Status == gateway.HealthOK {
+			t.Fatalf("cairn1 while resyncing: %+v, rebuild %+v", v.Health, v.Rebuild)
+		}
+	}
 	clock = clock.Add(10 * time.Second)
 	c.do("GET", "/api/v1/systems/cairn1/rebuild", nil, &rb)
 	if rb.ETAState != server.ETAKnown || rb.ObservedETASeconds == nil || *rb.ObservedETASeconds != 30 || rb.Percent != 25 || rb.WindowSeconds != 10 {
@@ -87,4 +103,11 @@ func checkStatistics(t *testing.T, c *client, srv *server.Server, array *gateway
 	if rb.ETAState != server.ETAIdle || rb.PendingBytes != 0 || rb.Percent != 100 {
 		t.Fatalf("resync done: %+v", rb)
 	}
+}
+
+// sameJSON: a and b encode alike (pointers compared by what they point at).
+func sameJSON(a, b any) bool {
+	x, errX := json.Marshal(a)
+	y, errY := json.Marshal(b)
+	return errX == nil && errY == nil && string(x) == string(y)
 }

@@ -28,7 +28,12 @@ type SystemView struct {
 		StepsDone int    `json:"steps_done"`
 		LastError string `json:"last_error,omitempty"`
 	} `json:"deploy"`
-	Health      *gateway.System  `json:"health,omitempty"`
+	Health *gateway.System `json:"health,omitempty"`
+	// Rebuild is Health's copy work with the ETA this server observed (as
+	// GET .../rebuild answers it), from the same gateway answer as Health:
+	// a screen that shows both never shows a healthy system beside
+	// degraded groups, or the other way round.
+	Rebuild     *RebuildProgress `json:"rebuild,omitempty"`
 	SDSs        []gateway.SDS    `json:"sdss,omitempty"`
 	Devices     []gateway.Device `json:"devices,omitempty"`
 	Volumes     []gateway.Volume `json:"volumes,omitempty"`
@@ -97,6 +102,10 @@ func (s *Server) readGateway(ctx context.Context, us *userSession, v *SystemView
 	}
 	if err == nil {
 		v.Health, err = api.System(ctx)
+	}
+	if err == nil {
+		rb := s.progress.observe(v.Name, v.Health.Rebuild)
+		v.Rebuild = &rb
 	}
 	if err == nil {
 		v.SDSs, err = api.ListSDS(ctx)

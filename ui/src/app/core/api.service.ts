@@ -5,7 +5,6 @@ import {
   MaintenanceRequest,
   Plan,
   ProgressEvent,
-  RebuildProgress,
   StatKind,
   Statistics,
   SystemView,
@@ -218,11 +217,6 @@ export class ApiService {
       q.set('name', name);
     }
     return this.call('GET', `/systems/${encodeURIComponent(system)}/statistics?${q}`);
-  }
-
-  // rebuild reads the copy work (rebuild, rebalance, resync) with its ETA.
-  rebuild(system: string): Promise<RebuildProgress> {
-    return this.call('GET', `/systems/${encodeURIComponent(system)}/rebuild`);
   }
 
   // stopMaintenance asks the running roll to stop safely; the answer says

@@ -1,4 +1,4 @@
-import { addresses, bytes, duplicates } from './format';
+import { addresses, bytes, codeSpans, duplicates } from './format';
 
 describe('format', () => {
   it('bytes', () => {
@@ -13,6 +13,25 @@ describe('format', () => {
     expect(addresses('10.20.0.253', 3)).toMatch(/crosses a \.0 or \.255/);
     expect(addresses('10.20.0', 1)).toMatch(/not an IPv4 address/);
     expect(addresses('10.20.0.300', 1)).toMatch(/not an IPv4 address/);
+  });
+
+  it('codeSpans makes the backquoted commands of a message code', () => {
+    expect(codeSpans('SDS sds3 is down (no liveness lease): check `cairn sds` on its host')).toEqual([
+      { text: 'SDS sds3 is down (no liveness lease): check ', code: false },
+      { text: 'cairn sds', code: true },
+      { text: ' on its host', code: false },
+    ]);
+    expect(codeSpans('`a``b` c')).toEqual([
+      { text: 'a', code: true },
+      { text: 'b', code: true },
+      { text: ' c', code: false },
+    ]);
+    expect(codeSpans('one ` alone')).toEqual([{ text: 'one ` alone', code: false }]);
+    expect(codeSpans('`x` and ` y')).toEqual([
+      { text: 'x', code: true },
+      { text: ' and ` y', code: false },
+    ]);
+    expect(codeSpans('')).toEqual([]);
   });
 
   it('duplicates', () => {

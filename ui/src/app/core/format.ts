@@ -68,3 +68,36 @@ export function duplicates(values: (string | undefined)[]): string[] {
   }
   return [...dup];
 }
+
+// TextSpan is a piece of a message: plain text, or a command to type.
+export interface TextSpan {
+  text: string;
+  code: boolean;
+}
+
+// codeSpans splits a message of the gateway or the plugin server at its
+// backticks ("check `cairn sds` on its host"): the quoted parts are
+// commands, shown as code instead of as stray accents. A backtick without
+// its pair stays as it is.
+export function codeSpans(message: string): TextSpan[] {
+  const out: TextSpan[] = [];
+  let rest = message;
+  for (;;) {
+    const open = rest.indexOf('`');
+    const close = open < 0 ? -1 : rest.indexOf('`', open + 1);
+    if (close < 0) {
+      break;
+    }
+    if (open > 0) {
+      out.push({ text: rest.slice(0, open), code: false });
+    }
+    if (close > open + 1) {
+      out.push({ text: rest.slice(open + 1, close), code: true });
+    }
+    rest = rest.slice(close + 1);
+  }
+  if (rest) {
+    out.push({ text: rest, code: false });
+  }
+  return out;
+}

@@ -162,16 +162,19 @@ export interface SystemHealth {
   // The gateway's field names (GET /api/v1/system), as the plugin server passes them on.
   health: { status: string; sds_count: number; sds_up_count: number; sds_down_names: string[] | null; messages: string[] | null };
   capacity: { raw: number; usable: number; allocated: number };
-  rebuild?: RebuildProgress;
+  rebuild?: GatewayRebuild;
 }
 
-// RebuildProgress is the gateway's rebuild/resync/rebalance progress.
-export interface RebuildProgress {
+// GatewayRebuild is the gateway's rebuild/resync/rebalance progress
+// (GET /api/v1/system's "rebuild").
+export interface GatewayRebuild {
   degraded_groups: number;
   rebuilding_groups: number;
   resyncing_groups: number;
   rebalancing_groups: number;
   pending_bytes: number;
+  done_bytes: number;
+  resync_bytes: number;
   rate_bytes_per_second: number;
   percent: number;
   eta_seconds: number | null;
@@ -184,6 +187,9 @@ export interface SystemView {
   hosts: string[] | null;
   deploy: { completed: boolean; steps_done: number; last_error?: string };
   health?: SystemHealth;
+  // The copy work with its observed ETA, from the same gateway answer as
+  // health (the dashboard shows both).
+  rebuild?: RebuildProgress;
   sdss?: SDS[];
   devices?: Device[];
   volumes?: Volume[];
@@ -236,20 +242,11 @@ export interface Statistics {
   history: StatPoint[] | null;
 }
 
-// RebuildProgress (GET /systems/{system}/rebuild): the gateway's copy work
-// and the ETA the plugin server derives from the rate it observed.
-export interface RebuildProgress {
+// RebuildProgress (GET /systems/{system}/rebuild, and a SystemView's
+// rebuild): the gateway's copy work and the ETA the plugin server derives
+// from the rate it observed.
+export interface RebuildProgress extends GatewayRebuild {
   system: string;
-  degraded_groups: number;
-  rebuilding_groups: number;
-  resyncing_groups: number;
-  rebalancing_groups: number;
-  pending_bytes: number;
-  done_bytes: number;
-  resync_bytes: number;
-  rate_bytes_per_second: number;
-  percent: number;
-  eta_seconds: number | null;
   observed_rate_bytes_per_second: number | null;
   window_seconds: number;
   eta_state: 'idle' | 'estimating' | 'known';

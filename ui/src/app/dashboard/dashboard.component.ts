@@ -9,17 +9,18 @@ import { SystemHealth, SystemView } from '../core/types';
 import { CapacityChartComponent } from '../shared/capacity-chart.component';
 import { PerformanceComponent } from './performance.component';
 import { RebuildComponent } from './rebuild.component';
+import { MessageComponent } from '../shared/message.component';
 
 // DashboardComponent: health at a glance (what is wrong, what to do),
 // capacity, rebuild/resync, jobs and recent events, per system.
 @Component({
   selector: 'cairn-dashboard',
-  imports: [ClarityModule, CapacityChartComponent, DatePipe, RouterLink, PerformanceComponent, RebuildComponent],
+  imports: [ClarityModule, CapacityChartComponent, DatePipe, RouterLink, MessageComponent, PerformanceComponent, RebuildComponent],
   template: `
     <div class="cairn-page">
       <h1 cds-text="title">Cairn dashboard</h1>
       @if (store.error(); as err) {
-        <clr-alert clrAlertType="danger" [clrAlertClosable]="false"><clr-alert-item><span class="alert-text">{{ err }}</span></clr-alert-item></clr-alert>
+        <clr-alert clrAlertType="danger" [clrAlertClosable]="false"><clr-alert-item><span class="alert-text"><cairn-message [text]="err" /></span></clr-alert-item></clr-alert>
       }
       @if (store.systems() === null) {
         <clr-spinner clrMedium>Loading systems</clr-spinner>
@@ -48,7 +49,7 @@ import { RebuildComponent } from './rebuild.component';
                     <p><span class="label label-danger">Needs attention</span> {{ h.health.sds_up_count }} of {{ h.health.sds_count }} SDSs up.</p>
                     <ul class="list">
                       @for (m of h.health.messages ?? []; track m) {
-                        <li>{{ m }}</li>
+                        <li><cairn-message [text]="m" /></li>
                       }
                       @for (d of downUnexplained(h.health); track d) {
                         <li>SDS {{ d }} is down: check its SVM is powered on; its data is rebuilt from the other copy meanwhile.</li>
@@ -78,7 +79,7 @@ import { RebuildComponent } from './rebuild.component';
               <div class="card-header">Rebuild, rebalance and resync</div>
               <div class="card-block">
                 @if (s.health) {
-                  <cairn-rebuild [system]="s.name" />
+                  <cairn-rebuild [system]="s.name" [progress]="s.rebuild" />
                   @for (d of resyncing(s); track d.id) {
                     <p class="cairn-muted">SDS {{ d.name }}: {{ d.maintenance?.state }}</p>
                   }
@@ -113,7 +114,7 @@ import { RebuildComponent } from './rebuild.component';
                   <span class="label" [class.label-info]="j.state === 'running'" [class.label-success]="j.state === 'succeeded'" [class.label-danger]="j.state === 'failed'" [class.label-warning]="j.state === 'interrupted'">{{ j.state }}</span>
                   {{ j.name }} <span class="cairn-muted">{{ j.started | date: 'medium' }}</span>
                   @if (j.error) {
-                    <div class="error-text">{{ j.error }}</div>
+                    <div class="error-text"><cairn-message [text]="j.error" /></div>
                   }
                 </li>
               }

@@ -1,6 +1,6 @@
 import { TestBed } from '@angular/core/testing';
 import { ApiService } from '../core/api.service';
-import { StatPoint, SystemView } from '../core/types';
+import { RebuildProgress, StatPoint, SystemView } from '../core/types';
 import { PerformanceComponent } from './performance.component';
 import { RebuildComponent } from './rebuild.component';
 
@@ -103,16 +103,33 @@ describe('PerformanceComponent', () => {
 });
 
 describe('RebuildComponent', () => {
-  function setup(body: Record<string, unknown>) {
+  function setup(body: Partial<RebuildProgress> | undefined) {
     TestBed.configureTestingModule({ imports: [RebuildComponent] });
-    const api = TestBed.inject(ApiService);
-    api.base = '/api/v1';
-    const base = { system: 'cairn1', degraded_groups: 0, rebuilding_groups: 0, resyncing_groups: 0, rebalancing_groups: 0, pending_bytes: 0, done_bytes: 0, resync_bytes: 0, rate_bytes_per_second: 0, percent: 100, eta_seconds: 0, observed_rate_bytes_per_second: null, window_seconds: 0, eta_state: 'idle', observed_eta_seconds: null, observed: '' };
-    api.fetchFn = async () => new Response(JSON.stringify({ ...base, ...body }));
+    const base: RebuildProgress = { system: 'cairn1', degraded_groups: 0, rebuilding_groups: 0, resyncing_groups: 0, rebalancing_groups: 0, pending_bytes: 0, done_bytes: 0, resync_bytes: 0, rate_bytes_per_second: 0, percent: 100, eta_seconds: 0, observed_rate_bytes_per_second: null, window_seconds: 0, eta_state: 'idle', observed_eta_seconds: null, observed: '' };
     const f = TestBed.createComponent(RebuildComponent);
     f.componentRef.setInput('system', 'cairn1');
+    f.componentRef.setInput('progress', body && { ...base, ...body });
     return f;
   }
+
+  it('says when the server sent no progress', async () => {
+    const f = setup(undefined);
+    f.detectChanges();
+    await settle(f);
+    expect((f.nativeElement as HTMLElement).textContent).toContain('Rebuild progress is not available');
+    f.destroy();
+  });
+
+  it('shows degraded groups before the SDSs report what to copy', async () => {
+    const f = setup({ degraded_groups: 162, percent: 0 });
+    f.detectChanges();
+    await settle(f);
+    const t = (f.nativeElement as HTMLElement).textContent ?? '';
+    expect(t).toContain('Rebuilding');
+    expect(t).toContain('Starting: the SDSs have not reported');
+    expect(t).toContain('162 placement groups degraded');
+    f.destroy();
+  });
 
   it('says when nothing is copied', async () => {
     const f = setup({});

@@ -5,6 +5,7 @@ import { ApiError, ApiService } from '../core/api.service';
 import { bandwidth, iops, latency, mergeHistory } from '../core/perf';
 import { StatKind, StatPoint, Statistics, SystemView } from '../core/types';
 import { ChartSeries, LineChartComponent } from '../shared/line-chart.component';
+import { MessageComponent } from '../shared/message.component';
 
 export const PERF_WINDOW_MS = 5 * 60_000;
 export const PERF_POLL_MS = 3000;
@@ -20,7 +21,7 @@ const WRITE = { name: 'Write', color: '#c25400', dash: '5 3' };
   selector: 'cairn-performance',
   // Clarity's CSS classes, not its Angular components: the dashboard's
   // charts stay light and their tests need no Clarity linking.
-  imports: [FormsModule, DatePipe, LineChartComponent],
+  imports: [FormsModule, DatePipe, LineChartComponent, MessageComponent],
   template: `
     <div class="controls">
       <div class="clr-form-control">
@@ -48,7 +49,7 @@ const WRITE = { name: 'Write', color: '#c25400', dash: '5 3' };
       }
     </div>
     @if (error(); as err) {
-      <div class="alert alert-warning" role="alert"><div class="alert-items"><div class="alert-item static"><span class="alert-text">{{ err }}</span></div></div></div>
+      <div class="alert alert-warning" role="alert"><div class="alert-items"><div class="alert-item static"><span class="alert-text"><cairn-message [text]="err" /></span></div></div></div>
     }
     @if (kind() !== 'system' && names().length === 0) {
       <p class="cairn-muted">The system has no {{ kindLabel().toLowerCase() }} yet.</p>

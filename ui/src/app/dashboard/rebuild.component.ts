@@ -1,22 +1,18 @@
-import { Component, Input, OnDestroy, OnInit, computed, inject, signal } from '@angular/core';
-import { ApiError, ApiService } from '../core/api.service';
+import { Component, Input, computed, signal } from '@angular/core';
 import { bytes } from '../core/format';
 import { bandwidth, eta } from '../core/perf';
 import { RebuildProgress } from '../core/types';
 
-export const REBUILD_POLL_MS = 3000;
-
 // RebuildComponent: the copy work of a system (rebuild after a failure,
 // rebalance after a change, resync after maintenance) with its percent
 // and an ETA from the copy rate the plugin server observed over the last
-// minute ("estimating" until it has one).
+// minute ("estimating" until it has one). Its progress is the system's
+// (SystemView.rebuild), refreshed with the health beside it from the same
+// gateway answer: the two never disagree on the screen.
 @Component({
   selector: 'cairn-rebuild',
   template: `
-    @if (error(); as err) {
-      <p class="cairn-muted">Rebuild progress is not available: {{ err }}</p>
-    }
-    @if (progress(); as p) {
+    @if (progressValue(); as p) {
       @if (active()) {
         <p class="rebuild-state"><span class="label label-warning">{{ label() }}</span> {{ work() }}</p>
         @if (p.pending_bytes > 0) {
@@ -38,8 +34,8 @@ export const REBUILD_POLL_MS = 3000;
       } @else {
         <p>No rebuild, rebalance or resync in progress.</p>
       }
-    } @else if (!error()) {
-      <span class="spinner spinner-inline">Loading rebuild progress</span> <span class="cairn-muted">Loading rebuild progress…</span>
+    } @else {
+      <p class="cairn-muted">Rebuild progress is not available: the plugin server sent none with the system's health.</p>
     }
   `,
   styles: `
@@ -51,20 +47,22 @@ export const REBUILD_POLL_MS = 3000;
     .rebuild-facts dd { margin: 0; }
   `,
 })
-export class RebuildComponent implements OnInit, OnDestroy {
-  private api = inject(ApiService);
-  readonly systemValue = signal<string>('');
+export class RebuildComponent {
+  // Decorated inputs into signals: the unit tests run in JIT, where
+  // signal inputs (input()) are not registered without the CLI's compiler.
+  readonly systemValue = signal('');
+  readonly progressValue = signal<RebuildProgress | undefined>(undefined);
   @Input({ required: true }) set system(v: string) {
     this.systemValue.set(v);
   }
-  readonly progress = signal<RebuildProgress | null>(null);
-  readonly error = signal<string | null>(null);
-  private timer: ReturnType<typeof setInterval> | null = null;
+  @Input() set progress(v: RebuildProgress | undefined) {
+    this.progressValue.set(v);
+  }
 
   readonly bytesText = bytes;
 
   readonly work = computed(() => {
-    const p = this.progress();
+    const p = this.progressValue();
     if (!p) {
       return '';
     }
@@ -84,50 +82,29 @@ export class RebuildComponent implements OnInit, OnDestroy {
   // Copy work is running or due: a degraded group is rebuilt as soon as the
   // SDSs report it, before they know how much there is to copy.
   readonly active = computed(() => {
-    const p = this.progress();
+    const p = this.progressValue();
     return !!p && (p.pending_bytes > 0 || p.degraded_groups > 0 || p.rebuilding_groups > 0 || p.resyncing_groups > 0 || p.rebalancing_groups > 0);
   });
   readonly label = computed(() => {
-    const p = this.progress();
+    const p = this.progressValue();
     if (p && (p.degraded_groups > 0 || p.rebuilding_groups > 0)) {
       return 'Rebuilding';
     }
     return p?.resyncing_groups ? 'Resyncing' : 'Rebalancing';
   });
-  readonly percent = computed(() => `${(this.progress()?.percent ?? 0).toFixed(1)} %`);
+  readonly percent = computed(() => `${(this.progressValue()?.percent ?? 0).toFixed(1)} %`);
   readonly rateText = computed(() => {
-    const p = this.progress();
+    const p = this.progressValue();
     if (!p?.observed_rate_bytes_per_second) {
       return 'measuring…';
     }
     return `${bandwidth(p.observed_rate_bytes_per_second)} over the last ${Math.round(p.window_seconds)} s`;
   });
   readonly etaText = computed(() => {
-    const p = this.progress();
+    const p = this.progressValue();
     if (!p || p.eta_state === 'estimating' || p.observed_eta_seconds === null) {
       return 'estimating…';
     }
     return eta(p.observed_eta_seconds);
   });
-
-  ngOnInit(): void {
-    void this.poll();
-    this.timer = setInterval(() => void this.poll(), REBUILD_POLL_MS);
-  }
-
-  ngOnDestroy(): void {
-    if (this.timer) {
-      clearInterval(this.timer);
-    }
-    this.timer = null;
-  }
-
-  async poll(): Promise<void> {
-    try {
-      this.progress.set(await this.api.rebuild(this.systemValue()));
-      this.error.set(null);
-    } catch (e) {
-      this.error.set(e instanceof ApiError ? e.message : String(e));
-    }
-  }
 }

@@ -6,6 +6,7 @@ import { bytes } from '../core/format';
 import { StoreService } from '../core/store.service';
 import { CandidateDisk, Device, ProgressEvent, SDS, SDSDisks, SystemView } from '../core/types';
 import { deviceJobs, drainOf, eta } from './devices';
+import { MessageComponent } from '../shared/message.component';
 
 // SdsComponent: the SDSs and their devices, per system (datagrids), with
 // day-2 work: add a device (a disk of the SDS's host, attached to its SVM
@@ -14,12 +15,12 @@ import { deviceJobs, drainOf, eta } from './devices';
 // server's).
 @Component({
   selector: 'cairn-sds',
-  imports: [ClarityModule, FormsModule],
+  imports: [ClarityModule, FormsModule, MessageComponent],
   template: `
     <div class="cairn-page">
       <h1 cds-text="title">SDSs and devices</h1>
       @if (store.error(); as err) {
-        <clr-alert clrAlertType="danger" [clrAlertClosable]="false"><clr-alert-item><span class="alert-text">{{ err }}</span></clr-alert-item></clr-alert>
+        <clr-alert clrAlertType="danger" [clrAlertClosable]="false"><clr-alert-item><span class="alert-text"><cairn-message [text]="err" /></span></clr-alert-item></clr-alert>
       }
       @for (s of store.systems() ?? []; track s.name) {
         <h2>System {{ s.name }}</h2>
@@ -86,7 +87,7 @@ import { deviceJobs, drainOf, eta } from './devices';
               <div class="card-header">Job {{ j.name }}: <span class="label" [class.label-info]="j.state === 'running'" [class.label-success]="j.state === 'succeeded'" [class.label-danger]="j.state === 'failed'">{{ j.state }}</span></div>
               <div class="card-block">
                 @if (j.error) {
-                  <p class="error-text" role="alert">{{ j.error }}</p>
+                  <p class="error-text" role="alert"><cairn-message [text]="j.error" /></p>
                 }
                 <div class="cairn-log" role="log" [attr.aria-label]="'Log of ' + j.name" tabindex="0">
                   @for (e of eventsOf(j.name); track e.seq) {

@@ -7,6 +7,7 @@ import { addresses, bytes, duplicates } from '../core/format';
 import { STEPS, STEP_TITLES, Step, problemsFor, stepFor } from '../core/problems';
 import { Datacenter, InventoryHost, Job, Plan, PlanHost, Problem, ProgressEvent, ROLES, Role } from '../core/types';
 import { fillAddresses, mdmSummary, planJSON, roleBlocker, setHosts, toggleRole } from './plan-edit';
+import { MessageComponent } from '../shared/message.component';
 
 const ROLE_LABELS: Record<Role, string> = {
   mdm: 'MDM voter',
@@ -20,7 +21,7 @@ const ROLE_LABELS: Record<Role, string> = {
 // checked by the plugin server's plan validator before the next.
 @Component({
   selector: 'cairn-deploy',
-  imports: [ClarityModule, FormsModule, DatePipe, NgTemplateOutlet],
+  imports: [ClarityModule, FormsModule, DatePipe, MessageComponent, NgTemplateOutlet],
   templateUrl: './deploy.component.html',
   styles: `
     .wide { width: 100%; }

@@ -5,13 +5,14 @@ import { ClarityModule } from '@clr/angular';
 import { ApiError, ApiService } from '../core/api.service';
 import { StoreService } from '../core/store.service';
 import { SystemView } from '../core/types';
+import { MessageComponent } from '../shared/message.component';
 
 // MaintenanceComponent: roll hosts (or fault sets) through maintenance one
 // at a time, with live progress; the operator confirms each patch step
 // unless the plugin server has a patch hook. Starting again resumes.
 @Component({
   selector: 'cairn-maintenance',
-  imports: [ClarityModule, FormsModule, DatePipe],
+  imports: [ClarityModule, FormsModule, DatePipe, MessageComponent],
   template: `
     <div class="cairn-page">
       <h1 cds-text="title">Rolling maintenance</h1>
@@ -20,7 +21,7 @@ import { SystemView } from '../core/types';
         maintenance mode and is patched, then everything comes back and the data resyncs before the next one.
       </p>
       @if (store.error(); as err) {
-        <clr-alert clrAlertType="danger" [clrAlertClosable]="false"><clr-alert-item><span class="alert-text">{{ err }}</span></clr-alert-item></clr-alert>
+        <clr-alert clrAlertType="danger" [clrAlertClosable]="false"><clr-alert-item><span class="alert-text"><cairn-message [text]="err" /></span></clr-alert-item></clr-alert>
       }
       @for (s of deployed(); track s.name) {
         <h2>System {{ s.name }}</h2>
@@ -61,7 +62,7 @@ import { SystemView } from '../core/types';
         </div>
         @if (resumable(s) && s.maintenance; as m) {
           <div class="alert alert-sm" [class.alert-warning]="m.stopped" [class.alert-danger]="!m.stopped" role="status"><div class="alert-items"><div class="alert-item static"><div class="alert-text">
-            {{ m.stopped ? 'Stopped by the operator.' : 'Stopped by an error: ' + (m.last_error ?? '') }}
+            @if (m.stopped) {Stopped by the operator.} @else {Stopped by an error: <cairn-message [text]="m.last_error" />}
             {{ m.done_units }} of {{ m.units.length }} done. <strong>Resume roll</strong> continues with {{ (m.units[m.done_units] ?? []).join(', ') }}
             (with the settings it was started with: by {{ m.request.by }}{{ m.request.hosts?.length ? ', hosts ' + m.request.hosts?.join(', ') : ', every host' }}).
           </div></div></div></div>
@@ -75,7 +76,7 @@ import { SystemView } from '../core/types';
           <div class="alert alert-sm" [class.alert-danger]="msgErr()" [class.alert-info]="!msgErr()" role="status"><div class="alert-items"><div class="alert-item static"><div class="alert-text">{{ msg() }}</div></div></div></div>
         }
         @if (store.job('maintenance:' + s.name); as j) {
-          <p class="roll-state">Roll: <span class="label" [class.label-info]="j.state === 'running'" [class.label-success]="j.state === 'succeeded'" [class.label-danger]="j.state === 'failed'" [class.label-warning]="j.state === 'stopped'">{{ j.state }}</span> {{ j.error }}</p>
+          <p class="roll-state">Roll: <span class="label" [class.label-info]="j.state === 'running'" [class.label-success]="j.state === 'succeeded'" [class.label-danger]="j.state === 'failed'" [class.label-warning]="j.state === 'stopped'">{{ j.state }}</span> <cairn-message [text]="j.error" /></p>
           @if (j.state === 'running') {
             <clr-progress-bar clrLoop aria-label="Rolling maintenance running"></clr-progress-bar>
           }

@@ -7,6 +7,7 @@ import { bytes } from '../core/format';
 import { StoreService } from '../core/store.service';
 import { Bundle, Job, UpgradeSVM } from '../core/types';
 import { compareVersions, rollProgress, stateLabel } from './progress';
+import { MessageComponent } from '../shared/message.component';
 
 // MAX_BUNDLE is the gateway's bound on an update bundle (256 MiB).
 const MAX_BUNDLE = 256 * 1024 * 1024;
@@ -17,7 +18,7 @@ const MAX_BUNDLE = 256 * 1024 * 1024;
 // step from the job's events, and a stop that ends the roll between units.
 @Component({
   selector: 'cairn-upgrade',
-  imports: [ClarityModule, FormsModule, DatePipe],
+  imports: [ClarityModule, FormsModule, DatePipe, MessageComponent],
   template: `
     <div class="cairn-page">
       <h1 cds-text="title">Upgrade</h1>
@@ -26,7 +27,7 @@ const MAX_BUNDLE = 256 * 1024 * 1024;
         one fault set at a time, its SDSs in instant maintenance, the MDM members last.
       </p>
       @if (store.error(); as err) {
-        <clr-alert clrAlertType="danger" [clrAlertClosable]="false"><clr-alert-item><span class="alert-text">{{ err }}</span></clr-alert-item></clr-alert>
+        <clr-alert clrAlertType="danger" [clrAlertClosable]="false"><clr-alert-item><span class="alert-text"><cairn-message [text]="err" /></span></clr-alert-item></clr-alert>
       }
       @if (deployed().length) {
         <form clrForm clrLayout="horizontal" aria-label="System to upgrade">
@@ -84,15 +85,15 @@ const MAX_BUNDLE = 256 * 1024 * 1024;
                       @if (stopped(j); as st) {
                         Stopped as asked after {{ st.done }} of {{ st.units }} SVM units: no SDS is in maintenance. Not upgraded yet: {{ st.left }}.
                       } @else {
-                        Stopped as asked, between two SVM units: no SDS is in maintenance. {{ j.error }}
+                        Stopped as asked, between two SVM units: no SDS is in maintenance. <cairn-message [text]="j.error" />
                       }
                       <br />To go on, choose <strong>Upgrade to {{ progress().version || 'the same version' }}</strong> again: the SVMs already on it are skipped.
                     }
                     @case ('interrupted') {
-                      {{ j.error }} Choose <strong>Upgrade to {{ progress().version || 'the same version' }}</strong> again to resume.
+                      <cairn-message [text]="j.error" /> Choose <strong>Upgrade to {{ progress().version || 'the same version' }}</strong> again to resume.
                     }
                     @default {
-                      The upgrade failed: {{ j.error }}
+                      The upgrade failed: <cairn-message [text]="j.error" />
                       <br />Do what the error says, then choose <strong>Upgrade to {{ progress().version || 'the same version' }}</strong> again: the roll resumes, the SVMs already on it are skipped.
                     }
                   }

@@ -5,12 +5,13 @@ import { ApiService } from '../core/api.service';
 import { bytes } from '../core/format';
 import { SdkService } from '../core/sdk.service';
 import { StoreService } from '../core/store.service';
+import { MessageComponent } from '../shared/message.component';
 
 // HostComponent is the host's Summary card and Configure view: the Cairn
 // system the host belongs to and its SDS (on the SVM named after it).
 @Component({
   selector: 'cairn-host',
-  imports: [ClarityModule],
+  imports: [ClarityModule, MessageComponent],
   template: `
     <div class="cairn-page">
       @if (!summary) {
@@ -38,7 +39,7 @@ import { StoreService } from '../core/store.service';
         <p class="cairn-muted">Open this view on a host to see its Cairn SVM.</p>
       }
       @if (store.error(); as err) {
-        <p class="error-text" role="alert">{{ err }}</p>
+        <p class="error-text" role="alert"><cairn-message [text]="err" /></p>
       }
     </div>
   `,

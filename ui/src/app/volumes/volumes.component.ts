@@ -6,17 +6,18 @@ import { ApiError, ApiService } from '../core/api.service';
 import { MiB, bytes, qosLimits } from '../core/format';
 import { StoreService } from '../core/store.service';
 import { Job, SystemView, Volume, VolumeAccess, VolumeQoS } from '../core/types';
+import { MessageComponent } from '../shared/message.component';
 
 // VolumesComponent: the volumes of each system, and "create a volume and
 // its VMFS datastore on the hosts" as a job with live progress.
 @Component({
   selector: 'cairn-volumes',
-  imports: [ClarityModule, FormsModule, NgTemplateOutlet],
+  imports: [ClarityModule, FormsModule, MessageComponent, NgTemplateOutlet],
   template: `
     <div class="cairn-page">
       <h1 cds-text="title">Volumes</h1>
       @if (store.error(); as err) {
-        <clr-alert clrAlertType="danger" [clrAlertClosable]="false"><clr-alert-item><span class="alert-text">{{ err }}</span></clr-alert-item></clr-alert>
+        <clr-alert clrAlertType="danger" [clrAlertClosable]="false"><clr-alert-item><span class="alert-text"><cairn-message [text]="err" /></span></clr-alert-item></clr-alert>
       }
       @for (s of deployed(); track s.name) {
         <h2>System {{ s.name }}</h2>
@@ -65,7 +66,7 @@ import { Job, SystemView, Volume, VolumeAccess, VolumeQoS } from '../core/types'
           <div class="card-header">Job {{ j.name }}: <span class="label" [class.label-info]="j.state === 'running'" [class.label-success]="j.state === 'succeeded'" [class.label-danger]="j.state === 'failed'">{{ j.state }}</span></div>
           <div class="card-block">
             @if (j.error) {
-              <p class="error-text">{{ j.error }}</p>
+              <p class="error-text"><cairn-message [text]="j.error" /></p>
             }
             <div class="cairn-log" role="log" aria-label="Volume job log" tabindex="0">
               @for (e of jobEvents(); track e.seq) {
@@ -238,7 +239,7 @@ import { Job, SystemView, Volume, VolumeAccess, VolumeQoS } from '../core/types'
         <div class="alert alert-danger alert-sm" role="alert"><div class="alert-items"><div class="alert-item static"><div class="alert-text">{{ error }}</div></div></div></div>
       }
       @if (job?.state === 'failed') {
-        <div class="alert alert-danger alert-sm" role="alert"><div class="alert-items"><div class="alert-item static"><div class="alert-text">{{ job.error }} Steps already done are skipped when you run it again.</div></div></div></div>
+        <div class="alert alert-danger alert-sm" role="alert"><div class="alert-items"><div class="alert-item static"><div class="alert-text"><cairn-message [text]="job.error" /> Steps already done are skipped when you run it again.</div></div></div></div>
       }
       @if (job?.state === 'succeeded') {
         <div class="alert alert-success alert-sm" role="status"><div class="alert-items"><div class="alert-item static"><div class="alert-text">Done: every step succeeded.</div></div></div></div>
