@@ -75,9 +75,11 @@ echo "ok: unmap took effect in $(awk -v a="$t" -v b="$(now)" 'BEGIN{printf "%.1f
 inq "$HOST_A" "host-a%$SECRET@" || fail "host A lost the LUN when host B was unmapped"
 phase map-unmap
 
-# Persistence: stop the target, wipe LIO, restore from rtslib's saved file, restart the target.
-g "kill \$(pidof memtarget); sleep 2; targetctl clear; ls /sys/kernel/config/target/iscsi | grep -c svm-access || true" | grep -qx 0 ||
-  fail "LIO not cleared"
+# Persistence: stop the target (as systemd does: SIGTERM, then wait for it to
+# exit, which waits for a LIO change in progress and its save), wipe LIO,
+# restore from rtslib's saved file, restart the target.
+g "p=\$(pidof memtarget); kill \$p; for i in \$(seq 600); do kill -0 \$p 2>/dev/null || break; sleep 0.1; done; if kill -0 \$p 2>/dev/null; then echo running; else targetctl clear; ls /sys/kernel/config/target/iscsi | grep -c svm-access || true; fi" | grep -qx 0 ||
+  fail "the target did not stop in 60 s, or LIO was not cleared"
 g "targetctl restore /etc/target/saveconfig.json && ls /sys/kernel/config/target/core/user_*/" | grep -q "cairn-$VOL" ||
   fail "saveconfig.json did not restore the Cairn backstore"
 start_target

@@ -196,8 +196,11 @@ func (s *syncer) sync(ctx context.Context) error {
 	}
 	if len(plan.Before) > 0 {
 		s.cfg.Log.Info("target: applying LIO changes", "actions", actionSummary(plan.Before))
-		if err := s.cfg.LIO.Apply(ctx, plan.Before); err != nil {
+		if err := s.apply(ctx, plan.Before); err != nil {
 			return err
+		}
+		if ctx.Err() != nil {
+			return ctx.Err() // stopping: Run stops the ring servers
 		}
 	}
 	for _, e := range exports {
@@ -228,11 +231,20 @@ func (s *syncer) sync(ctx context.Context) error {
 	s.mu.Unlock()
 	if len(plan.After) > 0 {
 		s.cfg.Log.Info("target: removing backstores", "actions", actionSummary(plan.After))
-		if err := s.cfg.LIO.Apply(ctx, plan.After); err != nil {
+		if err := s.apply(ctx, plan.After); err != nil {
 			return err
 		}
 	}
 	return nil
+}
+
+// apply makes one LIO change. A change that has begun runs to its end,
+// also when the target is being stopped: rtslib killed between its configfs
+// writes and its save would leave LIO half changed, or saveconfig.json
+// behind LIO (a restore at the next boot brought back an ACL the target had
+// removed). systemd's stop timeout bounds a change that hangs.
+func (s *syncer) apply(ctx context.Context, acts []lio.Action) error {
+	return s.cfg.LIO.Apply(context.WithoutCancel(ctx), acts)
 }
 
 // exports opens the mapped volumes and numbers their LUNs: an explicit

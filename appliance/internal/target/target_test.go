@@ -173,3 +173,76 @@ func TestRunFollowsMappings(t *testing.T) {
 		t.Errorf("%d rtslib runs for 3 changes: plans are not batched", f.applies)
 	}
 }
+
+// blockingLIO holds its first Apply until released, to stop the target
+// in the middle of it.
+type blockingLIO struct {
+	*fakeLIO
+	in      chan context.Context
+	release chan struct{}
+	once    sync.Once
+}
+
+func (b *blockingLIO) Apply(ctx context.Context, acts []lio.Action) error {
+	b.once.Do(func() {
+		b.in <- ctx
+		<-b.release
+	})
+	if err := ctx.Err(); err != nil {
+		b.t.Errorf("rtslib's context was cancelled in the middle of a change: %v", err)
+	}
+	return b.fakeLIO.Apply(ctx, acts)
+}
+
+// A target stopped while rtslib applies a change lets the change finish
+// (configfs and saveconfig.json agree) before Run returns: killed half way,
+// a restore at the next boot brought back an ACL it had removed
+// (tests/lio/access.sh).
+func TestStopFinishesTheRunningChange(t *testing.T) {
+	f := &blockingLIO{fakeLIO: &fakeLIO{serving: map[string]bool{}, t: t}, in: make(chan context.Context, 1), release: make(chan struct{})}
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	done := make(chan error, 1)
+	go func() {
+		done <- Run(ctx, Config{
+			IQN: "iqn.2026-01.io.cairn:svm-1",
+			Mappings: func(context.Context) ([]Mapping, error) {
+				return []Mapping{{VolumeID: "00000000000000a1", LUN: -1, Hosts: []Host{{IQN: "iqn.h1"}}}}, nil
+			},
+			Interval: time.Hour,
+			Open: func(context.Context, string) (blockdev.Volume, error) {
+				return blockdev.NewMemVolume("a", 0xa1, 1<<20), nil
+			},
+			NewHandler: func(blockdev.Volume) tcmu.Handler { return nil },
+			LIO:        f,
+			Serve:      f.serve,
+		})
+	}()
+	var actx context.Context
+	select {
+	case actx = <-f.in:
+	case <-time.After(5 * time.Second):
+		t.Fatal("no LIO change in 5 s")
+	}
+	cancel() // SIGTERM while rtslib runs
+	select {
+	case err := <-done:
+		t.Fatalf("Run returned (%v) while its LIO change was still running", err)
+	case <-time.After(100 * time.Millisecond):
+	}
+	if actx.Err() != nil {
+		t.Fatalf("the change's context ended with the target's: %v", actx.Err())
+	}
+	close(f.release)
+	select {
+	case err := <-done:
+		if err != nil {
+			t.Fatal(err)
+		}
+	case <-time.After(5 * time.Second):
+		t.Fatal("Run did not return after the change ended")
+	}
+	if b, s, a := f.snapshot(); !slices.Equal(b, []string{"cairn-00000000000000a1"}) || len(s) != 0 || !slices.Equal(a["iqn.h1"], []int{0}) {
+		t.Fatalf("after the stop: backstores %v, serving %v, acls %v; want the whole change made and nothing served", b, s, a)
+	}
+}
