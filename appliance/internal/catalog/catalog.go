@@ -65,15 +65,28 @@ func (c *Catalog) reload(ctx context.Context) error {
 	if err != nil {
 		return fmt.Errorf("load cluster model from etcd: %w", err)
 	}
+	c.install(r)
+	return nil
+}
+
+// install makes a read of the whole model the snapshot, unless the snapshot
+// is newer already: the watch (or another reload) may have applied later
+// events while the read was in flight, and installing it then took the
+// snapshot back in time. An SDS that reloaded after a stale-epoch answer
+// lost a device added a moment before, detached it as "no longer in the
+// model", and failed the writes placed on it (the e2e expansion).
+func (c *Catalog) install(r *clientv3.GetResponse) {
 	c.mu.Lock()
+	defer c.mu.Unlock()
+	if r.Header.Revision < c.rev {
+		return
+	}
 	c.reset()
 	for _, kv := range r.Kvs {
 		c.apply(string(kv.Key), kv.Value, false)
 	}
 	c.rev = r.Header.Revision
 	c.notifyLocked()
-	c.mu.Unlock()
-	return nil
 }
 
 // ParseVolumeID turns a volume's hex id into its wire id.
@@ -187,7 +200,18 @@ func (c *Catalog) watch(ctx context.Context) {
 			}
 			c.mu.Lock()
 			interesting := false
+			// c.rev is the last revision the snapshot holds: an event at or
+			// before it is in the snapshot already (a reload read past it)
+			// and applying it would take its key back in time. It moves on
+			// with the events applied, not with the response header, which
+			// may run ahead of events still to come (etcd sends a catch-up
+			// in batches under the current revision).
+			last := c.rev
 			for _, ev := range resp.Events {
+				if ev.Kv.ModRevision <= c.rev {
+					continue
+				}
+				last = max(last, ev.Kv.ModRevision)
 				k := string(ev.Kv.Key)
 				// Statistics and one-time tokens are no part of the
 				// snapshot (apply ignores them); skipping them keeps
@@ -201,7 +225,7 @@ func (c *Catalog) watch(ctx context.Context) {
 				interesting = true
 				c.apply(k, ev.Kv.Value, ev.Type == clientv3.EventTypeDelete)
 			}
-			c.rev = resp.Header.Revision
+			c.rev = last
 			if interesting {
 				c.notifyLocked()
 			}
