@@ -21,7 +21,11 @@
 # started before exiting non-zero.
 # stop: stops the guest and the cluster by their recorded pids; idempotent.
 #
-# Env: CAIRN_BENCH_VOLUME_MIB (256: size of each LUN, at least), BENCH_GUEST_SMP
+# Env: BENCH_TARGET_B_FLAGS (unset: nothing): a second `cairn target` in the same
+# guest (own IQN, backstores, ring and relative port 2), with these extra flags,
+# exports the same volume; start also prints "target cairn-iscsi-b URL" (a
+# same-guest A/B of two target settings: tests/bench/iscsi-ab.sh).
+# CAIRN_BENCH_VOLUME_MIB (256: size of each LUN, at least), BENCH_GUEST_SMP
 # (vCPUs, 1: under TCG on this 2-core machine one vCPU gave both LUNs about twice
 # the IOPS of two, whose cross-vCPU wake-ups are emulated), BENCH_GUEST_MEM (MiB,
 # 1024 + the fileio and tcmu-runner LUNs), LIO_HOOK_TIMEOUT (s, 170: the harness kills the hook at
@@ -96,7 +100,11 @@ start() {
   g "/cairn/guest-runner.sh $RUNNER_IQN /cairn/runner0.qcow2" > "$STATE/guest-runner.log"
   g "nohup $CAIRN_TARGET_CMD > /tmp/cairn-target.log 2>&1 &"
   local lio_url=iscsi://127.0.0.1:$port/$FILEIO_IQN/0 cairn_url=iscsi://127.0.0.1:$port/$CAIRN_IQN/0
-  local runner_url=iscsi://127.0.0.1:$port/$RUNNER_IQN/0
+  local runner_url=iscsi://127.0.0.1:$port/$RUNNER_IQN/0 b_url=""
+  if [ -n "${BENCH_TARGET_B_FLAGS+x}" ]; then
+    b_url=iscsi://127.0.0.1:$port/$CAIRN_IQN-b/0
+    g "nohup ${CAIRN_TARGET_CMD/--iqn $CAIRN_IQN/--iqn $CAIRN_IQN-b --port-number 2 --backstore-prefix cairn-b- $BENCH_TARGET_B_FLAGS} > /tmp/cairn-target-b.log 2>&1 &"
+  fi
   if ! lio_wait_lun "$FIO_INI" "$cairn_url" "$(left)" "$STATE/cairn-inq.txt"; then
     cat "$STATE/cairn-inq.txt" >&2; g "tail -20 /tmp/cairn-target.log" >&2 || true
     log "the Cairn LUN does not answer at $cairn_url"; return 1
@@ -107,11 +115,16 @@ start() {
     cat "$STATE/runner-inq.txt" "$STATE/guest-runner.log" >&2; g "tail -5 /tmp/tcmu-runner.log; tail -20 /var/log/tcmu-runner.log" >&2 || true
     log "the tcmu-runner LUN does not answer at $runner_url"; return 1
   fi
-  log "the three LUNs answer ($(tail -1 "$STATE/guest-runner.log" | tr -d '\r')); guest: $(head -1 "$STATE/boot.log")"
+  if [ -n "$b_url" ] && ! lio_wait_lun "$FIO_INI" "$b_url" "$(left)" "$STATE/cairn-b-inq.txt"; then
+    cat "$STATE/cairn-b-inq.txt" >&2; g "tail -20 /tmp/cairn-target-b.log" >&2 || true
+    log "the second Cairn LUN (BENCH_TARGET_B_FLAGS) does not answer at $b_url"; return 1
+  fi
+  log "the LUNs answer ($(tail -1 "$STATE/guest-runner.log" | tr -d '\r')); guest: $(head -1 "$STATE/boot.log")"
 
   echo "target lio-fileio $lio_url"
   echo "target tcmu-runner $runner_url"
   echo "target cairn-iscsi $cairn_url"
+  [ -z "$b_url" ] || echo "target cairn-iscsi-b $b_url"
   local qemu f n p
   qemu=$(cat "$RUN/qemu.pid")
   echo "pid qemu $qemu"

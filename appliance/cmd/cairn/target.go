@@ -36,8 +36,12 @@ func runTarget(ctx context.Context, args []string) error {
 	prefix := fs.String("backstore-prefix", "", "backstore name prefix (tests running two targets in one kernel)")
 	security := dataSecurityFlag(fs)
 	addrMap := fs.String("sds-addr-map", "", "rewrite SDS addresses: from=to[,from=to] on the host part (NAT, test guests)")
+	conns := fs.Int("conns-per-sds", 2, "TCP connections to each SDS (1..8): small reads always share the first; writes and large reads alternate")
 	if err := parse(fs, args); err != nil {
 		return err
+	}
+	if *conns < 1 || *conns > 8 {
+		return errorf("--conns-per-sds must be 1..8, not %d", *conns)
 	}
 	if *iqn == "" {
 		return errorf("--iqn is required (e.g. iqn.2026-01.io.cairn:svm1)")
@@ -72,6 +76,7 @@ func runTarget(ctx context.Context, args []string) error {
 		return err
 	}
 	defer closeClient()
+	cl.ConnsPerSDS = *conns
 	if len(rewrite) > 0 {
 		cl.MapAddr = func(addr string) string {
 			host, p, found := strings.Cut(addr, ":")
