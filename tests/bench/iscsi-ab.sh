@@ -20,6 +20,9 @@ set -euo pipefail
 # BENCH_DIR, REPO, PYTHON, log, die, waited, run_hook, hook_uri, hook_pids, stop_owned
 # shellcheck source=lib.sh
 . "$(dirname "${BASH_SOURCE[0]}")/lib.sh"
+# lio_relay_pids
+# shellcheck source=../lio/lib.sh
+. "$REPO/tests/lio/lib.sh"
 [ $# = 1 ] || { echo "usage: tests/bench/iscsi-ab.sh \"FLAGS\" (the second target's extra flags)" >&2; exit 2; }
 FLAGS_B=$1
 ROUNDS=${AB_ROUNDS:-3}
@@ -49,11 +52,8 @@ B=$(hook_uri "$STATE.hook.out" cairn-iscsi-b)
 # The servers: qemu and the cluster, as the hook lists them, and every relay
 # of the cluster's ports once B has opened its connections too (fill below).
 server_pids() {
-  local p fw pids
-  pids=$(hook_pids "$STATE.hook.out" cairn-iscsi)
-  for fw in $(sed -n 's/^\(MDM1_CLIENT\|SDS[0-9]*_PORT\)=//p' "$STATE/cluster/ports.env"); do
-    for p in $(pgrep -f "/relay-[0-9a-f]+ $fw\$" || true); do pids="$pids $p"; done
-  done
+  local pids
+  pids="$(hook_pids "$STATE.hook.out" cairn-iscsi) $(lio_relay_pids $(sed -n 's/^\(MDM1_CLIENT\|SDS[0-9]*_PORT\)=//p' "$STATE/cluster/ports.env"))"
   echo "$pids" | tr ' ' '\n' | sort -un | tr '\n' ' '
 }
 job() { # job TARGET URL WORKLOAD [bench.py options]

@@ -137,13 +137,11 @@ start() {
   # reads opens those connections, then they are found by their command line
   # (the cluster's own ports).
   timeout 20 iscsi-perf -i "$FIO_INI" -m 4 -b 8 -r -t 1 "$cairn_url" > "$STATE/warmup.log" 2>&1 || true
-  local fw
+  local fw ports=()
+  for fw in $GUESTFWD; do ports+=("${fw#*=}"); done
   n=0
-  for fw in $GUESTFWD; do
-    fw=${fw#*=}
-    for p in $(pgrep -x -f "(/.*/relay-[0-9a-f]+ |busybox nc 127\.0\.0\.1 |socat STDIO TCP:127\.0\.0\.1:)$fw(,nodelay)?" || true); do
-      n=$((n + 1)); echo "pid guestfwd-$n $p cairn-iscsi"
-    done
+  for p in $(lio_relay_pids "${ports[@]}"); do
+    n=$((n + 1)); echo "pid guestfwd-$n $p cairn-iscsi"
   done
   trap - EXIT
 }

@@ -37,3 +37,13 @@ lio_inq() {
 lio_wait_lun() {
   wait_for "$3" lio_inq "$1" "$2" "${4:-/dev/null}"
 }
+
+# lio_relay_pids PORT...: the pids of qemu's guestfwd relays (run-guest.sh's relay():
+# relay.c, socat or busybox nc; one process per guest connection, reparented to init)
+# that carry guest connections to those host ports.
+lio_relay_pids() {
+  local port
+  for port in "$@"; do
+    pgrep -x -f "(/.*/relay-[0-9a-f]+ |busybox nc 127\.0\.0\.1 |socat STDIO TCP:127\.0\.0\.1:)$port(,nodelay)?" || true
+  done
+}
