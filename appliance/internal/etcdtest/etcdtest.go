@@ -56,8 +56,9 @@ type Member struct {
 }
 
 // StartMember runs a single-member etcd in t.TempDir(); it and its Client are
-// closed when the test ends.
-func StartMember(t testing.TB) *Member {
+// closed when the test ends. Each of configure changes the member's
+// configuration before it starts (e.g. a small QuotaBackendBytes).
+func StartMember(t testing.TB, configure ...func(*embed.Config)) *Member {
 	t.Helper()
 	m := &Member{t: t}
 	var cu url.URL
@@ -68,6 +69,9 @@ func StartMember(t testing.TB) *Member {
 		cfg.ListenClientUrls, cfg.AdvertiseClientUrls = []url.URL{c}, []url.URL{c}
 		cfg.ListenPeerUrls, cfg.AdvertisePeerUrls = []url.URL{pu}, []url.URL{pu}
 		cfg.InitialCluster = cfg.Name + "=" + pu.String()
+		for _, f := range configure {
+			f(cfg)
+		}
 		var err error
 		cu = c
 		m.cfg = cfg

@@ -32,6 +32,14 @@ const (
 // ErrNotFound: no such bundle, order or state.
 var ErrNotFound = errors.New("not found")
 
+// ErrNoRoom: etcd has no room for a bundle now (Store.PutBundle).
+var ErrNoRoom = errors.New("no room in etcd for the bundle")
+
+// etcdDefaultQuota is the backend quota of an etcd member configured with
+// none (it reports 0): etcd's storage.DefaultQuotaBytes, which a test
+// compares with this.
+const etcdDefaultQuota = 2 << 30
+
 // BundleInfo is a stored bundle (UpgradeBundlePrefix+version).
 type BundleInfo struct {
 	Version  string    `json:"version"`
@@ -78,10 +86,15 @@ func chunkKey(version string, n int) string {
 }
 
 // PutBundle stores a verified bundle (raw is its bytes) and drops the
-// oldest stored versions beyond KeepBundles.
+// oldest stored versions beyond KeepBundles. It first checks that etcd has
+// room for it (roomFor) and refuses with ErrNoRoom, changing nothing, when
+// it has not.
 func (s Store) PutBundle(ctx context.Context, b *Bundle, raw []byte) (BundleInfo, error) {
 	v := b.Manifest.Version
 	info := BundleInfo{Version: v, SHA256: b.SHA256, Size: int64(len(raw)), Uploaded: time.Now().UTC()}
+	if err := s.roomFor(ctx, int64(len(raw))); err != nil {
+		return info, fmt.Errorf("store bundle %s: %w", v, err)
+	}
 	// A new upload of a version replaces the old chunks (its count may differ).
 	if _, err := s.Etcd.Delete(ctx, model.UpgradeBundlePrefix+v); err != nil {
 		return info, fmt.Errorf("store bundle %s: %w", v, err)
@@ -92,6 +105,10 @@ func (s Store) PutBundle(ctx context.Context, b *Bundle, raw []byte) (BundleInfo
 	for off := 0; off < len(raw); off += ChunkSize {
 		end := min(off+ChunkSize, len(raw))
 		if _, err := s.Etcd.Put(ctx, chunkKey(v, info.Chunks), string(raw[off:end])); err != nil {
+			// No bundle key names the chunks written so far: drop them.
+			dctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 10*time.Second)
+			s.Etcd.Delete(dctx, model.UpgradeChunkPrefix+v+"/", clientv3.WithPrefix())
+			cancel()
 			return info, fmt.Errorf("store bundle %s chunk %d: %w", v, info.Chunks, err)
 		}
 		info.Chunks++
@@ -113,6 +130,47 @@ func (s Store) PutBundle(ctx context.Context, b *Bundle, raw []byte) (BundleInfo
 		s.Etcd.Delete(ctx, model.UpgradeChunkPrefix+old.Version+"/", clientv3.WithPrefix())
 	}
 	return info, nil
+}
+
+// roomFor checks that a bundle of n bytes fits in every etcd member that
+// answers: what the member's database holds in use, plus the bundle and
+// a sixteenth for etcd's per-key overhead and bbolt's page rounding, must
+// stay within three quarters of its quota. The last quarter is the
+// cluster's own: a member whose database reaches its quota raises etcd's
+// NOSPACE alarm and takes no write at all (volumes, maps, heartbeats)
+// until an operator frees space and disarms it, so no upload may take it
+// there. Space does not come back when a bundle is replaced or dropped:
+// etcd keeps the old values until its compaction (the MDM's periodic one,
+// an hour behind), and so does this count.
+func (s Store) roomFor(ctx context.Context, n int64) error {
+	need := n + n/16
+	answered := 0
+	var lastErr error
+	for _, ep := range s.Etcd.Endpoints() {
+		sctx, cancel := context.WithTimeout(ctx, 5*time.Second)
+		st, err := s.Etcd.Status(sctx, ep)
+		cancel()
+		if err != nil {
+			lastErr = err
+			continue
+		}
+		answered++
+		quota := st.DbSizeQuota
+		if quota == 0 {
+			quota = etcdDefaultQuota
+		} else if quota < 0 {
+			continue // no quota configured: nothing to run out of
+		}
+		limit := quota / 4 * 3
+		if st.DbSizeInUse+need > limit {
+			return fmt.Errorf("%w: the etcd database of the MDM at %s holds %d MiB in use; the bundle needs %d MiB more, and bundles may bring it to %d MiB (three quarters of its %d MiB quota; the rest stays for the cluster's own records). Replaced and dropped bundles keep their space until etcd's hourly compaction: upload again in an hour",
+				ErrNoRoom, ep, st.DbSizeInUse>>20, (need+1<<20-1)>>20, limit>>20, quota>>20)
+		}
+	}
+	if answered == 0 {
+		return fmt.Errorf("read the size of etcd's database (no MDM answered): %v", lastErr)
+	}
+	return nil
 }
 
 // Bundles lists the stored bundles, by version.
