@@ -55,11 +55,10 @@ func TestReadCachedNowait(t *testing.T) {
 	var st unix.Statfs_t
 	_ = unix.Statfs(d.path, &st)
 	switch {
-	case errors.Is(err, errWouldBlock):
 	case err == nil && d.noNowait.Load():
 		t.Skip("RWF_NOWAIT is not supported here: reads wait, as before")
 	default:
-		t.Fatalf("nowait read of an uncached range: %v, want errWouldBlock (file system magic %#x)", err, st.Type)
+		nowaitOutcome(t, "an uncached range", err, got, data, st.Type)
 	}
 	if err := d.readCachedAt(got, off, false); err != nil || !bytes.Equal(got, data) {
 		t.Fatalf("read that may wait: %v, data equal %v", err, bytes.Equal(got, data))
@@ -72,9 +71,8 @@ func TestReadCachedNowait(t *testing.T) {
 	if err := unix.Fadvise(int(d.rc.Fd()), off+4096, 4096, unix.FADV_DONTNEED); err != nil {
 		t.Fatal(err)
 	}
-	if err := d.readCachedAt(got, off, true); !errors.Is(err, errWouldBlock) {
-		t.Fatalf("nowait read of a half-cached range: %v, want errWouldBlock", err)
-	}
+	clear(got)
+	nowaitOutcome(t, "a half-cached range", d.readCachedAt(got, off, true), got, data, st.Type)
 
 	// Without the read cache every read goes to the device: a read that
 	// may not wait is always refused, one that may wait works.
@@ -91,5 +89,24 @@ func TestReadCachedNowait(t *testing.T) {
 	clear(got)
 	if err := direct.readCachedAt(got, off, false); err != nil || !bytes.Equal(got, data) {
 		t.Fatalf("read without the read cache: %v, data equal %v", err, bytes.Equal(got, data))
+	}
+}
+
+// nowaitOutcome checks a nowait read of a range the page cache did not
+// hold: refused with errWouldBlock, or, when the read-ahead the kernel
+// starts for it (preadv2 RWF_NOWAIT promises not to wait, not to refuse)
+// finished inside the call, as on a device that completes I/O as it is
+// submitted, the whole range with the right data. Never a short answer,
+// never other bytes, never another error.
+func nowaitOutcome(t *testing.T, what string, err error, got, want []byte, fsMagic int64) {
+	t.Helper()
+	switch {
+	case errors.Is(err, errWouldBlock):
+	case err == nil && bytes.Equal(got, want):
+		t.Logf("nowait read of %s was answered: the kernel's read-ahead completed within the call (file system magic %#x)", what, fsMagic)
+	case err == nil:
+		t.Fatalf("nowait read of %s answered with other bytes (file system magic %#x)", what, fsMagic)
+	default:
+		t.Fatalf("nowait read of %s: %v, want errWouldBlock or the data (file system magic %#x)", what, err, fsMagic)
 	}
 }
