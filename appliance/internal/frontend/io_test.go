@@ -386,13 +386,15 @@ func TestOffloadsThrottled(t *testing.T) {
 	}
 	// The waits add up to 3 s less the time the commands themselves took
 	// (the bucket refills meanwhile; the unlimited run says how long that
-	// is on this machine now), and never more than the 3 s.
+	// is on this machine now), and never more than the 3 s. Where the
+	// commands alone take 3 s or more (a loaded machine), the bucket refills
+	// as fast as they drain it and no wait at all is right.
 	var commands time.Duration
 	for _, d := range freeTook {
 		commands += d
 	}
 	held := time.Duration(st.ThrottledNs)
-	if held <= 0 || held > 3*time.Second+500*time.Millisecond || held < 3*time.Second-commands-time.Second {
+	if held < 0 || held > 3*time.Second+500*time.Millisecond || held < 3*time.Second-commands-time.Second {
 		t.Errorf("limited volume throttled %v; want 3 s less the commands' own time (%v unlimited)", held, commands)
 	}
 	// Both runs copied 5 × 4 MiB from it.

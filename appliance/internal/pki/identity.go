@@ -66,7 +66,7 @@ func load(dir string) (*loaded, error) {
 	if err != nil || !ca.IsCA {
 		return nil, fmt.Errorf("%s: not a CA certificate", filepath.Join(dir, CACertFile))
 	}
-	cert, err := tls.LoadX509KeyPair(filepath.Join(dir, NodeCertFile), filepath.Join(dir, NodeKeyFile))
+	cert, err := loadPair(dir)
 	if err != nil {
 		return nil, fmt.Errorf("PKI directory %s: %w", dir, err)
 	}
@@ -81,6 +81,33 @@ func load(dir string) (*loaded, error) {
 	}
 	return &l, nil
 }
+
+// loadPair reads node.crt and node.key as a TLS pair. WriteNode replaces
+// the key first, then the certificate, each by a rename: a read between the
+// two finds a new key beside the old certificate. So a pair that does not
+// go together is read again a few times, 25 ms apart (a renewal's second
+// rename follows its first within microseconds), before it is an error: a
+// daemon starting or a command run during a renewal gets the new pair, not
+// "private key does not match public key".
+func loadPair(dir string) (tls.Certificate, error) {
+	for attempt := 1; ; attempt++ {
+		certPEM, err := os.ReadFile(filepath.Join(dir, NodeCertFile))
+		if err != nil {
+			return tls.Certificate{}, err
+		}
+		keyPEM, err := os.ReadFile(filepath.Join(dir, NodeKeyFile))
+		if err != nil {
+			return tls.Certificate{}, err
+		}
+		cert, err := tls.X509KeyPair(certPEM, keyPEM)
+		if err == nil || attempt == pairReads {
+			return cert, err
+		}
+		time.Sleep(25 * time.Millisecond)
+	}
+}
+
+const pairReads = 4
 
 // Dir is the PKI directory.
 func (id *Identity) Dir() string { return id.dir }

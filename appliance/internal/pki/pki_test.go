@@ -195,3 +195,49 @@ func TestReloadRotates(t *testing.T) {
 	c.Close()
 	a.Close()
 }
+
+// TestLoadDuringRenewal: a renewal replaces node.key, then node.crt. A load
+// between the two (a daemon starting, a command run) gets the new pair once
+// the certificate follows, and a directory whose key and certificate never
+// go together is still refused, saying so.
+func TestLoadDuringRenewal(t *testing.T) {
+	k := pkitest.New(t)
+	d := k.Dir(pki.RoleSDS, "sds1")
+	certPEM, keyPEM, err := k.CA.Issue(pki.Request{Role: pki.RoleSDS, Name: "sds1"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	replace := func(name string, data []byte) {
+		tmp := filepath.Join(d, ".next")
+		if err := os.WriteFile(tmp, data, 0o600); err != nil {
+			t.Fatal(err)
+		}
+		if err := os.Rename(tmp, filepath.Join(d, name)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	replace(pki.NodeKeyFile, keyPEM) // the renewal's first rename
+	done := make(chan struct{})
+	go func() {
+		time.Sleep(30 * time.Millisecond)
+		replace(pki.NodeCertFile, certPEM) // and its second, while the load waits
+		close(done)
+	}()
+	id, err := pki.LoadIdentity(d)
+	<-done
+	if err != nil {
+		t.Fatalf("load during a renewal: %v", err)
+	}
+	if want, _ := pki.LoadIdentity(d); !id.Leaf().Equal(want.Leaf()) {
+		t.Fatal("the load during a renewal did not get the new certificate")
+	}
+
+	other, _, err := k.CA.Issue(pki.Request{Role: pki.RoleSDS, Name: "sds1"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	replace(pki.NodeCertFile, other) // a certificate for another key, for good
+	if _, err := pki.LoadIdentity(d); err == nil || !strings.Contains(err.Error(), "does not match") {
+		t.Fatalf("load of a key and certificate that do not go together: %v", err)
+	}
+}
