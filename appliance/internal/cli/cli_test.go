@@ -51,6 +51,13 @@ type harness struct {
 
 func newHarness(t *testing.T, ttl time.Duration, mods ...func(*gateway.Config)) *harness {
 	t.Helper()
+	return newHarnessOn(t, nil, ttl, mods...)
+}
+
+// newHarnessOn serves the gateway on wrap(listener) when wrap is not nil: a
+// listener whose connections misbehave.
+func newHarnessOn(t *testing.T, wrap func(net.Listener) net.Listener, ttl time.Duration, mods ...func(*gateway.Config)) *harness {
+	t.Helper()
 	etcd := etcdtest.Start(t)
 	h := &harness{t: t, state: t.TempDir(), cfgPath: filepath.Join(t.TempDir(), "conf", "cairnctl.json"), etcd: etcd}
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
@@ -65,7 +72,11 @@ func newHarness(t *testing.T, ttl time.Duration, mods ...func(*gateway.Config)) 
 	for _, m := range mods {
 		m(&cfg)
 	}
-	go func() { done <- gateway.Serve(ctx, cfg, ln) }()
+	served := ln
+	if wrap != nil {
+		served = wrap(ln)
+	}
+	go func() { done <- gateway.Serve(ctx, cfg, served) }()
 	t.Cleanup(func() {
 		cancel()
 		if err := <-done; err != nil {
