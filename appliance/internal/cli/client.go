@@ -16,6 +16,8 @@ import (
 	"strings"
 	"syscall"
 	"time"
+
+	"github.com/cairn-storage/cairn/appliance/contract"
 )
 
 // client talks to the gateway's /api/v1. With a username and password file
@@ -146,7 +148,7 @@ func (c *client) do(ctx context.Context, method, path, token string, in any) (in
 	for i := range c.bases {
 		n := (c.current + i) % len(c.bases)
 		status, body, err := c.doOne(ctx, c.bases[n], method, path, token, payload, contentType)
-		if err != nil && broken(err) && repeatable(method, path) && ctx.Err() == nil {
+		if err != nil && contract.AnswerLost(err) && contract.RepeatableRequest(method, path) && ctx.Err() == nil {
 			// The request went out and its answer was lost (a reset, a cut or
 			// corrupted TLS record): one that is safe to repeat is sent once more,
 			// on a new connection, before it counts as failed.
@@ -177,54 +179,6 @@ func unreachable(err error, method string) bool {
 	}
 	var ne net.Error
 	return method == http.MethodGet && (errors.As(err, &ne) || errors.Is(err, io.ErrUnexpectedEOF) || errors.Is(err, syscall.ECONNRESET))
-}
-
-// broken reports whether a request's connection failed after it was made (not a
-// refused dial, not a timeout: a slow gateway is not asked twice).
-// Certificate errors are neither.
-func broken(err error) bool {
-	var op *net.OpError
-	if errors.As(err, &op) {
-		return op.Op != "dial" && !op.Timeout()
-	}
-	return errors.Is(err, io.ErrUnexpectedEOF) || errors.Is(err, io.EOF) || errors.Is(err, syscall.ECONNRESET)
-}
-
-// idempotentCreates are the collections whose POST create answers 200 and changes
-// nothing when repeated with the same spec (docs/api.md, Idempotency). Users are not
-// among them: a taken name is always 409.
-var idempotentCreates = map[string]bool{
-	"protection-domains": true, "fault-sets": true, "sds": true, "pools": true,
-	"devices": true, "volumes": true, "hosts": true,
-}
-
-// repeatable reports whether a request may be sent again when its answer was lost
-// (path as given to do, without /api/v1): reads; PATCH and PUT, which set values;
-// and the POSTs the API answers 200 on a repeat (create, bootstrap, map, unmap,
-// entering maintenance). Never DELETE (a repeat answers 404 for what the first
-// did), one-time tokens, logins, uploads or orders.
-func repeatable(method, path string) bool {
-	switch method {
-	case http.MethodGet, http.MethodHead, http.MethodPatch, http.MethodPut:
-		return true
-	case http.MethodPost:
-	default:
-		return false
-	}
-	path, _, _ = strings.Cut(path, "?")
-	p := strings.Split(strings.Trim(path, "/"), "/")
-	switch len(p) {
-	case 1:
-		return idempotentCreates[p[0]]
-	case 2:
-		return p[0] == "system" && p[1] == "bootstrap"
-	case 3:
-		switch p[0] + " " + p[2] {
-		case "volumes map", "volumes unmap", "sds maintenance", "fault-sets maintenance":
-			return true
-		}
-	}
-	return false
 }
 
 // rawRequest is a request body sent as is (an update bundle), not as JSON.

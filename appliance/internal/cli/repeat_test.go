@@ -102,35 +102,3 @@ func TestRepeatAfterLostAnswer(t *testing.T) {
 		t.Fatalf("a join token create whose answer was lost was sent again:\n%s", ls)
 	}
 }
-
-func TestRepeatable(t *testing.T) {
-	for _, c := range []struct {
-		method, path string
-		want         bool
-	}{
-		{"GET", "/volumes?pool=p", true},
-		{"PATCH", "/volumes/v1", true},
-		{"PUT", "/svms/esx1", true},
-		{"POST", "/volumes", true},
-		{"POST", "/sds", true},
-		{"POST", "/devices", true},
-		{"POST", "/system/bootstrap", true},
-		{"POST", "/volumes/v1/map", true},
-		{"POST", "/volumes/v1/unmap", true},
-		{"POST", "/sds/s1/maintenance", true},
-		{"DELETE", "/volumes/v1", false},
-		{"POST", "/users", false},
-		{"POST", "/login", false},
-		{"POST", "/logout", false},
-		{"POST", "/bootstrap/admin-password", false},
-		{"POST", "/system/join-tokens", false},
-		{"POST", "/upgrade/bundles", false},
-		{"POST", "/upgrade/svms/esx1", false},
-		{"POST", "/sds/s1/remove", false},
-		{"POST", "/mdm/leader", false},
-	} {
-		if got := repeatable(c.method, c.path); got != c.want {
-			t.Errorf("repeatable(%s %s) = %v, want %v", c.method, c.path, got, c.want)
-		}
-	}
-}

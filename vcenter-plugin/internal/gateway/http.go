@@ -18,6 +18,8 @@ import (
 	"sync"
 	"syscall"
 	"time"
+
+	"github.com/cairn-storage/cairn/appliance/contract"
 )
 
 // Config says how to reach and trust the gateways of a system.
@@ -226,6 +228,12 @@ func (c *HTTPClient) exchange(ctx context.Context, token, method, path string, i
 	for i := range c.endpoints {
 		n := (start + i) % len(c.endpoints)
 		err := c.exchangeWith(ctx, c.endpoints[n], token, method, path, payload, contentType, out)
+		if err != nil && contract.AnswerLost(err) && contract.RepeatableRequest(method, path) && ctx.Err() == nil {
+			// The request went out and its answer was lost (a reset, a cut or
+			// corrupted TLS record): one the API makes safe to repeat is sent once
+			// more to the same gateway, on a new connection, before it counts.
+			err = c.exchangeWith(ctx, c.endpoints[n], token, method, path, payload, contentType, out)
+		}
 		if err == nil || !unreachable(err, method) || ctx.Err() != nil {
 			if err == nil && n != start {
 				c.mu.Lock()

@@ -276,3 +276,46 @@ func TestHTTPClientFailover(t *testing.T) {
 		t.Fatalf("wrong certificate: %v (second gateway logins %d)", err, eLogins.Load())
 	}
 }
+
+// TestHTTPClientRepeatsLostAnswers: a request whose connection is closed after it
+// arrived, before any answer, is sent once more when the API makes a repeat
+// harmless (map), and only once: a join-token create is not sent twice.
+func TestHTTPClientRepeatsLostAnswers(t *testing.T) {
+	var maps, tokens atomic.Int32
+	drop := func(w http.ResponseWriter) {
+		conn, _, err := w.(http.Hijacker).Hijack()
+		if err != nil {
+			t.Error(err)
+			return
+		}
+		conn.Close()
+	}
+	mux := http.NewServeMux()
+	mux.HandleFunc("POST /api/v1/login", func(w http.ResponseWriter, r *http.Request) {
+		_, _ = w.Write([]byte(`{"token":"tok","expires":"2030-01-01T00:00:00Z","user":"admin","role":"admin"}`))
+	})
+	mux.HandleFunc("POST /api/v1/volumes/{ref}/map", func(w http.ResponseWriter, r *http.Request) {
+		if maps.Add(1)%2 == 1 {
+			drop(w)
+			return
+		}
+		_, _ = w.Write([]byte(`{}`))
+	})
+	mux.HandleFunc("POST /api/v1/system/join-tokens", func(w http.ResponseWriter, r *http.Request) {
+		tokens.Add(1)
+		drop(w)
+	})
+	ts := httptest.NewTLSServer(mux)
+	defer ts.Close()
+	c, err := gateway.NewHTTPClient(gateway.Config{URL: ts.URL, Thumbprint: gateway.Thumbprint(ts.Certificate().Raw), Username: "admin", Password: "s3cret-pass"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx := context.Background()
+	if err := c.MapVolume(ctx, "v1", "esx-01"); err != nil || maps.Load() != 2 {
+		t.Fatalf("map whose first answer was lost: %v after %d requests, want success after 2", err, maps.Load())
+	}
+	if _, err := c.CreateJoinToken(ctx, []string{"sds"}, time.Hour); err == nil || tokens.Load() != 1 {
+		t.Fatalf("join-token create whose answer was lost: %v after %d requests, want an error after 1", err, tokens.Load())
+	}
+}
