@@ -1,7 +1,8 @@
 // Browser end-to-end tests of the Cairn UI: Debian's chromium, driven by
 // playwright-core, against the demo stack (cairn-plugin -demo: simulated
 // vCenter + in-memory Cairn). Saves a screenshot of every main screen to
-// docs/screenshots/ and runs axe-core on each (no serious or critical
+// ui/e2e/out/screenshots/ (docs/screenshots/ with CAIRN_SCREENSHOTS=docs,
+// `make screenshots`) and runs axe-core on each (no serious or critical
 // violation allowed).
 //
 //   node e2e/run.mjs <cairn-plugin binary> <built UI dir>
@@ -10,13 +11,11 @@ import { createHash } from 'node:crypto';
 import { mkdirSync, mkdtempSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { createRequire } from 'node:module';
-import { dirname, join } from 'node:path';
-import { fileURLToPath } from 'node:url';
+import { join } from 'node:path';
 import { chromium } from 'playwright-core';
-import { PROXY_PREFIX, freePort, sessionToken, startClient, startStack } from './stack.mjs';
+import { PROXY_PREFIX, freePort, sessionToken, shotDir, startClient, startStack } from './stack.mjs';
 
-const here = dirname(fileURLToPath(import.meta.url));
-const shots = join(here, '..', '..', 'docs', 'screenshots');
+const shots = shotDir;
 const axePath = createRequire(import.meta.url).resolve('axe-core/axe.min.js');
 const [pluginBin, uiDir] = process.argv.slice(2);
 if (!pluginBin || !uiDir) {
@@ -728,5 +727,5 @@ try {
   await stack?.stop();
 }
 const passed = results.filter((r) => r.ok).length;
-console.log(`e2e: ${passed}/${results.length} passed in ${((Date.now() - t0) / 1000).toFixed(1)} s; screenshots in docs/screenshots/`);
+console.log(`e2e: ${passed}/${results.length} passed in ${((Date.now() - t0) / 1000).toFixed(1)} s; screenshots in ${shots}`);
 process.exit(failed ? 1 : 0);

@@ -7,6 +7,15 @@ import { readFileSync } from 'node:fs';
 import https from 'node:https';
 import { fileURLToPath } from 'node:url';
 
+// shotDir is where the browser tests save their screenshots: ui/e2e/out/screenshots
+// (ignored by git) on every run, so `make test` leaves the work tree as it found it
+// (an OVA built afterwards was versioned "-dirty" by rewritten PNGs); with
+// CAIRN_SCREENSHOTS=docs, the committed docs/screenshots the docs show
+// (`make screenshots`).
+export const shotDir = fileURLToPath(
+  new URL(process.env.CAIRN_SCREENSHOTS === 'docs' ? '../../docs/screenshots' : './out/screenshots', import.meta.url),
+);
+
 // freePort is tests/lib/common.sh's free_port, the harnesses' one picker: a
 // loopback port that was free, below the kernel's ephemeral range (as
 // appliance/internal/porttest does), since the caller binds it seconds later
