@@ -51,15 +51,36 @@ func RepeatableRequest(method, path string) bool {
 	return false
 }
 
+// neverSent reports whether err is a failed dial: the request never went out.
+func neverSent(err error) bool {
+	var op *net.OpError
+	return errors.As(err, &op) && op.Op == "dial"
+}
+
+// Unreachable reports whether another gateway of the system may be asked after err:
+// the request certainly did not arrive (the connection was never made), or it is a
+// read, safe to repeat, and its connection failed in any way.
+func Unreachable(err error, method string) bool {
+	if neverSent(err) {
+		return true
+	}
+	var ne net.Error
+	return method == http.MethodGet && (errors.As(err, &ne) || errors.Is(err, io.EOF) ||
+		errors.Is(err, io.ErrUnexpectedEOF) || errors.Is(err, syscall.ECONNRESET))
+}
+
 // AnswerLost reports whether err, from sending a request or reading its answer,
 // means the connection broke after it was made: a reset, a cut answer, a TLS
 // record whose MAC does not match. Not a refused dial (the request never went
 // out), not a timeout (a slow gateway is not asked twice), not a certificate
 // error.
 func AnswerLost(err error) bool {
+	if neverSent(err) {
+		return false
+	}
 	var op *net.OpError
 	if errors.As(err, &op) {
-		return op.Op != "dial" && !op.Timeout()
+		return !op.Timeout()
 	}
 	return errors.Is(err, io.ErrUnexpectedEOF) || errors.Is(err, io.EOF) || errors.Is(err, syscall.ECONNRESET)
 }

@@ -77,3 +77,26 @@ func TestAnswerLost(t *testing.T) {
 		}
 	}
 }
+
+func TestUnreachable(t *testing.T) {
+	wrap := func(err error) error { return &url.Error{Op: "Get", URL: "https://gw:8443/api/v1/sds", Err: err} }
+	refused := wrap(&net.OpError{Op: "dial", Net: "tcp", Err: os.NewSyscallError("connect", syscall.ECONNREFUSED)})
+	reset := wrap(&net.OpError{Op: "read", Net: "tcp", Err: os.NewSyscallError("read", syscall.ECONNRESET)})
+	for _, c := range []struct {
+		method string
+		err    error
+		want   bool
+	}{
+		{"POST", refused, true},
+		{"GET", refused, true},
+		{"GET", reset, true},
+		{"GET", fmt.Errorf("read gateway answer: %w", io.ErrUnexpectedEOF), true},
+		{"POST", reset, false},
+		{"PATCH", wrap(io.EOF), false},
+		{"GET", errors.New("gateway answer is not the expected JSON"), false},
+	} {
+		if got := Unreachable(c.err, c.method); got != c.want {
+			t.Errorf("Unreachable(%v, %s) = %v, want %v", c.err, c.method, got, c.want)
+		}
+	}
+}

@@ -29,11 +29,10 @@ import { clearTimeout, setTimeout } from 'node:timers';
 import { dirname, join } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { chromium } from 'playwright-core';
-import { sessionToken, shotDir, startStack } from './stack.mjs';
+import { sessionToken, shotDir as shots, startStack } from './stack.mjs';
 
 const here = dirname(fileURLToPath(import.meta.url));
 const root = join(here, '..', '..');
-const shots = shotDir;
 const axePath = createRequire(import.meta.url).resolve('axe-core/axe.min.js');
 const [pluginBin, uiDir, binDir] = process.argv.slice(2);
 if (!pluginBin || !uiDir || !binDir) {

@@ -13,9 +13,8 @@ import { tmpdir } from 'node:os';
 import { createRequire } from 'node:module';
 import { join } from 'node:path';
 import { chromium } from 'playwright-core';
-import { PROXY_PREFIX, freePort, sessionToken, shotDir, startClient, startStack } from './stack.mjs';
+import { PROXY_PREFIX, freePort, sessionToken, shotDir as shots, startClient, startStack } from './stack.mjs';
 
-const shots = shotDir;
 const axePath = createRequire(import.meta.url).resolve('axe-core/axe.min.js');
 const [pluginBin, uiDir] = process.argv.slice(2);
 if (!pluginBin || !uiDir) {

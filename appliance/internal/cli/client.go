@@ -9,7 +9,6 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"net"
 	"net/http"
 	"net/url"
 	"os"
@@ -161,24 +160,12 @@ func (c *client) do(ctx context.Context, method, path, token string, in any) (in
 		if firstErr == nil {
 			firstErr = err
 		}
-		if !unreachable(err, method) || ctx.Err() != nil {
+		if !contract.Unreachable(err, method) || ctx.Err() != nil {
 			break
 		}
 	}
 	// Explain the error of the gateway we were using.
 	return 0, nil, c.explain(firstErr)
-}
-
-// unreachable reports whether the request certainly got no answer from that gateway,
-// so another may be asked: the connection was never made, or (for reads only, which
-// are safe to repeat) it broke.
-func unreachable(err error, method string) bool {
-	var op *net.OpError
-	if errors.As(err, &op) && op.Op == "dial" {
-		return true
-	}
-	var ne net.Error
-	return method == http.MethodGet && (errors.As(err, &ne) || errors.Is(err, io.ErrUnexpectedEOF) || errors.Is(err, syscall.ECONNRESET))
 }
 
 // rawRequest is a request body sent as is (an update bundle), not as JSON.

@@ -33,16 +33,17 @@ func (g *garbler) Accept() (net.Conn, error) {
 
 type garbledConn struct {
 	net.Conn
-	g                 *garbler
-	mu                sync.Mutex
-	writes, readsLate int // writes so far; reads after the first write
+	g        *garbler
+	mu       sync.Mutex
+	writes   int  // writes so far
+	readLate bool // a read returned data after the first write
 }
 
 func (c *garbledConn) Read(b []byte) (int, error) {
 	n, err := c.Conn.Read(b)
 	c.mu.Lock()
 	if c.writes > 0 && n > 0 {
-		c.readsLate++
+		c.readLate = true
 	}
 	c.mu.Unlock()
 	return n, err
@@ -51,7 +52,7 @@ func (c *garbledConn) Read(b []byte) (int, error) {
 func (c *garbledConn) Write(b []byte) (int, error) {
 	c.mu.Lock()
 	c.writes++
-	late := c.writes == 2 && c.readsLate > 0
+	late := c.writes == 2 && c.readLate
 	c.mu.Unlock()
 	if late && len(b) > 0 && c.g.armed.Add(-1) >= 0 {
 		c.g.garbled.Add(1)

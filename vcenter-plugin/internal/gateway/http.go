@@ -11,12 +11,10 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"net"
 	"net/http"
 	"net/url"
 	"strings"
 	"sync"
-	"syscall"
 	"time"
 
 	"github.com/cairn-storage/cairn/appliance/contract"
@@ -132,21 +130,6 @@ func (c *HTTPClient) addEndpoint(rawURL string, caPEM []byte, thumbprint string)
 	return nil
 }
 
-// unreachable reports whether err means the request never got an answer from the
-// gateway, so another gateway may be asked. Requests that change something move on
-// only when they certainly did not arrive (the connection was never made).
-func unreachable(err error, method string) bool {
-	var op *net.OpError
-	if errors.As(err, &op) && op.Op == "dial" {
-		return true
-	}
-	if method != http.MethodGet {
-		return false
-	}
-	var ne net.Error
-	return errors.As(err, &ne) || errors.Is(err, io.EOF) || errors.Is(err, io.ErrUnexpectedEOF) || errors.Is(err, syscall.ECONNRESET)
-}
-
 // StatusError is a non-2xx answer; Message is the gateway's error message.
 type StatusError struct {
 	Method, Path string
@@ -234,7 +217,7 @@ func (c *HTTPClient) exchange(ctx context.Context, token, method, path string, i
 			// more to the same gateway, on a new connection, before it counts.
 			err = c.exchangeWith(ctx, c.endpoints[n], token, method, path, payload, contentType, out)
 		}
-		if err == nil || !unreachable(err, method) || ctx.Err() != nil {
+		if err == nil || !contract.Unreachable(err, method) || ctx.Err() != nil {
 			if err == nil && n != start {
 				c.mu.Lock()
 				c.current = n
