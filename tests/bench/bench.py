@@ -81,6 +81,15 @@ TARGET_ORDER = ["raw", "nbdkit-file", "ceph-rbd", "cairn-nbd", "cairn-colocated"
 
 # the targets served from the qemu guest (TCG): their scale is not comparable with the host's
 ISCSI_TARGETS = ("lio-fileio", "tcmu-runner", "cairn-iscsi")
+# How the guest's `cairn target` reached the host's cluster (run.sh records
+# BENCH_GUEST_NET in meta.json; tests/lio/bench-hook.sh). Runs before the key
+# existed took qemu's user net.
+ISCSI_NET = {
+    "slirp": "through qemu's user net (guestfwd, tests/lio/relay.c; no offloads)",
+    "tap": ("through a second virtio NIC on a tap device in the cluster's network namespace "
+            "(checksum and segmentation offloads, as a VM's NIC has; the iSCSI traffic of all "
+            "three targets still takes qemu's user net)"),
+}
 
 # The goals the issues set, as (target, versus, workload, metric, op, goal).
 # "op" says how the ratio target/versus must compare with the goal.
@@ -831,7 +840,7 @@ def cmd_report(a):
              "(absolute numbers are low under TCG; the ratios count). lio-fileio: LIO's fileio backstore on a "
              "tmpfs file; tcmu-runner: Debian's tcmu-runner (qcow handler, image on tmpfs) behind a LIO user "
              "backstore, the same TCMU ring Cairn's target uses; cairn-iscsi: `cairn target` in the guest, "
-             "the volume on the host's 3-SDS cluster through qemu's guestfwd (tests/lio/relay.c).")
+             f"the volume on the host's 3-SDS cluster {ISCSI_NET.get(meta.get('iscsi_net', 'slirp'), ISCSI_NET['slirp'])}.")
     L.append("- CPU per I/O = (fio's user+system time — its whole process tree, all threads, so librbd's "
              "threads count — + the servers' utime+stime, both from /proc/PID/stat sampled every 0.1 s and "
              "taken over fio's measured window) / I/Os. Servers: nbdkit; ceph mon+mgr+3 OSDs; all Cairn processes "

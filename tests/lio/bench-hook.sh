@@ -4,7 +4,7 @@
 #
 # start: builds (or reuses) the LIO guest, runs a Cairn cluster on the host
 # (cairn-cluster.sh: 3 SDSs, 2 copies), boots the guest under qemu (TCG) with
-# the cluster reachable through guestfwd, exports a LIO fileio LUN
+# the cluster reachable from the guest (BENCH_GUEST_NET below), exports a LIO fileio LUN
 # (guest-fileio.sh, a file on the guest's tmpfs), a tcmu-runner LUN
 # (guest-runner.sh: Debian's tcmu-runner, qcow2 image on tmpfs, LIO user
 # backstore) and the Cairn volume through `cairn target` (TCMU `user:`
@@ -30,6 +30,21 @@
 # the IOPS of two, whose cross-vCPU wake-ups are emulated), BENCH_GUEST_MEM (MiB,
 # 1024 + the fileio and tcmu-runner LUNs), LIO_HOOK_TIMEOUT (s, 170: the harness kills the hook at
 # CAIRN_START_TIMEOUT, 180 s); run-guest.sh's NET_OPTS, GUESTFWD_RELAY.
+# BENCH_GUEST_NET: how the guest's `cairn target` reaches the cluster:
+#   slirp (default): qemu's user net (guestfwd, one relay process per
+#          connection): no offloads, every segment through libslirp's TCP in
+#          qemu's main loop.
+#   tap:   the cluster runs in a network namespace of its own (made here, removed
+#          by stop) and the guest has a second virtio NIC on a tap device in it,
+#          with checksum and segmentation offloads, as a VM's NIC on an ESXi host
+#          has (VMXNET3); nft in the namespace hands 10.0.2.100 to its loopback.
+#   The iSCSI traffic of all three targets takes qemu's user net either way
+#   (fio runs on the host). BENCH_SLIRP_ADDR (tap only; unset: nothing): the
+#   cluster's ports are also forwarded through qemu's user net at this guest
+#   address (relays in the namespace), for a same-guest A/B of the two paths:
+#   iscsi-ab.sh "--sds-addr-map 127.0.0.1=ADDR". Two such A/Bs showed no gain
+#   of tap beyond the spread between guests, so slirp stays the default
+#   (docs/benchmarks.md, "iSCSI: the guest's NIC").
 set -euo pipefail
 # HERE, REPO, LIO_CACHE, common.sh
 # shellcheck source=lib.sh
@@ -46,6 +61,8 @@ FILEIO_IQN=iqn.2003-01.org.linux-iscsi.cairn-test:fileio
 RUNNER_IQN=iqn.2003-01.org.linux-iscsi.cairn-test:tcmu-runner
 CAIRN_IQN=iqn.2026-01.io.cairn:svm-bench
 MIB=${CAIRN_BENCH_VOLUME_MIB:-256}
+NET=${BENCH_GUEST_NET:-slirp}
+case $NET in slirp|tap) ;; *) echo "bench-hook: BENCH_GUEST_NET=$NET: want tap or slirp" >&2; exit 2 ;; esac
 log() { echo "[bench-hook $(date +%H:%M:%S)] $*" >&2; }
 
 stop() {
@@ -57,8 +74,31 @@ stop() {
   if [ -d "$CL_STATE/pids" ]; then
     "$REPO/tests/lib/cluster.sh" stop "$CL_STATE" >/dev/null 2>&1 || true
   fi
+  # the namespace takes its tap device with it; a tap not moved yet stays behind
+  if [ -f "$STATE/netns" ]; then ip netns del "$(cat "$STATE/netns")" 2>/dev/null || true; rm -f "$STATE/netns"; fi
+  if [ -f "$STATE/tap" ]; then ip link del "$(cat "$STATE/tap")" 2>/dev/null || true; rm -f "$STATE/tap"; fi
   # the cluster's device files and the guest's scratch images are large
   rm -rf "$CL_STATE/devices" "$RUN/cairn.img"
+}
+
+# net_up: the host's end of the guest's tap NIC, once qemu has opened it: the
+# device moves into the cluster's namespace (10.0.3.1), where connections to
+# 10.0.2.100 (the address the MDM's certificate and the target's flags name)
+# go to the namespace's loopback; the guest routes 10.0.2.100 through eth1.
+net_up() {
+  local ns tap; ns=$(cat "$STATE/netns") tap=$(cat "$STATE/tap")
+  ip link set "$tap" netns "$ns"
+  rm -f "$STATE/tap"   # it goes with the namespace from now on
+  ip -n "$ns" addr add 10.0.3.1/24 dev "$tap"
+  ip -n "$ns" link set "$tap" up
+  ip netns exec "$ns" sysctl -qw net.ipv4.conf.all.route_localnet=1 "net.ipv4.conf.$tap.route_localnet=1"
+  ip netns exec "$ns" nft -f - <<EOF
+table ip cairnbench {
+  chain pre { type nat hook prerouting priority dstnat; iifname "$tap" ip daddr 10.0.2.100 dnat to 127.0.0.1; }
+}
+EOF
+  # the guest's rootfs has no iproute2: the host's static busybox (build-guest.sh's) is on /cairn
+  CMD_TIMEOUT=30 "$HERE/run-guest.sh" cmd "busybox ip addr add 10.0.3.15/24 dev eth1 && busybox ip link set eth1 up && busybox ip route add 10.0.2.100/32 via 10.0.3.1 dev eth1" > "$STATE/guest-net.log"
 }
 
 start() {
@@ -77,23 +117,46 @@ start() {
   timeout "$(left)" bash -c '. "$1/lib.sh"; lio_build_cairn "$2"' _ "$HERE" "$STATE/stage" \
     > "$STATE/build-cairn.log" 2>&1 || { cat "$STATE/build-cairn.log" >&2; return 1; }
   install -m 755 "$HERE/guest-fileio.sh" "$HERE/guest-export.sh" "$HERE/guest-runner.sh" "$STATE/stage/"
+  [ "$NET" != tap ] || install -m 755 "$(command -v busybox)" "$STATE/stage/busybox"
   # tcmu-runner's LUN: a qcow2 image (its qcow handler is Debian's only disk handler but rbd)
   # with every cluster allocated: its cluster allocation needs a fallocate mode tmpfs lacks
   qemu-img create -q -f qcow2 -o preallocation=metadata "$STATE/stage/runner0.qcow2" "${MIB}M"
 
-  log "Cairn cluster on the host ($CL_STATE)"
+  if [ "$NET" = tap ]; then
+    [ "$(id -u)" = 0 ] || { log "BENCH_GUEST_NET=tap needs root (a network namespace, a tap device): run as root or with BENCH_GUEST_NET=slirp"; return 1; }
+    command -v nft >/dev/null && command -v ip >/dev/null ||
+      { log "BENCH_GUEST_NET=tap needs ip and nft (Debian's iproute2 and nftables: scripts/deps.sh bench installs them), or use BENCH_GUEST_NET=slirp"; return 1; }
+    local ns=cairn-bench-$$ tap=cbtap$$
+    echo "$ns" > "$STATE/netns"; ip netns add "$ns"; ip -n "$ns" link set lo up
+    echo "$tap" > "$STATE/tap"; ip tuntap add dev "$tap" mode tap
+    export CLUSTER_NETNS=$ns
+  fi
+  log "Cairn cluster on the host ($CL_STATE${CLUSTER_NETNS:+, namespace $CLUSTER_NETNS})"
   # cairn-cluster.sh exits the shell on failure: run it in a subshell first
   # would lose its variables, so it is sourced; CL_STATE keeps it in STATEDIR.
   local vol_mib=$(( MIB > 1024 ? MIB : 1024 ))
   CLUSTER_VOLUME_SIZE=${vol_mib}MiB CLUSTER_INITIATORS="$FIO_INI $INI1" CAIRN_STAGE=$STATE/stage
   # shellcheck source=cairn-cluster.sh
   . "$HERE/cairn-cluster.sh"
-  export GUESTFWD
-
-  log "booting the guest (${BENCH_GUEST_SMP:-1} vCPU, relays: ${GUESTFWD_RELAY:-cairn})"
+  local tapdev=""
+  if [ "$NET" = tap ]; then
+    GUESTFWD="" tapdev=$(cat "$STATE/tap")
+    if [ -n "${BENCH_SLIRP_ADDR:-}" ]; then
+      local p
+      for p in $(sed -n 's/^\(MDM1_CLIENT\|SDS[0-9]*_PORT\)=//p' "$CL_STATE/ports.env"); do
+        GUESTFWD="$GUESTFWD $BENCH_SLIRP_ADDR:$p=$p"
+      done
+      export GUESTFWD GUESTFWD_NETNS=$CLUSTER_NETNS
+    fi
+    log "booting the guest (${BENCH_GUEST_SMP:-1} vCPU, the cluster through tap $tapdev${BENCH_SLIRP_ADDR:+ and through the user net at $BENCH_SLIRP_ADDR})"
+  else
+    export GUESTFWD
+    log "booting the guest (${BENCH_GUEST_SMP:-1} vCPU, the cluster through qemu's user net, relays: ${GUESTFWD_RELAY:-cairn})"
+  fi
   local mem=${BENCH_GUEST_MEM:-$(( 1024 + 2 * MIB ))}   # the fileio file and the qcow2 image live on tmpfs
-  CAIRN_DIR=$STATE/stage SMP=${BENCH_GUEST_SMP:-1} MEM=$mem \
+  CAIRN_DIR=$STATE/stage SMP=${BENCH_GUEST_SMP:-1} MEM=$mem TAP=$tapdev \
     timeout "$(left)" "$HERE/run-guest.sh" start > "$STATE/boot.log" 2>&1 || { cat "$STATE/boot.log" >&2; return 1; }
+  [ "$NET" != tap ] || net_up
   local port; port=$(cat "$RUN/port")
   g() { CMD_TIMEOUT=$(left) "$HERE/run-guest.sh" cmd "$@"; }
   g "/cairn/guest-fileio.sh $FILEIO_IQN $MIB" > "$STATE/guest-fileio.log"

@@ -7,15 +7,19 @@
 # removed by cluster_down), CLUSTER_VOLUME_SIZE (1GiB), CLUSTER_INITIATORS
 # (initiator IQNs the volume is mapped to; default "$INI1 $INI2"), CAIRN_STAGE
 # (the directory the guest mounts at /cairn; default $WORK/stage): the
-# target's certificate goes there, as pki/. Sets CAIRN_TARGET_AUTH (the
+# target's certificate goes there, as pki/. CLUSTER_NETNS (unset: the host's
+# namespace): a network namespace, made by the caller, to run the cluster and
+# cairnctl in (its loopback must be up). Sets CAIRN_TARGET_AUTH (the
 # target's --mdm and --pki flags) and CAIRN_TARGET_CMD.
 _root=$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)
 if [ -z "${CL_STATE:-}" ]; then CL_STATE=$(mktemp -d /tmp/cairn-lio.XXXXXX); _cl_owned=1; else mkdir -p "$CL_STATE"; _cl_owned=0; fi
-"$_root/tests/lib/cluster.sh" start "$CL_STATE" --volume-size "${CLUSTER_VOLUME_SIZE:-1GiB}" --volume lun0 >"$CL_STATE/start.log" 2>&1 ||
+_in_ns=()
+[ -z "${CLUSTER_NETNS:-}" ] || _in_ns=(ip netns exec "$CLUSTER_NETNS")
+"${_in_ns[@]}" "$_root/tests/lib/cluster.sh" start "$CL_STATE" --volume-size "${CLUSTER_VOLUME_SIZE:-1GiB}" --volume lun0 >"$CL_STATE/start.log" 2>&1 ||
 	{ cat "$CL_STATE/start.log"; echo "cairn-cluster.sh: cluster did not start" >&2; exit 1; }
 # shellcheck disable=SC1091
 . "$CL_STATE/ports.env"
-_ctl() { CAIRNCTL_CONFIG=$CL_STATE/cairnctl.json "$_root/appliance/bin/cairnctl" "$@"; }
+_ctl() { CAIRNCTL_CONFIG=$CL_STATE/cairnctl.json "${_in_ns[@]}" "$_root/appliance/bin/cairnctl" "$@"; }
 _i=0
 for _ini in ${CLUSTER_INITIATORS:-$INI1 $INI2}; do
 	_i=$((_i + 1))

@@ -17,9 +17,12 @@
 # The kernel gets tsc=reliable clocksource=tsc: under TCG it would otherwise pick the HPET, and
 # every clock read of a Go program (the Cairn target) becomes an emulated MMIO access.
 # Env: RUN (state dir, default $LIO_CACHE/run), PORT, MEM (MiB, 1024), SMP (2), CAIRN_DIR, GUESTFWD,
-# GUESTFWD_RELAY (cairn, socat or nc: see relay()), NET_OPTS (extra virtio-net-pci
+# GUESTFWD_RELAY (cairn, socat or nc: see relay()), GUESTFWD_NETNS (run each relay in this
+# network namespace: a cluster that runs in one), NET_OPTS (extra virtio-net-pci
 # properties, e.g. tx=timer), QEMU_EXTRA (more qemu arguments, split at spaces: e.g.
-# "-object filter-dump,id=d,netdev=n0,file=/tmp/g.pcap" records the guest's packets).
+# "-object filter-dump,id=d,netdev=n0,file=/tmp/g.pcap" records the guest's packets), TAP (the
+# name of a tap device the caller made: a second virtio NIC, eth1 in the guest, on it; unlike
+# the user net it carries checksum and segmentation offloads, as a real VM's NIC does).
 set -euo pipefail
 # HERE, LIO_CACHE, free_port, alive
 # shellcheck source=lib.sh
@@ -40,6 +43,7 @@ now() { date +%s.%N; }
 # ",," is a literal comma inside qemu's -netdev option string.
 RELAY_BIN=$LIO_CACHE/relay/relay-$(sha256sum "$HERE/relay.c" | cut -c1-12)
 relay() {
+  [ -z "${GUESTFWD_NETNS:-}" ] || printf 'ip netns exec %s ' "$GUESTFWD_NETNS"
   case ${GUESTFWD_RELAY:-cairn} in
     cairn) echo "$RELAY_BIN $1" ;;
     socat) echo "socat STDIO TCP:127.0.0.1:$1,,nodelay" ;;
@@ -81,13 +85,18 @@ start() {
   for fw in ${GUESTFWD:-}; do
     net="$net,guestfwd=tcp:${fw%%=*}-cmd:$(relay "${fw#*=}")"
   done
+  local tapnic=()
+  if [ -n "${TAP:-}" ]; then
+    # shellcheck disable=SC2054 # commas inside qemu option values
+    tapnic=(-netdev "tap,id=n1,ifname=$TAP,script=no,downscript=no" -device "virtio-net-pci,netdev=n1,romfile=${NET_OPTS:+,$NET_OPTS}")
+  fi
   local t0; t0=$(now)
   qemu-system-x86_64 -accel tcg,thread=multi -cpu max -smp "${SMP:-2}" -m "${MEM:-1024}" \
     -nodefaults -display none -no-reboot \
     -kernel "$G/vmlinuz" -initrd "$G/initrd.cpio.gz" \
     -append "console=ttyS0 panic=-1 quiet tsc=reliable clocksource=tsc ${APPEND_EXTRA:-}" \
     -chardev pipe,id=con,path="$RUN/con" -serial chardev:con \
-    -netdev "$net" -device "virtio-net-pci,netdev=n0,romfile=${NET_OPTS:+,$NET_OPTS}" \
+    -netdev "$net" -device "virtio-net-pci,netdev=n0,romfile=${NET_OPTS:+,$NET_OPTS}" "${tapnic[@]}" \
     -drive "file=$G/rootfs.img,if=none,id=d0,format=raw,snapshot=on" -device virtio-blk-pci,drive=d0 \
     "${disk[@]}" ${QEMU_EXTRA:-} \
     -pidfile "$RUN/qemu.pid" >"$RUN/qemu.log" 2>&1 &
