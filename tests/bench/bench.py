@@ -840,7 +840,7 @@ def cmd_report(a):
              "(absolute numbers are low under TCG; the ratios count). lio-fileio: LIO's fileio backstore on a "
              "tmpfs file; tcmu-runner: Debian's tcmu-runner (qcow handler, image on tmpfs) behind a LIO user "
              "backstore, the same TCMU ring Cairn's target uses; cairn-iscsi: `cairn target` in the guest, "
-             f"the volume on the host's 3-SDS cluster {ISCSI_NET.get(meta.get('iscsi_net', 'slirp'), ISCSI_NET['slirp'])}.")
+             f"the volume on the host's 3-SDS cluster {ISCSI_NET.get(meta.get('iscsi_net'), ISCSI_NET['slirp'])}.")
     L.append("- CPU per I/O = (fio's user+system time — its whole process tree, all threads, so librbd's "
              "threads count — + the servers' utime+stime, both from /proc/PID/stat sampled every 0.1 s and "
              "taken over fio's measured window) / I/Os. Servers: nbdkit; ceph mon+mgr+3 OSDs; all Cairn processes "

@@ -140,14 +140,11 @@ start() {
   . "$HERE/cairn-cluster.sh"
   local tapdev=""
   if [ "$NET" = tap ]; then
-    GUESTFWD="" tapdev=$(cat "$STATE/tap")
-    if [ -n "${BENCH_SLIRP_ADDR:-}" ]; then
-      local p
-      for p in $(sed -n 's/^\(MDM1_CLIENT\|SDS[0-9]*_PORT\)=//p' "$CL_STATE/ports.env"); do
-        GUESTFWD="$GUESTFWD $BENCH_SLIRP_ADDR:$p=$p"
-      done
-      export GUESTFWD GUESTFWD_NETNS=$CLUSTER_NETNS
-    fi
+    tapdev=$(cat "$STATE/tap")
+    # the tap NIC carries 10.0.2.100: cairn-cluster.sh's forwards move to
+    # BENCH_SLIRP_ADDR, or go when it is unset
+    GUESTFWD=${BENCH_SLIRP_ADDR:+${GUESTFWD//10.0.2.100:/$BENCH_SLIRP_ADDR:}}
+    export GUESTFWD GUESTFWD_NETNS=$CLUSTER_NETNS
     log "booting the guest (${BENCH_GUEST_SMP:-1} vCPU, the cluster through tap $tapdev${BENCH_SLIRP_ADDR:+ and through the user net at $BENCH_SLIRP_ADDR})"
   else
     export GUESTFWD
