@@ -76,11 +76,11 @@ COMMON_FIO_ARGS = [
     "--output-format=json",
 ]
 
-TARGET_ORDER = ["raw", "nbdkit-file", "ceph-rbd", "cairn-nbd", "cairn-colocated", "lio-fileio", "tcmu-runner", "cairn-iscsi", "cairn",
+TARGET_ORDER = ["raw", "nbdkit-file", "ceph-rbd", "cairn-nbd", "cairn-colocated", "lio-fileio", "tcmu-runner", "tcmu-rbd", "cairn-iscsi", "cairn",
                 "cairn-nbd-none", "cairn-nbd-authenticated", "cairn-nbd-secure"]
 
 # the targets served from the qemu guest (TCG): their scale is not comparable with the host's
-ISCSI_TARGETS = ("lio-fileio", "tcmu-runner", "cairn-iscsi")
+ISCSI_TARGETS = ("lio-fileio", "tcmu-runner", "tcmu-rbd", "cairn-iscsi")
 # How the guest's `cairn target` reached the host's cluster (run.sh records
 # BENCH_GUEST_NET in meta.json; tests/lio/bench-hook.sh). Runs before the key
 # existed took qemu's user net.
@@ -840,11 +840,16 @@ def cmd_report(a):
              "(absolute numbers are low under TCG; the ratios count). lio-fileio: LIO's fileio backstore on a "
              "tmpfs file; tcmu-runner: Debian's tcmu-runner (qcow handler, image on tmpfs) behind a LIO user "
              "backstore, the same TCMU ring Cairn's target uses; cairn-iscsi: `cairn target` in the guest, "
-             f"the volume on the host's 3-SDS cluster {ISCSI_NET.get(meta.get('iscsi_net'), ISCSI_NET['slirp'])}.")
+             f"the volume on the host's 3-SDS cluster {ISCSI_NET.get(meta.get('iscsi_net'), ISCSI_NET['slirp'])}."
+             + (" tcmu-rbd: Debian's tcmu-runner, its rbd handler (librbd in the guest) on an image of a Ceph "
+                "cluster like ceph-rbd's in the host's cluster namespace, reached over the tap NIC: a networked, "
+                "mirrored backend behind the same ring (tests/lio/bench-hook.sh, BENCH_RBD_PEER=1)."
+                if meta.get("iscsi_rbd_peer") == "1" else ""))
     L.append("- CPU per I/O = (fio's user+system time — its whole process tree, all threads, so librbd's "
              "threads count — + the servers' utime+stime, both from /proc/PID/stat sampled every 0.1 s and "
              "taken over fio's measured window) / I/Os. Servers: nbdkit; ceph mon+mgr+3 OSDs; all Cairn processes "
-             "(mdm, sds, nbd); the qemu process for the iSCSI targets.")
+             "(mdm, sds, nbd); the qemu process for the iSCSI targets, with Cairn's host processes and qemu's "
+             "relays for cairn-iscsi and Ceph's daemons for tcmu-rbd.")
     L.append("- MB/s are 10^6 bytes/s. For the mixed job, latency is the I/O-weighted mean and the larger p99 "
              "of reads and writes.")
     for kind, label in (("fill", "Fill rate"), ("warm", "Read-back rate")):

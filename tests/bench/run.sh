@@ -146,6 +146,7 @@ json.dump({
   "ceph_desc": "Ceph from Debian's packages, 1 mon + 1 mgr + 3 BlueStore OSDs on zero-filled ${CEPH_OSD_MIB} MiB files, osd_memory_target ${CEPH_OSD_MEMORY_MIB} MiB, pool size 2 / min_size 1, 32 PGs, auth none, client rbd_cache off, fio rbd engine",
   "cairn_desc": "a 3-SDS local Cairn cluster, 2 copies, started by ${CAIRN_CLUSTER_HOOK#$REPO/}",
   "iscsi_net": "${BENCH_GUEST_NET:-slirp}",
+  "iscsi_rbd_peer": "${BENCH_RBD_PEER:-0}",
 }, open(sys.argv[1], "w"), indent=1)
 EOF
 

@@ -45,6 +45,13 @@
 #   iscsi-ab.sh "--sds-addr-map 127.0.0.1=ADDR". Two such A/Bs showed no gain
 #   of tap beyond the spread between guests, so slirp stays the default
 #   (docs/benchmarks.md, "iSCSI: the guest's NIC").
+# BENCH_RBD_PEER=1 (tap only; unset: nothing): a networked, mirrored TCMU peer
+#   beside Cairn's: a Ceph cluster (tests/lib/ceph.sh: 1 mon, 1 mgr, 3 OSDs, 2
+#   copies) in the cluster's namespace at 10.0.4.1, reached by the guest over
+#   the tap NIC, and tcmu-runner's rbd handler (librbd) on its image behind the
+#   same TCMU ring; start also prints "target tcmu-rbd URL" and the Ceph
+#   daemons' pids for it. Raises LIO_HOOK_TIMEOUT's default to 290 s (the
+#   harness waits 120 s longer for it).
 set -euo pipefail
 # HERE, REPO, LIO_CACHE, common.sh
 # shellcheck source=lib.sh
@@ -59,10 +66,17 @@ FIO_INI=iqn.2019-04.org.fio:fio   # fio's libiscsi engine logs in with this name
 INI1=iqn.2007-10.com.github:sahlberg:libiscsi:iscsi-test
 FILEIO_IQN=iqn.2003-01.org.linux-iscsi.cairn-test:fileio
 RUNNER_IQN=iqn.2003-01.org.linux-iscsi.cairn-test:tcmu-runner
+RBD_IQN=iqn.2003-01.org.linux-iscsi.cairn-test:tcmu-rbd
+RBD_ADDR=10.0.4.1   # the Ceph peer's address, on its namespace's loopback
 CAIRN_IQN=iqn.2026-01.io.cairn:svm-bench
 MIB=${CAIRN_BENCH_VOLUME_MIB:-256}
 NET=${BENCH_GUEST_NET:-slirp}
 case $NET in slirp|tap) ;; *) echo "bench-hook: BENCH_GUEST_NET=$NET: want tap or slirp" >&2; exit 2 ;; esac
+RBD=${BENCH_RBD_PEER:-0}
+case $RBD in 0|1) ;; *) echo "bench-hook: BENCH_RBD_PEER=$RBD: want 1 or 0" >&2; exit 2 ;; esac
+if [ "$RBD" = 1 ] && [ "$NET" != tap ]; then
+  echo "bench-hook: BENCH_RBD_PEER=1 needs BENCH_GUEST_NET=tap (Ceph's daemons advertise their own addresses, which the guest reaches only over the tap NIC)" >&2; exit 2
+fi
 log() { echo "[bench-hook $(date +%H:%M:%S)] $*" >&2; }
 
 stop() {
@@ -74,6 +88,9 @@ stop() {
   if [ -d "$CL_STATE/pids" ]; then
     "$REPO/tests/lib/cluster.sh" stop "$CL_STATE" >/dev/null 2>&1 || true
   fi
+  # a start still under way first (its own trap stops what it started)
+  if [ -f "$STATE/ceph-start.pid" ]; then kill "$(cat "$STATE/ceph-start.pid")" 2>/dev/null || true; rm -f "$STATE/ceph-start.pid"; fi
+  [ ! -d "$STATE/ceph" ] || "$REPO/tests/lib/ceph.sh" stop "$STATE/ceph" >/dev/null 2>&1 || true
   # the namespace takes its tap device with it; a tap not moved yet stays behind
   if [ -f "$STATE/netns" ]; then ip netns del "$(cat "$STATE/netns")" 2>/dev/null || true; rm -f "$STATE/netns"; fi
   if [ -f "$STATE/tap" ]; then ip link del "$(cat "$STATE/tap")" 2>/dev/null || true; rm -f "$STATE/tap"; fi
@@ -98,11 +115,33 @@ table ip cairnbench {
 }
 EOF
   # the guest's rootfs has no iproute2: the host's static busybox (build-guest.sh's) is on /cairn
-  CMD_TIMEOUT=30 "$HERE/run-guest.sh" cmd "busybox ip addr add 10.0.3.15/24 dev eth1 && busybox ip link set eth1 up && busybox ip route add 10.0.2.100/32 via 10.0.3.1 dev eth1" > "$STATE/guest-net.log"
+  CMD_TIMEOUT=30 "$HERE/run-guest.sh" cmd "busybox ip addr add 10.0.3.15/24 dev eth1 && busybox ip link set eth1 up && busybox ip route add 10.0.2.100/32 via 10.0.3.1 dev eth1 && busybox ip route add $RBD_ADDR/32 via 10.0.3.1 dev eth1" > "$STATE/guest-net.log"
+}
+
+# ceph_client_conf: what librbd in the guest reads (/cairn/ceph-client.conf):
+# the monitor at RBD_ADDR, no authentication, logging off, no client cache (as
+# the ceph-rbd target on the host has).
+ceph_client_conf() {
+  local d
+  printf '[global]\nmon_host = v2:%s:3300\nauth_cluster_required = none\nauth_service_required = none\nauth_client_required = none\nms_bind_ipv6 = false\nlog_file = /tmp/ceph-client.log\n' "$RBD_ADDR"
+  for d in ms objecter rados rbd monc auth; do echo "debug_$d = 0/0"; done
+  printf '[client]\nrbd_cache = false\n'
+}
+
+# ceph_wait: the Ceph peer's start (begun in the background before the guest
+# booted) finished well; its output (conf, pid lines) is in STATE/ceph-start.out.
+ceph_wait() {
+  local pid; pid=$(cat "$STATE/ceph-start.pid")
+  while pid_alive "$pid"; do
+    [ "$(left)" -gt 1 ] || { log "the Ceph peer was not up in time: see $STATE/ceph-start.err"; return 1; }
+    sleep 1
+  done
+  wait "$pid" || { cat "$STATE/ceph-start.err" >&2; log "the Ceph peer did not start: see $STATE/ceph-start.err and $STATE/ceph/logs"; return 1; }
+  rm -f "$STATE/ceph-start.pid"
 }
 
 start() {
-  local deadline=$(( $(date +%s) + ${LIO_HOOK_TIMEOUT:-170} ))
+  local deadline=$(( $(date +%s) + ${LIO_HOOK_TIMEOUT:-$([ "$RBD" = 1 ] && echo 290 || echo 170)} ))
   left() { local l=$(( deadline - $(date +%s) )); echo $(( l > 1 ? l : 1 )); }  # (timeout 0 = no limit)
   # shellcheck disable=SC2154 # rc is assigned inside the trap
   trap 'rc=$?; if [ $rc != 0 ]; then log "start failed (rc=$rc): stopping what it started; logs in $STATE"; stop; fi' EXIT
@@ -118,6 +157,7 @@ start() {
     > "$STATE/build-cairn.log" 2>&1 || { cat "$STATE/build-cairn.log" >&2; return 1; }
   install -m 755 "$HERE/guest-fileio.sh" "$HERE/guest-export.sh" "$HERE/guest-runner.sh" "$STATE/stage/"
   [ "$NET" != tap ] || install -m 755 "$(command -v busybox)" "$STATE/stage/busybox"
+  [ "$RBD" != 1 ] || ceph_client_conf > "$STATE/stage/ceph-client.conf"
   # tcmu-runner's LUN: a qcow2 image (its qcow handler is Debian's only disk handler but rbd)
   # with every cluster allocated: its cluster allocation needs a fallocate mode tmpfs lacks
   qemu-img create -q -f qcow2 -o preallocation=metadata "$STATE/stage/runner0.qcow2" "${MIB}M"
@@ -130,6 +170,13 @@ start() {
     echo "$ns" > "$STATE/netns"; ip netns add "$ns"; ip -n "$ns" link set lo up
     echo "$tap" > "$STATE/tap"; ip tuntap add dev "$tap" mode tap
     export CLUSTER_NETNS=$ns
+    if [ "$RBD" = 1 ]; then
+      ip -n "$ns" addr add "$RBD_ADDR/32" dev lo
+      log "Ceph peer in namespace $ns at $RBD_ADDR (in the background; $STATE/ceph)"
+      CEPH_ADDR=$RBD_ADDR CEPH_NETNS=$ns CEPH_IMAGE_MIB=$MIB \
+        "$REPO/tests/lib/ceph.sh" start "$STATE/ceph" > "$STATE/ceph-start.out" 2> "$STATE/ceph-start.err" &
+      echo $! > "$STATE/ceph-start.pid"
+    fi
   fi
   log "Cairn cluster on the host ($CL_STATE${CLUSTER_NETNS:+, namespace $CLUSTER_NETNS})"
   # cairn-cluster.sh exits the shell on failure: run it in a subshell first
@@ -157,8 +204,15 @@ start() {
   local port; port=$(cat "$RUN/port")
   g() { CMD_TIMEOUT=$(left) "$HERE/run-guest.sh" cmd "$@"; }
   g "/cairn/guest-fileio.sh $FILEIO_IQN $MIB" > "$STATE/guest-fileio.log"
-  g "/cairn/guest-runner.sh $RUNNER_IQN /cairn/runner0.qcow2" > "$STATE/guest-runner.log"
+  g "/cairn/guest-runner.sh $RUNNER_IQN qcow /cairn/runner0.qcow2" > "$STATE/guest-runner.log"
   g "nohup $CAIRN_TARGET_CMD > /tmp/cairn-target.log 2>&1 &"
+  local rbd_url=""
+  if [ "$RBD" = 1 ]; then
+    ceph_wait
+    rbd_url=iscsi://127.0.0.1:$port/$RBD_IQN/0
+    g "/cairn/guest-runner.sh $RBD_IQN rbd rbd/bench $MIB /cairn/ceph-client.conf" > "$STATE/guest-rbd.log" ||
+      { cat "$STATE/guest-rbd.log" >&2; g "tail -20 /var/log/tcmu-runner.log; tail -20 /tmp/ceph-client.log" >&2 || true; log "tcmu-runner's rbd LUN did not start"; return 1; }
+  fi
   local lio_url=iscsi://127.0.0.1:$port/$FILEIO_IQN/0 cairn_url=iscsi://127.0.0.1:$port/$CAIRN_IQN/0
   local runner_url=iscsi://127.0.0.1:$port/$RUNNER_IQN/0 b_url=""
   if [ -n "${BENCH_TARGET_B_FLAGS+x}" ]; then
@@ -175,6 +229,10 @@ start() {
     cat "$STATE/runner-inq.txt" "$STATE/guest-runner.log" >&2; g "tail -5 /tmp/tcmu-runner.log; tail -20 /var/log/tcmu-runner.log" >&2 || true
     log "the tcmu-runner LUN does not answer at $runner_url"; return 1
   fi
+  if [ -n "$rbd_url" ] && ! lio_wait_lun "$FIO_INI" "$rbd_url" 30 "$STATE/rbd-inq.txt"; then
+    cat "$STATE/rbd-inq.txt" >&2; g "tail -20 /var/log/tcmu-runner.log" >&2 || true
+    log "the tcmu-runner rbd LUN does not answer at $rbd_url"; return 1
+  fi
   if [ -n "$b_url" ] && ! lio_wait_lun "$FIO_INI" "$b_url" "$(left)" "$STATE/cairn-b-inq.txt"; then
     cat "$STATE/cairn-b-inq.txt" >&2; g "tail -20 /tmp/cairn-target-b.log" >&2 || true
     log "the second Cairn LUN (BENCH_TARGET_B_FLAGS) does not answer at $b_url"; return 1
@@ -185,6 +243,7 @@ start() {
   echo "target tcmu-runner $runner_url"
   echo "target cairn-iscsi $cairn_url"
   [ -z "$b_url" ] || echo "target cairn-iscsi-b $b_url"
+  [ -z "$rbd_url" ] || echo "target tcmu-rbd $rbd_url"
   local qemu f n p
   qemu=$(cat "$RUN/qemu.pid")
   echo "pid qemu $qemu"
@@ -192,6 +251,7 @@ start() {
     n=$(basename "$f" .pid)
     case $n in mdm*|sds*) echo "pid $n $(cat "$f") cairn-iscsi" ;; esac
   done
+  [ -z "$rbd_url" ] || sed -n 's/^pid \(.*\)/pid \1 tcmu-rbd/p' "$STATE/ceph-start.out"
   # qemu's guestfwd relays (one relay process per guest connection, reparented
   # to init) exist once the target talked to every SDS: a second of random
   # reads opens those connections, then they are found by their command line

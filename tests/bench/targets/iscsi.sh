@@ -13,6 +13,8 @@
 #         target lio-fileio iscsi://127.0.0.1:PORT/IQN/LUN
 #         target tcmu-runner iscsi://127.0.0.1:PORT/IQN/LUN
 #         target cairn-iscsi iscsi://127.0.0.1:PORT/IQN/LUN
+#         target tcmu-rbd iscsi://127.0.0.1:PORT/IQN/LUN   (optional: tcmu-runner's
+#                                  rbd handler on a Ceph peer, BENCH_RBD_PEER=1)
 #         pid NAME PID [TARGET]   (qemu, and Cairn's host processes if any;
 #                                  with TARGET the pid counts for that target only)
 #   $CAIRN_ISCSI_HOOK stop STATEDIR       idempotent
@@ -51,12 +53,16 @@ bench_iscsi() {
   mkdir -p "$state"
   on_cleanup "iscsi_stop '$state'"
   log "iscsi: $CAIRN_ISCSI_HOOK start $state"
-  CAIRN_BENCH_VOLUME_MIB=$BENCH_ISCSI_SIZE_MIB run_hook "$state.hook.out" "$CAIRN_START_TIMEOUT" \
+  # the hook's Ceph peer (BENCH_RBD_PEER=1) takes up to two minutes more to start
+  CAIRN_BENCH_VOLUME_MIB=$BENCH_ISCSI_SIZE_MIB run_hook "$state.hook.out" \
+    $(( CAIRN_START_TIMEOUT + ( ${BENCH_RBD_PEER:-0} == 1 ? 120 : 0 ) )) \
     "$CAIRN_ISCSI_HOOK" start "$state" \
     || die "iSCSI hook start failed (rc=$?): see $state.hook.out and $state.hook.out.err"
-  for t in lio-fileio tcmu-runner cairn-iscsi; do
+  for t in lio-fileio tcmu-runner tcmu-rbd cairn-iscsi; do
     uri=$(hook_uri "$state.hook.out" $t)
-    [ -n "$uri" ] || die "iSCSI hook printed no 'target $t iscsi://...' line: see $state.hook.out"
+    # tcmu-rbd: only with the hook's Ceph peer (BENCH_RBD_PEER=1)
+    [ -n "$uri" ] || [ $t = tcmu-rbd ] || die "iSCSI hook printed no 'target $t iscsi://...' line: see $state.hook.out"
+    [ -n "$uri" ] || continue
     pids=$(hook_pids "$state.hook.out" $t)
     log "$t: $uri (server processes: $pids)"
     # fio splits filenames at ':'; escape them.
