@@ -176,7 +176,7 @@ test-ansible-roles: build
 	@scripts/deps.sh ansible-roles
 	flock /tmp/cairn-heavy.lock ansible/tests/roles/run.sh
 
-## bench: the full comparison (< 35 min), written to docs/benchmarks.{md,json} and plots
+## bench: the full comparison (< 40 min), written to docs/benchmarks.{md,json} and plots
 bench: build
 	@scripts/deps.sh bench
 	tests/bench/run.sh full --docs

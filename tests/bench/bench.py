@@ -87,8 +87,8 @@ ISCSI_TARGETS = ("lio-fileio", "tcmu-runner", "tcmu-rbd", "cairn-iscsi")
 ISCSI_NET = {
     "slirp": "through qemu's user net (guestfwd, tests/lio/relay.c; no offloads)",
     "tap": ("through a second virtio NIC on a tap device in the cluster's network namespace "
-            "(checksum and segmentation offloads, as a VM's NIC has; the iSCSI traffic of all "
-            "three targets still takes qemu's user net)"),
+            "(checksum and segmentation offloads, as a VM's NIC has; the iSCSI traffic between fio and "
+            "every target still takes qemu's user net)"),
 }
 
 # The goals the issues set, as (target, versus, workload, metric, op, goal).
@@ -945,7 +945,7 @@ def cmd_report(a):
         for p in plots:
             L.append(f"![{p}]({p})\n")
     L.append("## Reproduce\n")
-    L.append("```\nmake bench          # full: all targets, < 35 min\nmake bench-smoke    # raw, nbdkit-file, "
+    L.append("```\nmake bench          # full: all targets, < 40 min\nmake bench-smoke    # raw, nbdkit-file, "
              "cairn-nbd at QD 1 and 32, < 3 min\n```\nResults go to `tests/bench/out/` unless "
              "`BENCH_WRITE_DOCS=1` (then `docs/`). See `tests/bench/README.md` for the knobs.")
     # Sections other suites write into the same page are kept (the QoS

@@ -43,8 +43,9 @@
 #   cluster's ports are also forwarded through qemu's user net at this guest
 #   address (relays in the namespace), for a same-guest A/B of the two paths:
 #   iscsi-ab.sh "--sds-addr-map 127.0.0.1=ADDR". Two such A/Bs showed no gain
-#   of tap beyond the spread between guests, so slirp stays the default
-#   (docs/benchmarks.md, "iSCSI: the guest's NIC").
+#   of tap beyond the spread between guests (docs/benchmarks.md, "iSCSI: the
+#   guest's NIC"); slirp stays this hook's default, and `make bench` (full, as
+#   root) asks for tap, which the Ceph peer below needs.
 # BENCH_RBD_PEER=1 (tap only; unset: nothing): a networked, mirrored TCMU peer
 #   beside Cairn's: a Ceph cluster (tests/lib/ceph.sh: 1 mon, 1 mgr, 3 OSDs, 2
 #   copies) in the cluster's namespace at 10.0.4.1, reached by the guest over

@@ -7,11 +7,17 @@
 
 CEPH_PKGS="ceph-mon ceph-osd ceph-mgr ceph-common"
 
-check_ceph_rbd() {
+# check_ceph_daemons: what tests/lib/ceph.sh runs (also the iSCSI guest's Ceph peer's).
+check_ceph_daemons() {
   local rc=0 t
-  for t in ceph-mon ceph-osd ceph-mgr; do need $t "$CEPH_PKGS" || rc=1; done
-  for t in ceph rbd monmaptool; do need $t "$CEPH_PKGS" || rc=1; done
+  for t in ceph-mon ceph-osd ceph-mgr ceph rbd monmaptool; do need $t "$CEPH_PKGS" || rc=1; done
   need uuidgen uuid-runtime || rc=1
+  return $rc
+}
+
+check_ceph_rbd() {
+  local rc=0
+  check_ceph_daemons || rc=1
   need_fio_engine rbd || rc=1
   return $rc
 }

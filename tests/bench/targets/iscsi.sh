@@ -23,9 +23,12 @@ CAIRN_ISCSI_HOOK=${CAIRN_ISCSI_HOOK:-$REPO/tests/lio/bench-hook.sh}
 FIO_LIBISCSI=${FIO_LIBISCSI:-${CAIRN_CACHE:-$HOME/.cache/cairn}/bench/fio-libiscsi/fio}
 
 check_iscsi() {
-  [ -x "$CAIRN_ISCSI_HOOK" ] && return 0
-  echo "no executable iSCSI hook $CAIRN_ISCSI_HOOK (set CAIRN_ISCSI_HOOK; contract in tests/bench/README.md)"
-  return 1
+  [ -x "$CAIRN_ISCSI_HOOK" ] || {
+    echo "no executable iSCSI hook $CAIRN_ISCSI_HOOK (set CAIRN_ISCSI_HOOK; contract in tests/bench/README.md)"
+    return 1
+  }
+  # the default hook's Ceph peer (tcmu-rbd) runs Ceph's daemons on the host
+  [ "${BENCH_RBD_PEER:-0}" != 1 ] || check_ceph_daemons
 }
 
 # ensure_fio_libiscsi: build fio with the libiscsi engine into the cache once.
