@@ -45,7 +45,7 @@ out=$TMP/out
 BENCH_TARGETS=$targets BENCH_RUNTIME=1 BENCH_RAMP=0 BENCH_SIZE_MIB=64 BENCH_ISCSI_SIZE_MIB=64 \
 BENCH_COPY_MIB=64 BENCH_SCALING_SDS="1 2" BENCH_SCALING_ROUNDS=2 BENCH_OUT=$out BENCH_WORKDIR=$TMP/work BENCH_DEADLINE=240 \
 CAIRN_CLUSTER_HOOK=$HERE/testdata/fake-cluster.sh CAIRN_FAILURE_HOOK=$HERE/testdata/fake-failure.sh \
-CAIRN_ISCSI_HOOK=$HERE/testdata/fake-iscsi.sh \
+CAIRN_ISCSI_HOOK=$HERE/testdata/fake-iscsi.sh FAKE_ISCSI_RBD=1 \
   "$HERE/run.sh" full > "$TMP/run.log" 2>&1 || { tail -n 30 "$TMP/run.log"; fail "run.sh full failed"; }
 grep -E '^\[bench' "$TMP/run.log" | tail -n 3
 left=$(leftovers "$TMP/work"); [ -z "$left" ] || fail "processes left running: $left"
@@ -94,10 +94,11 @@ reb = [r for r in recs if r["workload"] == "rebuild"]
 check(len(copy) == 1 and copy[0]["mbps"] > 0, "raw copy rate")
 check(len(reb) == 1 and reb[0]["ratio_to_raw"] == round(reb[0]["mbps"] / copy[0]["mbps"], 3), "rebuild ratio_to_raw")
 if "iscsi" in targets:
-    for t in ("lio-fileio", "tcmu-runner", "cairn-iscsi"):
+    for t in ("lio-fileio", "tcmu-runner", "tcmu-rbd", "cairn-iscsi"):
         check(len([r for r in meas if r["target"] == t]) == 4, f"{t} records")
     for v in ("lio-fileio", "tcmu-runner"):
         check(("randread-4k-qd16", v, "iops") in ratios, f"iscsi ratio against {v}")
+    check("| tcmu-rbd |" in open(os.path.join(out, "benchmarks.md")).read(), "tcmu-rbd not in the report")
 # every target (and each scaling size) was filled and read back once, neither a measurement
 raw = [json.loads(l) for l in open(os.path.join(out, "records.jsonl"))]
 for kind in ("fill", "warm"):

@@ -2,7 +2,8 @@
 # fake-iscsi.sh start|stop STATEDIR - a stand-in for the LIO guest hook
 # (tests/lio/bench-hook.sh) that follows the same contract (README.md) with
 # tgt's userspace iSCSI target on 127.0.0.1: three LUNs on files, printed as
-# lio-fileio, tcmu-runner and cairn-iscsi. It tests the harness's iSCSI plumbing (fio's
+# lio-fileio, tcmu-runner and cairn-iscsi, and a fourth printed as the
+# optional tcmu-rbd (the Ceph peer's line) with FAKE_ISCSI_RBD=1. It tests the harness's iSCSI plumbing (fio's
 # libiscsi engine, URL escaping, hook parsing) without qemu. Never used for
 # published figures. Needs Debian's tgt package.
 set -euo pipefail
@@ -20,7 +21,9 @@ case $cmd in
     echo $! > "$state/pid"
     for i in $(seq 40); do tgtadm -C "$ctl" --lld iscsi --op show --mode sys >/dev/null 2>&1 && break; sleep 0.25; done
     tid=0
-    for t in lio-fileio tcmu-runner cairn-iscsi; do
+    luns="lio-fileio tcmu-runner cairn-iscsi"
+    [ "${FAKE_ISCSI_RBD:-0}" != 1 ] || luns="$luns tcmu-rbd"
+    for t in $luns; do
       tid=$((tid + 1))
       truncate -s "${size}M" "$state/$t.img"
       iqn=iqn.2026-11.test.cairn:$t
