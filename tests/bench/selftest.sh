@@ -98,7 +98,7 @@ if "iscsi" in targets:
         check(len([r for r in meas if r["target"] == t]) == 4, f"{t} records")
     for v in ("lio-fileio", "tcmu-runner"):
         check(("randread-4k-qd16", v, "iops") in ratios, f"iscsi ratio against {v}")
-    check("| tcmu-rbd |" in open(os.path.join(out, "benchmarks.md")).read(), "tcmu-rbd not in the report")
+    check("| tcmu-rbd |" in page, "tcmu-rbd not in the report")
 # every target (and each scaling size) was filled and read back once, neither a measurement
 raw = [json.loads(l) for l in open(os.path.join(out, "records.jsonl"))]
 for kind in ("fill", "warm"):

@@ -2,9 +2,10 @@
 # fake-iscsi.sh start|stop STATEDIR - a stand-in for the LIO guest hook
 # (tests/lio/bench-hook.sh) that follows the same contract (README.md) with
 # tgt's userspace iSCSI target on 127.0.0.1: three LUNs on files, printed as
-# lio-fileio, tcmu-runner and cairn-iscsi, and a fourth printed as the
-# optional tcmu-rbd (the Ceph peer's line) with FAKE_ISCSI_RBD=1. It tests the harness's iSCSI plumbing (fio's
-# libiscsi engine, URL escaping, hook parsing) without qemu. Never used for
+# lio-fileio, tcmu-runner and cairn-iscsi, and with FAKE_ISCSI_RBD=1 a fourth
+# printed as the optional tcmu-rbd (the Ceph peer's line). It tests the
+# harness's iSCSI plumbing (fio's libiscsi engine, URL escaping, hook parsing)
+# without qemu. Never used for
 # published figures. Needs Debian's tgt package.
 set -euo pipefail
 trap 'echo "fake-iscsi: line $LINENO: $BASH_COMMAND failed" >&2' ERR
