@@ -28,8 +28,9 @@ Record fields (benchmarks.json is a list of them):
   cpu_us_per_io CPU time per I/O in microseconds: fio's own user+system time
                 (utime+stime of fio's process tree, all threads, e.g. librbd's)
                 plus the utime+stime of every server process, both sampled from
-                /proc/PID/stat and taken over fio's measured window, divided by
-                the I/Os completed in it. Split in client_cpu_us_per_io and
+                /proc/PID/stat and taken over fio's measured window (found
+                from the first line of fio's IOPS log), divided by the I/Os
+                completed in it. Split in client_cpu_us_per_io and
                 server_cpu_us_per_io; fio_thread_cpu_us_per_io is fio's own
                 usr+sys figure (job thread only), for comparison.
   page_cache_gib, file_refaults_per_io
@@ -337,8 +338,39 @@ class CPUSampler:
 # ---------------------------------------------------------------- one job
 
 
-def summarize(fio_json, sampler, window_end):
-    """Turn fio's JSON and the CPU samples into a record (without labels)."""
+# fio's IOPS log, one line per WINDOW_LOG_MS of the measured window (ramp
+# excluded) stamped with the wall clock (log_unix_epoch): it anchors the CPU
+# window. fio's own timestamp_ms is taken when it prints its report, after
+# the engine's teardown (an NBD disconnect, a librbd shutdown): under load
+# that came more than a 1 s job's runtime after its last I/O, and the CPU
+# window held none of the job's I/O (cpu_us_per_io 0.0).
+WINDOW_LOG_MS = 250
+
+
+def window_log_args(base):
+    return [f"--write_iops_log={base}", f"--log_avg_msec={WINDOW_LOG_MS}", "--log_unix_epoch=1"]
+
+
+def window_start(base):
+    """Wall-clock start (seconds) of fio's measured window, from the first
+    line of its IOPS log (written WINDOW_LOG_MS after the window began);
+    None without a usable log."""
+    first = None
+    for path in glob.glob(glob.escape(base) + "_iops.*.log"):
+        with open(path) as f:
+            line = f.readline()
+        try:
+            t = int(line.split(",")[0])
+        except (ValueError, IndexError):
+            continue
+        first = t if first is None else min(first, t)
+    return None if first is None else (first - WINDOW_LOG_MS) / 1000.0
+
+
+def summarize(fio_json, sampler, window_end, start=None):
+    """Turn fio's JSON and the CPU samples into a record (without labels).
+    The CPU window is fio's runtime from start (window_start) if known, else
+    the runtime before window_end."""
     job = fio_json["jobs"][0]
     if job.get("error"):
         raise RuntimeError(f"fio reported error {job['error']}")
@@ -354,7 +386,10 @@ def summarize(fio_json, sampler, window_end):
     p99_ns = max(p for p in p99s if p is not None) if any(p is not None for p in p99s) else None
     # fio's own figure (job thread only), kept for comparison
     fio_thread_cpu_s = (job["usr_cpu"] + job["sys_cpu"]) / 100.0 * runtime_s
-    start = window_end - runtime_s
+    if start is None:
+        start = window_end - runtime_s
+    else:
+        window_end = start + runtime_s
     client_cpu_s = sampler.delta(start, window_end, sampler.CLIENT) / HZ
     server_cpu_s = sampler.delta(start, window_end, sampler.SERVER) / HZ
     busy = sampler.delta(start, window_end, sampler.BUSY)
@@ -483,14 +518,14 @@ def page_cache_state():
 def cmd_job(a):
     unmeasured = a.workload in UNMEASURED  # once over the region, not timed
     cmd = [a.fio, f"--name={a.workload}", f"--size={a.size_mib}m"] + COMMON_FIO_ARGS
-    if not unmeasured:
-        cmd += ["--time_based=1", f"--runtime={a.runtime}", f"--ramp_time={a.ramp}"]
-    cmd += workload_args(a.workload) + a.engine
-    timeout = a.timeout or (a.runtime + a.ramp + 60 if not unmeasured else 600)
     fio_dir = os.path.join(a.out, "fio", a.target)
     os.makedirs(fio_dir, exist_ok=True)
     name = a.workload + (f"-sds{a.sds}" if a.sds else "") + (f"-r{a.round}" if a.round else "")
     base = os.path.join(fio_dir, name)
+    if not unmeasured:
+        cmd += ["--time_based=1", f"--runtime={a.runtime}", f"--ramp_time={a.ramp}"] + window_log_args(base)
+    cmd += workload_args(a.workload) + a.engine
+    timeout = a.timeout or (a.runtime + a.ramp + 60 if not unmeasured else 600)
     with open(base + ".cmd", "w") as f:
         f.write(" ".join(cmd) + "\n")
 
@@ -506,7 +541,7 @@ def cmd_job(a):
     with open(base + ".json", "w") as f:
         json.dump(res, f, indent=1)
     try:
-        rec = summarize(res, sampler, res["timestamp_ms"] / 1000.0)
+        rec = summarize(res, sampler, res["timestamp_ms"] / 1000.0, window_start(base))
     except RuntimeError as e:
         die(f"{a.target} {name}: {e}; fio output: {base}.json")
     if sampler.vanished:

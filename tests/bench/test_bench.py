@@ -71,6 +71,28 @@ class TestSummarize(unittest.TestCase):
         self.assertEqual(r["p99_lat_us"], 9.0)   # the larger direction
         self.assertEqual((r["read_iops"], r["write_iops"]), (100.0, 300.0))
 
+    def test_window_from_iops_log(self):
+        # The job's I/O (and the server's CPU, 100 ticks/s) ran from t=2 to 6;
+        # fio printed its report at t=9, after a slow teardown. Anchored at
+        # timestamp_ms the window would be 5..9 and hold 100 ticks; anchored
+        # at the IOPS log's first line (t=2.25, one 250 ms window in) 2..6.
+        s = FakeSampler()
+        s.samples = [(float(t), 100 * min(max(t - 2, 0), 4), 0, 0, 1) for t in range(11)]
+        fio = {"jobs": [{"error": 0, "job_runtime": 4000, "usr_cpu": 0.0, "sys_cpu": 0.0,
+                         "read": fio_dir(4000, 1000.0, 16384000, 100000.0, 250000),
+                         "write": empty_dir(), "trim": empty_dir()}]}
+        with tempfile.TemporaryDirectory() as d:
+            base = os.path.join(d, "randread-4k-qd1 [x]")  # glob characters in the name
+            self.assertIsNone(bench.window_start(base))
+            with open(base + "_iops.1.log", "w") as f:
+                f.write("2250, 1000, 0, 0, 0\n2500, 1000, 0, 0, 0\n")
+            start = bench.window_start(base)
+        self.assertEqual(start, 2.0)
+        late = bench.summarize(fio, s, 9.0)
+        anchored = bench.summarize(fio, s, 9.0, start)
+        self.assertAlmostEqual(late["server_cpu_us_per_io"], round(100 / bench.HZ / 4000 * 1e6, 2))
+        self.assertAlmostEqual(anchored["server_cpu_us_per_io"], round(400 / bench.HZ / 4000 * 1e6, 2))
+
     def test_fio_error_and_no_io(self):
         base = {"job_runtime": 1000, "usr_cpu": 0, "sys_cpu": 0,
                 "read": empty_dir(), "write": empty_dir(), "trim": empty_dir()}
