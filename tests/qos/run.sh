@@ -58,8 +58,6 @@ within() { python3 -c 'import sys; v,t,p=map(float,sys.argv[1:]); sys.exit(0 if 
 atleast() { python3 -c 'import sys; v,t=map(float,sys.argv[1:]); sys.exit(0 if v>=t else 1)' "$@"; }
 pct() { python3 -c 'import sys; v,t=map(float,sys.argv[1:]); print(f"{100*v/t:.0f}")' "$@"; }
 r0() { python3 -c 'import sys; print(f"{float(sys.argv[1]):.0f}")' "$1"; }
-# steady A B: the two baseline halves are within 25 % of each other.
-steady() { python3 -c 'import sys; a, b = sorted(map(float, sys.argv[1:])); sys.exit(0 if a > 0 and b / a <= 1.25 else 1)' "$1" "$2"; }
 mib() { python3 -c 'import sys; print(f"{float(sys.argv[1])/1048576:.1f}")' "$1"; }
 
 # Write the test regions once, so reads hit allocated chunks.
@@ -86,6 +84,7 @@ RUNTIME=2 fio_run warm-up free "${RR[@]}" >/dev/null
 # (alone - limited).
 ROUNDS=${QOS_ROUNDS:-3} # B runs (A runs: one more)
 NEIGHBOUR_RUNTIME=${QOS_NEIGHBOUR_RUNTIME:-4} # seconds measured per A or B run, after the 2 s ramp
+KEEP_RATIO=$(python3 -c "print($KEEP / 100)")
 # neighbour TAG FIELD QOS-ARGS FIO-ARGS...: FIELD 0 = IOPS, 1 = bytes/s.
 # Leaves the runs in NB_A, NB_B, NB_L and python's verdict in NB_SUMMARY.
 # A median below KEEP % is measured once more and the second counts: on a
@@ -95,7 +94,7 @@ neighbour() {
 	local attempt
 	for attempt in 1 2; do
 		neighbour_once "$@"
-		atleast "${NB_SUMMARY%% *}" "$(python3 -c "print($KEEP/100)")" && return 0
+		atleast "${NB_SUMMARY%% *}" "$KEEP_RATIO" && return 0
 		[ "$attempt" = 2 ] || echo "  $1: the unlimited volume beside the limited one got a median $(pct "${NB_SUMMARY%% *}" 1) % of what the limited volume leaves (< $KEEP %): measuring the sequence again"
 	done
 }
@@ -132,8 +131,8 @@ a, b, l = ([float(x) for x in arg.split()] for arg in sys.argv[1:])
 left = [b[i] / ((a[i] + a[i + 1]) / 2 - l[i]) for i in range(len(b))]
 whole = [b[i] / ((a[i] + a[i + 1]) / 2) for i in range(len(b))]
 # median ratio to what the limited volume leaves, median ratio to alone,
-# mean of the limited runs, their min and max
-print(f"{statistics.median(left):.4f} {statistics.median(whole):.4f} {statistics.mean(l)} {min(l)} {max(l)}")
+# the limited runs' min and max
+print(f"{statistics.median(left):.4f} {statistics.median(whole):.4f} {min(l)} {max(l)}")
 PY2
 )
 }
@@ -144,31 +143,29 @@ runs() { # FORMATTER VALUES...: "v1, v2, v3"
 	echo "$out"
 }
 
+# check_neighbour FMT UNIT LIMIT LIMIT-IN-UNIT ROW: the checks and the
+# report row of the last neighbour measurement (NB_*), shown with FMT.
+check_neighbour() {
+	local fmt=$1 unit=$2 limit=$3 shown=$4 row=$5 left whole lmin lmax x
+	read -r left whole lmin lmax <<<"$NB_SUMMARY"
+	echo "  limited volume: $(runs "$fmt" "${NB_L[@]}") $unit (limit $shown); unlimited volume beside it: $(runs "$fmt" "${NB_B[@]}") $unit; alone around those: $(runs "$fmt" "${NB_A[@]}") $unit"
+	for x in "${NB_L[@]}"; do
+		within "$x" "$limit" 10 || fail "volume limited to $shown $unit ran at $("$fmt" "$x") $unit in one of its runs (outside ±10 %): $(runs "$fmt" "${NB_L[@]}")"
+	done
+	ok "$shown $unit limit held in all $ROUNDS runs: $("$fmt" "$lmin")-$("$fmt" "$lmax") $unit"
+	atleast "$left" "$KEEP_RATIO" ||
+		fail "the unlimited volume beside the limited one got a median $(pct "$left" 1) % of what the limited volume leaves (its speed alone around it minus the limited volume's), less than $KEEP %"
+	ok "unlimited volume beside it: median $(pct "$left" 1) % of what the limited volume leaves, $(pct "$whole" 1) % of its speed alone"
+	REPORT+=("| $row | $(runs "$fmt" "${NB_L[@]}") $unit | unlimited volume beside it: $(runs "$fmt" "${NB_B[@]}") $unit; alone around those: $(runs "$fmt" "${NB_A[@]}") $unit; median $(pct "$whole" 1) % of alone, $(pct "$left" 1) % of alone − limited |")
+}
+
 # 1. IOPS limit: 2,000 IOPS, 4 KiB random reads at QD32 on both volumes.
 neighbour iops 0 "--iops-limit 2000 --bandwidth-limit 0" "${RR[@]}"
-read -r left whole _ lmin lmax <<<"$NB_SUMMARY"
-echo "  limited volume: $(runs r0 "${NB_L[@]}") IOPS (limit 2000); unlimited volume beside it: $(runs r0 "${NB_B[@]}") IOPS; alone around those: $(runs r0 "${NB_A[@]}") IOPS"
-for x in "${NB_L[@]}"; do
-	within "$x" 2000 10 || fail "volume limited to 2000 IOPS ran at $(r0 "$x") IOPS in one of its runs (outside ±10 %): $(runs r0 "${NB_L[@]}")"
-done
-ok "2000 IOPS limit held at QD32 in all $ROUNDS runs: $(r0 "$lmin")-$(r0 "$lmax") IOPS"
-atleast "$left" "$(python3 -c "print($KEEP/100)")" ||
-	fail "the unlimited volume beside the limited one got a median $(pct "$left" 1) % of what the limited volume leaves (its speed alone around it minus the limited volume's), less than $KEEP %"
-ok "unlimited volume beside it: median $(pct "$left" 1) % of what the limited volume leaves, $(pct "$whole" 1) % of its speed alone"
-REPORT+=("| IOPS limit 2,000, 4 KiB random read, QD 32 | $(runs r0 "${NB_L[@]}") IOPS | unlimited volume beside it: $(runs r0 "${NB_B[@]}") IOPS; alone around those: $(runs r0 "${NB_A[@]}") IOPS; median $(pct "$whole" 1) % of alone, $(pct "$left" 1) % of alone − limited |")
+check_neighbour r0 IOPS 2000 2000 "IOPS limit 2,000, 4 KiB random read, QD 32"
 
 # 2. Bandwidth limit: 20 MiB/s, 64 KiB random reads at QD32.
 neighbour bw 1 "--iops-limit 0 --bandwidth-limit 20MiB" --rw=randread --bs=64k --iodepth=32
-read -r left whole _ lmin lmax <<<"$NB_SUMMARY"
-echo "  limited volume: $(runs mib "${NB_L[@]}") MiB/s (limit 20); unlimited volume beside it: $(runs mib "${NB_B[@]}") MiB/s; alone around those: $(runs mib "${NB_A[@]}") MiB/s"
-for x in "${NB_L[@]}"; do
-	within "$x" $((20 << 20)) 10 || fail "volume limited to 20 MiB/s ran at $(mib "$x") MiB/s in one of its runs (outside ±10 %): $(runs mib "${NB_L[@]}")"
-done
-ok "20 MiB/s limit held in all $ROUNDS runs: $(mib "$lmin")-$(mib "$lmax") MiB/s"
-atleast "$left" "$(python3 -c "print($KEEP/100)")" ||
-	fail "the unlimited volume beside the limited one got a median $(pct "$left" 1) % of what the limited volume leaves (its speed alone around it minus the limited volume's), less than $KEEP %"
-ok "unlimited volume beside it: median $(pct "$left" 1) % of what the limited volume leaves, $(pct "$whole" 1) % of its speed alone"
-REPORT+=("| bandwidth limit 20 MiB/s, 64 KiB random read, QD 32 | $(runs mib "${NB_L[@]}") MiB/s | unlimited volume beside it: $(runs mib "${NB_B[@]}") MiB/s; alone around those: $(runs mib "${NB_A[@]}") MiB/s; median $(pct "$whole" 1) % of alone, $(pct "$left" 1) % of alone − limited |")
+check_neighbour mib MiB/s $((20 << 20)) 20 "bandwidth limit 20 MiB/s, 64 KiB random read, QD 32"
 
 # 3. A live change: 1000 → 3000 IOPS while fio runs; when does fio's
 # IOPS (in 100 ms windows) first pass 2000?
