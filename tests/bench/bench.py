@@ -735,6 +735,28 @@ def damon_schemes(root="/sys/kernel/mm/damon/admin"):
     return "; ".join(out)
 
 
+def cpu_idle(root="/sys"):
+    """How an idle CPU waits, which sets the price of waking it: "" when the kernel does not
+    say. In a KVM guest with the haltpoll cpuidle driver, guest_halt_poll_ns is how long an
+    idle vCPU polls before it halts; 0 makes every wake-up of an idle vCPU an exit to the
+    hypervisor (the host's choice here: haltpoll.guest_halt_poll_ns=0 on its command line)."""
+    def read(path):
+        try:
+            with open(os.path.join(root, path)) as f:
+                return f.read().strip()
+        except OSError:
+            return ""
+    driver = read("devices/system/cpu/cpuidle/current_driver")
+    if not driver:
+        return ""
+    out = f"cpuidle driver {driver}, governor {read('devices/system/cpu/cpuidle/current_governor_ro') or read('devices/system/cpu/cpuidle/current_governor') or '?'}"
+    poll = read("module/haltpoll/parameters/guest_halt_poll_ns")
+    if driver == "haltpoll" and poll:
+        out += ", guest halt polling " + (f"up to {int(poll) / 1000:g} µs" if poll != "0" else
+                                          "off (guest_halt_poll_ns=0: an idle vCPU halts at once)")
+    return out
+
+
 def machine_info():
     cpu = ""
     with open("/proc/cpuinfo") as f:
@@ -848,6 +870,9 @@ def cmd_report(a):
     L.append(f"- CPU: {meta['cpu_model']}, **{meta['cores']} cores**; memory **{meta['memory_gib']} GiB**; "
              f"kernel {meta['kernel']}")
     L.append(f"- Storage: files on `{meta.get('workdir_fs', '?')}` (the same filesystem for every target)")
+    if meta.get("cpu_idle"):
+        L.append(f"- Idle CPUs: {meta['cpu_idle']}. It sets what waking an idle vCPU costs: the "
+                 "wake-up price timed before each job (below).")
     if meta.get("damon"):
         L.append(f"- Proactive reclaim by the kernel (DAMON) was on: {meta['damon']}. Page-cache pages a target "
                  "leaves idle that long are dropped and read again from the disk when next used.")

@@ -140,6 +140,8 @@ import json, sys
 print(json.dumps(dict(l.rstrip("\n").split("=", 1) for l in sys.stdin if "=" in l)))')
 "$PYTHON" - "$BENCH_OUT/meta.json" <<EOF
 import json, sys
+sys.path.insert(0, "$BENCH_DIR")
+import bench
 json.dump({
   "mode": "$MODE",
   "date": "$(date -u +%Y-%m-%dT%H:%M:%SZ)",
@@ -156,6 +158,7 @@ json.dump({
   "cairn_desc": "a 3-SDS local Cairn cluster, 2 copies, started by ${CAIRN_CLUSTER_HOOK#$REPO/}",
   "iscsi_net": "${BENCH_GUEST_NET:-slirp}",
   "iscsi_rbd_peer": "${BENCH_RBD_PEER:-0}",
+  "cpu_idle": bench.cpu_idle(),  # at the start: it can be changed at run time, so the report does not fill it in later
 }, open(sys.argv[1], "w"), indent=1)
 EOF
 

@@ -282,14 +282,37 @@ class TestPageCache(unittest.TestCase):
         self.assertGreaterEqual(bench.page_cache_state()[1], refaults)
 
 
+def sysfs_writer(root):
+    """put(path, text): a file of a fake sysfs tree under root."""
+    def put(path, text):
+        path = os.path.join(root, path)
+        os.makedirs(os.path.dirname(path), exist_ok=True)
+        with open(path, "w") as f:
+            f.write(text + "\n")
+    return put
+
+
+class TestCpuIdle(unittest.TestCase):
+    def test_haltpoll(self):
+        with tempfile.TemporaryDirectory() as root:
+            put = sysfs_writer(root)
+            self.assertEqual(bench.cpu_idle(root), "")  # no cpuidle: nothing said
+            put("devices/system/cpu/cpuidle/current_driver", "acpi_idle")
+            put("devices/system/cpu/cpuidle/current_governor_ro", "menu")
+            self.assertEqual(bench.cpu_idle(root), "cpuidle driver acpi_idle, governor menu")
+            put("devices/system/cpu/cpuidle/current_driver", "haltpoll")
+            put("devices/system/cpu/cpuidle/current_governor_ro", "haltpoll")
+            put("module/haltpoll/parameters/guest_halt_poll_ns", "0")
+            self.assertIn("guest halt polling off (guest_halt_poll_ns=0", bench.cpu_idle(root))
+            put("module/haltpoll/parameters/guest_halt_poll_ns", "200000")
+            self.assertEqual(bench.cpu_idle(root),
+                             "cpuidle driver haltpoll, governor haltpoll, guest halt polling up to 200 µs")
+
+
 class TestDamon(unittest.TestCase):
     def test_schemes(self):
         with tempfile.TemporaryDirectory() as root:
-            def put(path, text):
-                path = os.path.join(root, path)
-                os.makedirs(os.path.dirname(path), exist_ok=True)
-                with open(path, "w") as f:
-                    f.write(text + "\n")
+            put = sysfs_writer(root)
             self.assertEqual(bench.damon_schemes(root), "")  # no kdamonds
             ctx = "kdamonds/0/contexts/0/"
             put("kdamonds/0/state", "on")
