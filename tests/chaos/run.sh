@@ -33,7 +33,7 @@
 # own, and they mostly wait; sds-kill always runs alone), CHAOS_MAINT_SECONDS
 # (instant maintenance length, default 30: the same 64 MiB of writes land in it
 # whatever its length), CHAOS_PREFILL_MIB (data to rebuild
-# in sds-kill, default 1024), CAIRN_BIN (binaries, default appliance/bin).
+# in sds-kill, 64-3072, default 1024; the bench's figures use 3072), CAIRN_BIN (binaries, default appliance/bin).
 set -euo pipefail
 CHAOS_DIR=$(cd "$(dirname "$0")" && pwd)
 ROOT=$(cd "$CHAOS_DIR/../.." && pwd)
@@ -50,6 +50,10 @@ JOBS=${CHAOS_JOBS:-2}
 # rate are the figures of issue 3, measured with the machine to themselves.
 ALONE="sds-kill"
 PREFILL_MIB=${CHAOS_PREFILL_MIB:-1024}
+((PREFILL_MIB >= 64 && PREFILL_MIB <= 3072)) || {
+	echo "CHAOS_PREFILL_MIB=$PREFILL_MIB: give 64 to 3072 (the prefill ends where the GEN region starts, at 3 GiB)" >&2
+	exit 2
+}
 GEN_MIB=64
 
 # Time limits per scenario (s): only reached when something hangs.
