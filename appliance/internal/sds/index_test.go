@@ -106,9 +106,16 @@ func TestIndexCommitGroupsAndIsolatesFailures(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	x.cmu.Lock()
-	defer x.cmu.Unlock()
-	if x.committing || len(x.pending) != 0 {
-		t.Fatalf("commit loop left running (%v) or changes pending (%d)", x.committing, len(x.pending))
+	// The last change is answered just before the loop sees nothing left.
+	for deadline := time.Now().Add(5 * time.Second); ; time.Sleep(time.Millisecond) {
+		x.cmu.Lock()
+		running, pending := x.committing, len(x.pending)
+		x.cmu.Unlock()
+		if !running && pending == 0 {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("commit loop still running (%v) or changes pending (%d) 5 s after the last answer", running, pending)
+		}
 	}
 }
