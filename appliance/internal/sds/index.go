@@ -150,11 +150,13 @@ func (x *index) commitLoop() {
 			}
 			return nil
 		})
-		for _, c := range batch {
-			if err != nil && len(batch) > 1 {
+		if err != nil && len(batch) > 1 {
+			for _, c := range batch { // each on its own: the failing one fails alone
 				c.done <- x.db.Update(c.fn)
-				continue
 			}
+			continue
+		}
+		for _, c := range batch {
 			c.done <- err
 		}
 	}
@@ -309,7 +311,6 @@ func (x *index) chunks() []chunkKey {
 	return out
 }
 
-func (x *index) sync() error  { return x.db.Sync() }
 func (x *index) close() error { return x.db.Close() }
 
 // forget drops chunk k's location on a failed device: the device takes no

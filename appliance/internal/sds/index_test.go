@@ -10,13 +10,20 @@ import (
 	bolt "go.etcd.io/bbolt"
 )
 
-// Concurrent first writes to one chunk must share one slot.
-func TestAllocateIsIdempotentUnderRace(t *testing.T) {
+// tempIndex opens a fresh index, closed at the end of the test.
+func tempIndex(t *testing.T) *index {
+	t.Helper()
 	x, err := openIndex(filepath.Join(t.TempDir(), "index.db"))
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer x.close()
+	t.Cleanup(func() { x.close() })
+	return x
+}
+
+// Concurrent first writes to one chunk must share one slot.
+func TestAllocateIsIdempotentUnderRace(t *testing.T) {
+	x := tempIndex(t)
 	d := &device{id: "dev1", super: &superblock{Slots: 1024, DataOffset: DataOffset, Created: time.Now()}}
 	if err := x.attach(d); err != nil {
 		t.Fatal(err)
@@ -53,11 +60,7 @@ func TestAllocateIsIdempotentUnderRace(t *testing.T) {
 // NoSync coming back for speed, which would make the index durable only at
 // the next FLUSH.
 func TestIndexSyncsEveryCommit(t *testing.T) {
-	x, err := openIndex(filepath.Join(t.TempDir(), "index.db"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer x.close()
+	x := tempIndex(t)
 	if x.db.NoSync {
 		t.Fatal("the chunk index is opened with NoSync: allocations would reach stable storage only at a flush")
 	}
@@ -66,11 +69,7 @@ func TestIndexSyncsEveryCommit(t *testing.T) {
 // Group commit: concurrent changes all land, and one that fails fails
 // alone (its batch is rolled back and the others committed on their own).
 func TestIndexCommitGroupsAndIsolatesFailures(t *testing.T) {
-	x, err := openIndex(filepath.Join(t.TempDir(), "index.db"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer x.close()
+	x := tempIndex(t)
 	refused := errors.New("refused")
 	var wg sync.WaitGroup
 	errs := make([]error, 64)
@@ -87,7 +86,7 @@ func TestIndexCommitGroupsAndIsolatesFailures(t *testing.T) {
 		}()
 	}
 	wg.Wait()
-	err = x.db.View(func(tx *bolt.Tx) error {
+	err := x.db.View(func(tx *bolt.Tx) error {
 		for i, e := range errs {
 			v := tx.Bucket(bucketChunks).Get(chunkKey{9, uint64(i)}.bytes())
 			switch {

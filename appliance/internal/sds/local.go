@@ -23,13 +23,6 @@ func (s *Server) localError(d *device, err error) (wire.Response, func()) {
 	return errResp(wire.StatusUnavailable, fmt.Errorf("local copy: %w", err))
 }
 
-func (s *Server) flushDevice(d *device) error {
-	if err := d.sync(); err != nil {
-		return err
-	}
-	return s.idx.sync()
-}
-
 // devErr attributes an I/O error to the device that returned it and takes
 // that device out of service.
 func (s *Server) devErr(d *device, err error) error {

@@ -217,7 +217,8 @@ func (s *Server) followDevices(ctx context.Context) {
 	}
 }
 
-// flush makes every completed write durable: devices, then the index.
+// flush makes every completed write durable: the devices (the chunk index
+// is synced at every commit already).
 func (s *Server) flush() error {
 	s.mu.RLock()
 	devs := make([]*device, 0, len(s.devices))
@@ -229,11 +230,6 @@ func (s *Server) flush() error {
 	for _, d := range devs {
 		if err := d.sync(); err != nil {
 			errs = append(errs, fmt.Errorf("flush device %s: %w", d.path, err))
-		}
-	}
-	if s.idx != nil {
-		if err := s.idx.sync(); err != nil {
-			errs = append(errs, fmt.Errorf("flush chunk index: %w", err))
 		}
 	}
 	return errors.Join(errs...)
